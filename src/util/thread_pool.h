@@ -1,0 +1,45 @@
+// A fixed pool of worker threads that runs one parallel-for at a time. The forward pass splits each
+// matmul / attention over rows; the calling thread takes part, so n_threads = 1 runs inline.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace agentkv {
+
+class ThreadPool {
+ public:
+  // n_threads <= 0 means all hardware threads.
+  explicit ThreadPool(int n_threads = 0);
+  ~ThreadPool();
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  int size() const { return n_threads_; }
+
+  // Runs fn(thread_index, n_threads) on every thread (the caller is index 0) and waits for all.
+  void run(const std::function<void(int, int)>& fn);
+
+  // Splits [0, n) into chunks of at least `grain` and calls fn(begin, end) on them in parallel.
+  void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
+
+ private:
+  void worker(int index);
+
+  int n_threads_;
+  std::vector<std::thread> threads_;
+  std::mutex mu_;
+  std::condition_variable cv_start_;
+  std::condition_variable cv_done_;
+  const std::function<void(int, int)>* job_ = nullptr;
+  uint64_t generation_ = 0;
+  int pending_ = 0;
+  bool stop_ = false;
+};
+
+}  // namespace agentkv
