@@ -92,6 +92,7 @@ std::vector<uint8_t> GgufWriter::finish() const {
     put_u64(&out, offset);
     offset += t.data.size();
   }
+  if (tensors_.empty()) return out;  // no data section, so no padding to it
   uint64_t data_start = align(out.size());
   out.resize(data_start, 0);
   for (const Tensor& t : tensors_) {

@@ -40,7 +40,13 @@ class GgufWriter {
   void add_string(const std::string& key, const std::string& value);
   template <class T>
   void add_array(const std::string& key, const std::vector<T>& values) {
-    add_numeric_array(key, gguf_type_of<T>(), values.data(), values.size(), sizeof(T));
+    if constexpr (std::is_same_v<T, bool>) {
+      // vector<bool> is packed and has no data(); GGUF stores one byte per bool.
+      std::vector<uint8_t> bytes(values.begin(), values.end());
+      add_numeric_array(key, GgufValueType::BOOL, bytes.data(), bytes.size(), 1);
+    } else {
+      add_numeric_array(key, gguf_type_of<T>(), values.data(), values.size(), sizeof(T));
+    }
   }
   void add_string_array(const std::string& key, const std::vector<std::string>& values);
   // Any value given as its type id and encoded bytes (for nested arrays and corrupt values).
