@@ -125,8 +125,11 @@ bool GgufParser::read_string(std::string* s, const char* field, uint64_t max_len
     return fail(where() + " " + len_field + " " + num(len) + " exceeds the limit " + num(max_len));
   }
   if (len > remaining()) {
-    return fail("absurd string length " + num(len) + " for " + where() + " " + field + " (only " +
-                num(remaining()) + " bytes remain at offset " + num(pos_) + ")");
+    // Longer than the whole file: a corrupt length; otherwise the file was most likely cut short.
+    std::string prefix = len > n_ ? "absurd string length " + num(len) + " for "
+                                  : "truncated file while reading (string length " + num(len) + ") ";
+    return fail(prefix + where() + " " + field + " (only " + num(remaining()) + " bytes remain at offset " +
+                num(pos_) + ")");
   }
   s->assign(reinterpret_cast<const char*>(d_ + pos_), len);
   pos_ += len;
