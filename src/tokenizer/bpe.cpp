@@ -1,0 +1,152 @@
+// Byte-level BPE (tokenizer.ggml.model = "gpt2") with the "smollm" pre-tokenizer.
+//
+// Pre-tokenization applies two patterns in sequence, each to the pieces left by the previous one,
+// keeping matched and unmatched spans (llama.cpp's unicode_regex_split):
+//   1. \p{N}  -- every number code point becomes a piece of its own;
+//   2. 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
+// Both are hand-written matchers over code points: std::regex is slow and not Unicode aware.
+#include "tokenizer/symbol_merge.h"
+#include "tokenizer/tokenizer_core.h"
+#include "tokenizer/unicode.h"
+
+namespace agentkv {
+
+std::string bpe_rank_key(std::string_view left, std::string_view right) {
+  std::string key;
+  key.reserve(4 + left.size() + right.size());
+  const auto n = static_cast<uint32_t>(left.size());
+  key.append(reinterpret_cast<const char*>(&n), sizeof(n));
+  key.append(left);
+  key.append(right);
+  return key;
+}
+
+int32_t TokenizerCore::bpe_rank(std::string_view left, std::string_view right) const {
+  auto it = bpe_ranks.find(bpe_rank_key(left, right));
+  return it == bpe_ranks.end() ? -1 : it->second;
+}
+
+namespace {
+
+// Character classes as seen by the GPT-2 matcher. Positions outside the current piece are kNone,
+// which (unlike every real code point) belongs to no class at all.
+enum class Cls : uint8_t { kNone, kLetter, kNumber, kSpace, kOther };
+
+Cls classify(uint32_t cp) {
+  if (unicode::is_whitespace(cp)) return Cls::kSpace;
+  if (unicode::is_letter(cp)) return Cls::kLetter;
+  if (unicode::is_number(cp)) return Cls::kNumber;
+  return Cls::kOther;
+}
+
+void gpt2_split(const std::vector<uint32_t>& cps, size_t begin, size_t end,
+                std::vector<std::pair<size_t, size_t>>& out) {
+  auto cls_at = [&](size_t p) { return p < end ? classify(cps[p]) : Cls::kNone; };
+  auto emit = [&](size_t from, size_t to) {
+    if (to > from) out.emplace_back(from, to);
+  };
+  size_t pos = begin;
+  while (pos < end) {
+    const uint32_t cp = cps[pos];
+    // Contractions, case-sensitive, only inside the piece.
+    if (cp == '\'' && pos + 1 < end) {
+      const uint32_t c1 = cps[pos + 1];
+      if (c1 == 's' || c1 == 't' || c1 == 'm' || c1 == 'd') {
+        emit(pos, pos + 2);
+        pos += 2;
+        continue;
+      }
+      if (pos + 2 < end) {
+        const uint32_t c2 = cps[pos + 2];
+        if ((c1 == 'r' && c2 == 'e') || (c1 == 'v' && c2 == 'e') || (c1 == 'l' && c2 == 'l')) {
+          emit(pos, pos + 3);
+          pos += 3;
+          continue;
+        }
+      }
+    }
+    // " ?X+" for X in {letter, number, other}: an optional single ASCII space joins the run.
+    const size_t run_start = pos + (cp == ' ' ? 1 : 0);
+    const Cls head = cls_at(run_start);
+    if (head == Cls::kLetter || head == Cls::kNumber || head == Cls::kOther) {
+      size_t p = run_start;
+      while (cls_at(p) == head) ++p;
+      emit(pos, p);
+      pos = p;
+      continue;
+    }
+    size_t n_space = 0;
+    while (cls_at(pos + n_space) == Cls::kSpace) ++n_space;
+    if (n_space > 1 && pos + n_space < end) {
+      // \s+(?!\S): leave the last whitespace to prefix the following token.
+      emit(pos, pos + n_space - 1);
+      pos += n_space - 1;
+      continue;
+    }
+    if (n_space > 0) {
+      emit(pos, pos + n_space);
+      pos += n_space;
+      continue;
+    }
+    emit(pos, pos + 1);  // unreachable for real code points; kept for safety
+    pos += 1;
+  }
+}
+
+struct Bigram {
+  int left, right;
+  int32_t rank;
+  size_t size;
+};
+
+struct BigramWorse {
+  // Lowest rank first; equal ranks: leftmost first.
+  bool operator()(const Bigram& a, const Bigram& b) const {
+    return a.rank > b.rank || (a.rank == b.rank && a.left > b.left);
+  }
+};
+
+void merge_word(const TokenizerCore& core, std::string_view word, std::vector<int32_t>& out) {
+  std::vector<MergeSymbol> syms = split_symbols(word);
+  run_merges<Bigram, BigramWorse>(syms, [&](int l, int r, auto push) {
+    const int32_t rank = core.bpe_rank(word.substr(syms[l].off, syms[l].len),
+                                       word.substr(syms[r].off, syms[r].len));
+    if (rank >= 0) push(Bigram{l, r, rank, syms[l].len + syms[r].len});
+  });
+  // A symbol that is not in the vocab: llama.cpp looks up each byte of the *encoded* text as a
+  // one-byte token and silently drops bytes that have none.
+  emit_symbols(core, word, syms, out, [&](uint8_t b) {
+    const char c = static_cast<char>(b);
+    return core.lookup(std::string_view(&c, 1));
+  });
+}
+
+}  // namespace
+
+std::vector<std::pair<size_t, size_t>> smollm_pretokenize(const std::vector<uint32_t>& cps) {
+  std::vector<std::pair<size_t, size_t>> out;
+  size_t run = 0;
+  for (size_t i = 0; i <= cps.size(); ++i) {
+    if (i == cps.size() || unicode::is_number(cps[i])) {
+      if (i > run) gpt2_split(cps, run, i, out);
+      if (i < cps.size()) out.emplace_back(i, i + 1);
+      run = i + 1;
+    }
+  }
+  return out;
+}
+
+void bpe_encode_fragment(const TokenizerCore& core, std::string_view text, std::vector<int32_t>& out) {
+  const std::vector<uint32_t> cps = unicode::decode(text);
+  std::string word;
+  for (const auto& [b, e] : smollm_pretokenize(cps)) {
+    // Re-encoding the decoded code points is deliberate: invalid bytes become U+FFFD (EF BF BD)
+    // and overlong forms are normalised, exactly as llama.cpp feeds them to the byte map.
+    const std::string utf8 = unicode::to_utf8(cps, b, e);
+    word.clear();
+    for (char c : utf8) word += unicode::byte_to_utf8(static_cast<uint8_t>(c));
+    merge_word(core, word, out);
+  }
+}
+
+}  // namespace agentkv

@@ -1,0 +1,303 @@
+#include "tokenizer/tokenizer.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstdio>
+
+#include "tokenizer/tokenizer_core.h"
+#include "tokenizer/unicode.h"
+
+namespace agentkv {
+
+namespace {
+
+// Token texts llama.cpp (0c1e570, llama-vocab.cpp) recognises by name. EOT/EOM/FIM tokens are
+// picked when the GGUF does not name them, and forced to CONTROL; every token in kEogTexts ends
+// generation.
+constexpr std::string_view kEotTexts[] = {
+    "<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|end_of_text|>",
+    "<EOT>", "_<EOT>", "[EOT]", "<\xEF\xBD\x9C" "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>",
+    "<end_of_utterance>"};
+constexpr std::string_view kEomTexts[] = {"<|eom_id|>"};
+constexpr std::string_view kFimPadTexts[] = {"<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", "[PAD]"};
+constexpr std::string_view kFimRepTexts[] = {"<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>",
+                                             "<reponame>"};
+constexpr std::string_view kFimSepTexts[] = {"<|file_sep|>"};
+constexpr std::string_view kFimOtherTexts[] = {
+    "<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>", "<\xEF\xBD\x9C" "fim\xE2\x96\x81" "begin\xEF\xBD\x9C>",
+    "<PRE>", "\xE2\x96\x81<PRE>", "<|code_prefix|>", "<|prefix|>",
+    "<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>", "<\xEF\xBD\x9C" "fim\xE2\x96\x81hole\xEF\xBD\x9C>",
+    "<SUF>", "\xE2\x96\x81<SUF>", "<|code_suffix|>", "<|suffix|>",
+    "<|fim_middle|>", "<fim-middle>", "<fim_middle>", "<\xEF\xBD\x9C" "fim\xE2\x96\x81" "end\xEF\xBD\x9C>",
+    "<MID>", "\xE2\x96\x81<MID>", "<|code_middle|>", "<|middle|>"};
+constexpr std::string_view kEogTexts[] = {
+    "<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<|flush|>", "<|calls|>",
+    "<end_of_turn>", "<|endoftext|>", "</s>", "<|eom_id|>", "<EOT>", "_<EOT>", "[EOT]", "[EOS]",
+    "<|end_of_text|>", "<end_of_utterance>", "<eos>", "<turn|>", "<|tool_response>",
+    "<\xEF\xBD\x9C" "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>", "[e~["};
+
+uint32_t attr_from_type(int32_t type) {
+  switch (static_cast<TokenType>(type)) {
+    case TokenType::kUnknown: return kAttrUnknown;
+    case TokenType::kUnused: return kAttrUnused;
+    case TokenType::kNormal: return kAttrNormal;
+    case TokenType::kControl: return kAttrControl;
+    case TokenType::kUserDefined: return kAttrUserDefined;
+    case TokenType::kByte: return kAttrByte;
+    default: return 0;
+  }
+}
+
+// llama.cpp's llama_decode_text: map each code point back through the GPT-2 byte table; code
+// points outside it are rendered as a visible marker rather than dropped.
+std::string decode_bpe_text(const std::string& text) {
+  std::string out;
+  for (uint32_t cp : unicode::decode(text)) {
+    const int b = unicode::codepoint_to_byte(cp);
+    if (b >= 0) {
+      out.push_back(static_cast<char>(b));
+      continue;
+    }
+    std::string utf8;
+    unicode::append_utf8(utf8, cp);
+    out += "[UNK_BYTE_0x";
+    for (char c : utf8) {
+      char hex[3];
+      std::snprintf(hex, sizeof(hex), "%02x", static_cast<uint8_t>(c));
+      out += hex;
+    }
+    out += text + "]";
+  }
+  return out;
+}
+
+std::string unescape_spm(const std::string& text) {
+  std::string out;
+  out.reserve(text.size());
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (text.compare(i, 3, "\xE2\x96\x81") == 0) {
+      out.push_back(' ');
+      i += 2;
+    } else {
+      out.push_back(text[i]);
+    }
+  }
+  return out;
+}
+
+char byte_of_token(const std::string& text) {
+  // "<0xAB>" -> 0xAB, parsed as leniently as llama.cpp's strtol on characters 3..4.
+  const std::string hex = text.size() > 3 ? text.substr(3, 2) : std::string();
+  return static_cast<char>(std::strtol(hex.c_str(), nullptr, 16));
+}
+
+template <size_t N>
+bool text_in(std::string_view text, const std::string_view (&list)[N]) {
+  return std::find(std::begin(list), std::end(list), text) != std::end(list);
+}
+
+}  // namespace
+
+Tokenizer::Tokenizer() : core_(std::make_unique<TokenizerCore>()) {}
+Tokenizer::~Tokenizer() = default;
+
+Result<std::unique_ptr<Tokenizer>> Tokenizer::create(VocabData vocab) {
+  std::unique_ptr<Tokenizer> tok(new Tokenizer());
+  TokenizerCore& c = *tok->core_;
+  if (vocab.model == "gpt2") {
+    c.kind = Kind::kBpe;
+    // Only "smollm" is implemented: its siblings share the pre-tokenizer but enable llama.cpp's
+    // clean_spaces detokenizer pass, which we do not have.
+    if (vocab.pre != "smollm") {
+      return make_error("tokenizer: unsupported BPE pre-tokenizer '" + vocab.pre + "'");
+    }
+  } else if (vocab.model == "llama") {
+    c.kind = Kind::kSpm;
+  } else {
+    return make_error("tokenizer: unsupported tokenizer model '" + vocab.model + "'");
+  }
+  const size_t n = vocab.tokens.size();
+  if (n == 0 || n > static_cast<size_t>(INT32_MAX)) return make_error("tokenizer: empty vocabulary");
+  if (!vocab.scores.empty() && vocab.scores.size() < n) {
+    return make_error("tokenizer: fewer scores than tokens");
+  }
+  if (!vocab.token_types.empty() && vocab.token_types.size() < n) {
+    return make_error("tokenizer: fewer token types than tokens");
+  }
+  for (int32_t* id : {&vocab.bos, &vocab.eos, &vocab.eot, &vocab.unk, &vocab.pad}) {
+    if (*id >= static_cast<int64_t>(n)) *id = -1;
+  }
+  for (size_t i = 0; i < n; ++i) {
+    if (vocab.tokens[i].empty()) vocab.tokens[i] = "[EMPTY_" + std::to_string(i) + "]";
+  }
+  c.vocab = std::move(vocab);
+  const auto& tokens = c.vocab.tokens;
+
+  c.token_to_id.reserve(n * 2);
+  c.attrs.resize(n);
+  for (size_t i = 0; i < n; ++i) {
+    c.token_to_id[tokens[i]] = static_cast<int32_t>(i);  // later duplicates win, as in llama.cpp
+    c.attrs[i] = c.vocab.token_types.empty() ? kAttrNormal : attr_from_type(c.vocab.token_types[i]);
+  }
+  if (c.kind == Kind::kBpe) {
+    c.bpe_ranks.reserve(c.vocab.merges.size() * 2);
+    for (size_t i = 0; i < c.vocab.merges.size(); ++i) {
+      const std::string& m = c.vocab.merges[i];
+      const size_t sp = m.find(' ', 1);
+      const std::string_view mv(m);
+      const std::string key = sp == std::string::npos
+                                  ? bpe_rank_key("", "")
+                                  : bpe_rank_key(mv.substr(0, sp), mv.substr(sp + 1));
+      c.bpe_ranks.emplace(key, static_cast<int32_t>(i));  // first occurrence wins
+    }
+  }
+
+  // Text-based detection of EOT/EOM/FIM and EOG tokens (see the lists above). llama.cpp takes the
+  // first match in hash-map order when several texts match; we take the lowest id.
+  auto force_control = [&](int32_t id) { c.attrs[id] |= kAttrControl; };
+  auto detect = [&](int32_t current, auto& list) -> int32_t {
+    if (current >= 0) return current;
+    for (size_t i = 0; i < n; ++i) {
+      if (text_in(tokens[i], list)) {
+        force_control(static_cast<int32_t>(i));
+        return static_cast<int32_t>(i);
+      }
+    }
+    return -1;
+  };
+  c.eot = detect(c.vocab.eot, kEotTexts);
+  const int32_t eom = detect(-1, kEomTexts);
+  const int32_t fim_pad = detect(-1, kFimPadTexts);
+  const int32_t fim_rep = detect(-1, kFimRepTexts);
+  const int32_t fim_sep = detect(-1, kFimSepTexts);
+  for (size_t i = 0; i < n; ++i) {
+    // FIM prefix/suffix/middle: each kind takes one token, but none of our vocabularies has two.
+    if (text_in(tokens[i], kFimOtherTexts)) force_control(static_cast<int32_t>(i));
+  }
+  c.eog.assign(n, 0);
+  for (int32_t id : {fim_pad, fim_rep, fim_sep, c.vocab.eos, c.eot, eom}) {
+    if (id >= 0) c.eog[id] = 1;
+  }
+  for (size_t i = 0; i < n; ++i) {
+    if (text_in(tokens[i], kEogTexts)) {
+      c.eog[i] = 1;
+      force_control(static_cast<int32_t>(i));
+    }
+  }
+
+  // Special-token order: std::sort by descending length over ascending ids, the same call
+  // llama.cpp makes, so ties between equal-length tokens resolve identically with libstdc++.
+  for (size_t i = 0; i < n; ++i) {
+    if (c.attrs[i] & (kAttrControl | kAttrUserDefined | kAttrUnknown)) {
+      c.special_order.push_back(static_cast<int32_t>(i));
+    }
+  }
+  std::sort(c.special_order.begin(), c.special_order.end(),
+            [&](int32_t a, int32_t b) { return tokens[a].size() > tokens[b].size(); });
+  c.special_rank.assign(n, -1);
+  for (size_t r = 0; r < c.special_order.size(); ++r) {
+    c.special_rank[c.special_order[r]] = static_cast<int32_t>(r);
+    c.special_trie.insert(tokens[c.special_order[r]], c.special_order[r]);
+  }
+
+  // Pieces for special=true; special=false only adds the CONTROL/UNKNOWN filter on top.
+  c.pieces.resize(n);
+  for (size_t i = 0; i < n; ++i) {
+    const uint32_t a = c.attrs[i];
+    if (a & (kAttrUnknown | kAttrControl | kAttrUserDefined)) {
+      c.pieces[i] = tokens[i];
+    } else if (a & kAttrNormal) {
+      c.pieces[i] = c.kind == Kind::kBpe ? decode_bpe_text(tokens[i]) : unescape_spm(tokens[i]);
+    } else if (a & kAttrByte) {
+      c.pieces[i] = std::string(1, byte_of_token(tokens[i]));
+    }  // UNUSED / UNDEFINED tokens render as nothing
+  }
+  return tok;
+}
+
+std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_bos, bool parse_special) const {
+  const TokenizerCore& c = *core_;
+  std::vector<int32_t> out;
+  if (add_bos && c.vocab.bos >= 0) out.push_back(c.vocab.bos);
+  bool prev_special = true;  // SentencePiece dummy prefix goes before the first raw fragment
+  for (const Fragment& f : partition_special(c, text, parse_special)) {
+    if (f.token >= 0) {
+      out.push_back(f.token);
+      prev_special = true;
+      continue;
+    }
+    const std::string_view raw = text.substr(f.offset, f.length);
+    if (c.kind == Kind::kBpe) {
+      bpe_encode_fragment(c, raw, out);
+    } else {
+      spm_encode_fragment(c, raw, c.vocab.add_space_prefix && prev_special, out);
+    }
+    prev_special = false;
+  }
+  return out;
+}
+
+std::string Tokenizer::token_to_piece(int32_t id, bool special) const {
+  const TokenizerCore& c = *core_;
+  if (id < 0 || id >= n_vocab()) return {};
+  if (!special && (c.attrs[id] & (kAttrUnknown | kAttrControl))) return {};
+  return c.pieces[id];
+}
+
+std::string Tokenizer::decode(std::span<const int32_t> ids, bool special) const {
+  std::string out;
+  bool strip_space = core_->vocab.add_space_prefix;  // undo the dummy prefix of the first token
+  for (int32_t id : ids) {
+    std::string piece = token_to_piece(id, special);
+    if (strip_space && !piece.empty() && piece[0] == ' ') piece.erase(0, 1);
+    strip_space = false;
+    out += piece;
+  }
+  return out;
+}
+
+int32_t Tokenizer::bos_id() const { return core_->vocab.bos; }
+int32_t Tokenizer::eos_id() const { return core_->vocab.eos; }
+int32_t Tokenizer::eot_id() const { return core_->eot; }
+bool Tokenizer::is_eog(int32_t id) const { return id >= 0 && id < n_vocab() && core_->eog[id]; }
+std::vector<int32_t> Tokenizer::eog_ids() const {
+  std::vector<int32_t> ids;
+  for (int32_t i = 0; i < n_vocab(); ++i) {
+    if (core_->eog[i]) ids.push_back(i);
+  }
+  return ids;
+}
+int32_t Tokenizer::n_vocab() const { return static_cast<int32_t>(core_->vocab.tokens.size()); }
+bool Tokenizer::add_bos_default() const { return core_->vocab.add_bos; }
+Tokenizer::Kind Tokenizer::kind() const { return core_->kind; }
+const std::string& Tokenizer::token_text(int32_t id) const {
+  static const std::string kEmpty;
+  return id >= 0 && id < n_vocab() ? core_->vocab.tokens[id] : kEmpty;
+}
+TokenType Tokenizer::token_type(int32_t id) const {
+  if (id < 0 || id >= n_vocab()) return TokenType::kUndefined;
+  return core_->vocab.token_types.empty() ? TokenType::kNormal
+                                          : static_cast<TokenType>(core_->vocab.token_types[id]);
+}
+int32_t Tokenizer::find_token(std::string_view text) const { return core_->lookup(text); }
+bool Tokenizer::is_special(int32_t id) const {
+  return id >= 0 && id < n_vocab() && (core_->attrs[id] & (kAttrControl | kAttrUnknown));
+}
+const std::string& Tokenizer::chat_template() const { return core_->vocab.chat_template; }
+const std::string& Tokenizer::architecture() const { return core_->vocab.architecture; }
+
+std::string StreamDecoder::push(int32_t id) {
+  pending_ += tok_.token_to_piece(id, special_);
+  const size_t hold = unicode::incomplete_utf8_tail(pending_);
+  std::string ready = pending_.substr(0, pending_.size() - hold);
+  pending_.erase(0, pending_.size() - hold);
+  return ready;
+}
+
+std::string StreamDecoder::flush() {
+  std::string rest;
+  rest.swap(pending_);
+  return rest;
+}
+
+}  // namespace agentkv

@@ -1,0 +1,74 @@
+// Text <-> token ids for the two GGUF tokenizer families we run:
+//   * "gpt2"  : byte-level BPE with a regex pre-tokenizer (SmolLM2, pre = "smollm"),
+//   * "llama" : SentencePiece-style BPE over scores with <0xXX> byte fallback (Gemma 3).
+// Behaviour follows llama.cpp (commit 0c1e570) token for token, including its handling of invalid
+// UTF-8 and of special tokens; tests/data/tokenizer/*.golden.jsonl pin that down.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "tokenizer/vocab.h"
+#include "util/status.h"
+
+namespace agentkv {
+
+struct TokenizerCore;  // internal tables, see tokenizer_core.h
+
+class Tokenizer {
+ public:
+  enum class Kind { kBpe, kSpm };
+
+  static Result<std::unique_ptr<Tokenizer>> create(VocabData vocab);
+  ~Tokenizer();
+  Tokenizer(const Tokenizer&) = delete;
+  Tokenizer& operator=(const Tokenizer&) = delete;
+
+  // add_bos: prepend bos_id() (callers normally pass add_bos_default()).
+  // parse_special: also recognise CONTROL/UNKNOWN token texts such as "<|im_start|>";
+  // USER_DEFINED token texts are always recognised.
+  std::vector<int32_t> encode(std::string_view text, bool add_bos, bool parse_special) const;
+
+  // special: render CONTROL/UNKNOWN tokens as their text (otherwise they produce nothing).
+  std::string decode(std::span<const int32_t> ids, bool special = false) const;
+  std::string token_to_piece(int32_t id, bool special) const;
+
+  int32_t bos_id() const;
+  int32_t eos_id() const;
+  int32_t eot_id() const;  // -1 if none
+  bool is_eog(int32_t id) const;  // end of generation: eos, eot and llama.cpp's EOG-by-text list
+  std::vector<int32_t> eog_ids() const;
+  int32_t n_vocab() const;
+  bool add_bos_default() const;
+  Kind kind() const;
+  const std::string& token_text(int32_t id) const;
+  TokenType token_type(int32_t id) const;  // as given in the vocab
+  int32_t find_token(std::string_view text) const;  // -1 if not a token
+  bool is_special(int32_t id) const;  // CONTROL or UNKNOWN after llama.cpp's overrides
+  const std::string& chat_template() const;
+  const std::string& architecture() const;
+
+ private:
+  Tokenizer();
+  std::unique_ptr<TokenizerCore> core_;
+};
+
+// Turns a stream of generated ids into text without ever emitting a partial UTF-8 character:
+// incomplete trailing bytes are held back until the next token completes them (or flush()).
+class StreamDecoder {
+ public:
+  explicit StreamDecoder(const Tokenizer& tok, bool special = false) : tok_(tok), special_(special) {}
+  std::string push(int32_t id);
+  std::string flush();  // whatever is held back, even if incomplete
+
+ private:
+  const Tokenizer& tok_;
+  bool special_;
+  std::string pending_;
+};
+
+}  // namespace agentkv
