@@ -38,10 +38,10 @@ int cmd_bench(int argc, char** argv) {
   auto lm = load_model(model);
   if (!lm.ok()) return cli_fail(lm.error());
   const Model& m = *(*lm)->model;
-  ThreadPool pool(int(threads));
+  ThreadPool pool{int(threads)};
   std::mt19937 rng(42);
   std::uniform_int_distribution<int32_t> pick(0, std::min((*lm)->tokenizer->n_vocab(), m.config().n_vocab) - 1);
-  std::vector<int32_t> prompt(size_t(n_prompt));
+  std::vector<int32_t> prompt(static_cast<size_t>(n_prompt));
   for (auto& t : prompt) t = pick(rng);
   std::vector<float> logits;
   SingleSequence pseq(m, int(n_prompt), int(n_prompt));
@@ -69,7 +69,7 @@ int cmd_bench(int argc, char** argv) {
   Json out = Json::object();
   out.set("model", Json::string((*lm)->name));
   out.set("threads", Json::number(pool.size()));
-  out.set("isa", Json::string(isa_level_name()));
+  out.set("isa", Json::string(active_isa_name()));
   out.set("n_prompt", Json::number(double(n_prompt)));
   out.set("n_gen", Json::number(double(n_gen)));
   out.set("reps", Json::number(double(reps)));

@@ -58,7 +58,7 @@ int cmd_generate(int argc, char** argv) {
   opt.sampling.repetition_penalty = float(repeat_penalty);
   opt.sampling.seed = uint64_t(seed);
   if (!stop.empty()) opt.stop.push_back(stop);
-  ThreadPool pool(int(threads));
+  ThreadPool pool{int(threads)};
   auto res = generate(**lm, ids, opt, pool, [](std::string_view s) {
     std::fwrite(s.data(), 1, s.size(), stdout);
     std::fflush(stdout);

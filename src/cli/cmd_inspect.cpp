@@ -26,16 +26,12 @@ std::string shape(const agentkv::GgufTensorInfo& t) {
 
 }  // namespace
 
+namespace agentkv {
+
 int cmd_inspect(int argc, char** argv) {
-  if (argc != 2) {
-    std::fprintf(stderr, "agentkv: error: usage: agentkv inspect FILE.gguf\n");
-    return 1;
-  }
+  if (argc != 2) return cli_fail("usage: agentkv inspect FILE.gguf");
   auto opened = GgufFile::open(argv[1]);
-  if (!opened.ok()) {
-    std::fprintf(stderr, "agentkv: error: %s\n", opened.error().c_str());
-    return 1;
-  }
+  if (!opened.ok()) return cli_fail(opened.error());
   const GgufFile& f = **opened;
   std::printf("file: %s\nversion: %u  size: %zu  alignment: %zu  data offset: %zu\n", argv[1], f.version(),
               f.file_size(), f.alignment(), f.data_offset());
@@ -54,3 +50,5 @@ int cmd_inspect(int argc, char** argv) {
   }
   return 0;
 }
+
+}  // namespace agentkv

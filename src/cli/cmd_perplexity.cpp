@@ -28,7 +28,7 @@ int cmd_perplexity(int argc, char** argv) {
   ss << f.rdbuf();
   auto lm = load_model(model);
   if (!lm.ok()) return cli_fail(lm.error());
-  ThreadPool pool(int(threads));
+  ThreadPool pool{int(threads)};
   auto r = perplexity(**lm, ss.str(), int(ctx), pool, [](int chunk, double ppl) {
     std::fprintf(stdout, "[%d]%.4f ", chunk, ppl);
     std::fflush(stdout);

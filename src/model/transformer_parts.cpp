@@ -16,7 +16,7 @@ Result<WeightView> find_matrix(const GgufFile& f, const std::string& name, int64
     return make_error("tensor '" + name + "' has shape [" + std::to_string(t->ne[0]) + ", " +
                       std::to_string(t->n_dims > 1 ? t->ne[1] : 1) + "], expected [" + std::to_string(cols) +
                       ", " + std::to_string(rows) + "]");
-  if (!matmul_supports(static_cast<GgmlType>(t->type))) {
+  if (!is_matmul_type(static_cast<GgmlType>(t->type))) {
     const GgmlTypeInfo* ti = ggml_type_info(t->type);
     return make_error("tensor '" + name + "' has type " + (ti ? ti->name : std::to_string(t->type)) +
                       ", which agentkv cannot multiply");

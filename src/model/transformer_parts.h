@@ -9,6 +9,7 @@
 #include "model/kv_arena.h"
 #include "model/model_config.h"
 #include "ops/matmul.h"
+#include "ops/quant.h"
 #include "util/status.h"
 #include "util/thread_pool.h"
 
