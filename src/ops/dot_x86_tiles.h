@@ -146,6 +146,20 @@ void tile_legacy(const uint8_t* w, size_t row_bytes, const ActBuffer& a, int64_t
       for (int r = 0; r < R; ++r) y[t * ldy + r] += msum[r][t];
 }
 
+// The 12 packed bytes of Q4_K/Q5_K scales -> 8 six-bit scales and 8 mins (low 8 bytes of each),
+// the get_scale_min_k4 rules applied four bytes at a time.
+inline void k_scales_mins(const uint8_t* p, __m128i* sc, __m128i* m) {
+  uint32_t a, b, c;
+  std::memcpy(&a, p, 4);
+  std::memcpy(&b, p + 4, 4);
+  std::memcpy(&c, p + 8, 4);
+  const uint32_t sc_lo = a & 0x3F3F3F3Fu, m_lo = b & 0x3F3F3F3Fu;
+  const uint32_t sc_hi = (c & 0x0F0F0F0Fu) | ((a >> 2) & 0x30303030u);
+  const uint32_t m_hi = ((c >> 4) & 0x0F0F0F0Fu) | ((b >> 2) & 0x30303030u);
+  *sc = _mm_cvtsi64_si128(int64_t(uint64_t(sc_lo) | (uint64_t(sc_hi) << 32)));
+  *m = _mm_cvtsi64_si128(int64_t(uint64_t(m_lo) | (uint64_t(m_hi) << 32)));
+}
+
 // ---- K-quants against Q8_K (256-element super-blocks) -------------------------------------------
 // Sub-block scales multiply inside vpmaddwd, so each 32 codes cost maddubs + madd + add per pair and
 // the float work happens once per super-block. Mins (Q4_K/Q5_K) and Q6_K's -32 offset are integer
@@ -157,18 +171,14 @@ void tile_q45k(const uint8_t* w, size_t row_bytes, const ActBuffer& a, int64_t t
   AccTile<R, T> acc;
   for (int64_t k = 0; k < nb; ++k) {
     const uint8_t* blk[R];
-    alignas(32) int16_t sc[R][8];
+    __m256i sc16[R];    // the 8 sub-block scales as i16, in both 128-bit lanes
     __m256i mins16[R];  // m_j at i16 positions 2j and 2j+1, to pair with the 16 bsums
     for (int r = 0; r < R; ++r) {
       blk[r] = w + size_t(r) * row_bytes + size_t(k) * kBytes;
-      alignas(32) int16_t m2[16];
-      for (int j = 0; j < 8; ++j) {
-        int s, m;
-        k_scale_min(j, blk[r] + 4, &s, &m);
-        sc[r][j] = int16_t(s);
-        m2[2 * j] = m2[2 * j + 1] = int16_t(m);
-      }
-      mins16[r] = _mm256_load_si256(reinterpret_cast<const __m256i*>(m2));
+      __m128i sc8, m8;
+      k_scales_mins(blk[r] + 4, &sc8, &m8);
+      sc16[r] = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sc8));
+      mins16[r] = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m8, m8));
     }
     __m256i isum[R][T];
     for (int r = 0; r < R; ++r)
@@ -184,7 +194,8 @@ void tile_q45k(const uint8_t* w, size_t row_bytes, const ActBuffer& a, int64_t t
           const __m256i bit = _mm256_and_si256(_mm256_srli_epi16(qh, j), _mm256_set1_epi8(1));
           q = _mm256_or_si256(q, _mm256_slli_epi16(bit, 4));
         }
-        const __m256i scale = _mm256_set1_epi16(sc[r][j]);
+        const __m256i scale =
+            _mm256_shuffle_epi8(sc16[r], _mm256_set1_epi16(int16_t(0x0100 * (2 * j + 1) + 2 * j)));
         for (int t = 0; t < T; ++t) {
           const __m256i yv =
               _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.qs(t0 + t) + 256 * k + 32 * j));
