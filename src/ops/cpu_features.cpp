@@ -10,8 +10,8 @@ namespace {
 IsaLevel detect() {
 #if defined(__x86_64__) || defined(__i386__)
   __builtin_cpu_init();
-  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-                    __builtin_cpu_supports("f16c");
+  const bool avx2 =
+      __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
   if (!avx2) return IsaLevel::kScalar;
   const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                       __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
@@ -52,9 +52,12 @@ IsaLevel active_isa_level() { return IsaLevel(active_slot().load(std::memory_ord
 
 const char* isa_level_name(IsaLevel level) {
   switch (level) {
-    case IsaLevel::kScalar: return "scalar";
-    case IsaLevel::kAvx2: return "avx2";
-    case IsaLevel::kAvx512: return "avx512";
+    case IsaLevel::kScalar:
+      return "scalar";
+    case IsaLevel::kAvx2:
+      return "avx2";
+    case IsaLevel::kAvx512:
+      return "avx512";
   }
   return "unknown";
 }

@@ -144,18 +144,30 @@ void kernel(const uint8_t* w, size_t row_bytes, int64_t nrows, const ActBuffer& 
 
 MatmulKernel scalar_kernel(GgmlType t) {
   switch (t) {
-    case GgmlType::F32: return kernel<dot_row_float<GgmlType::F32>>;
-    case GgmlType::F16: return kernel<dot_row_float<GgmlType::F16>>;
-    case GgmlType::BF16: return kernel<dot_row_float<GgmlType::BF16>>;
-    case GgmlType::Q4_0: return kernel<dot_row_legacy<GgmlType::Q4_0>>;
-    case GgmlType::Q4_1: return kernel<dot_row_legacy<GgmlType::Q4_1>>;
-    case GgmlType::Q5_0: return kernel<dot_row_legacy<GgmlType::Q5_0>>;
-    case GgmlType::Q5_1: return kernel<dot_row_legacy<GgmlType::Q5_1>>;
-    case GgmlType::Q8_0: return kernel<dot_row_legacy<GgmlType::Q8_0>>;
-    case GgmlType::Q4_K: return kernel<dot_row_k<GgmlType::Q4_K>>;
-    case GgmlType::Q5_K: return kernel<dot_row_k<GgmlType::Q5_K>>;
-    case GgmlType::Q6_K: return kernel<dot_row_k<GgmlType::Q6_K>>;
-    default: return nullptr;
+    case GgmlType::F32:
+      return kernel<dot_row_float<GgmlType::F32>>;
+    case GgmlType::F16:
+      return kernel<dot_row_float<GgmlType::F16>>;
+    case GgmlType::BF16:
+      return kernel<dot_row_float<GgmlType::BF16>>;
+    case GgmlType::Q4_0:
+      return kernel<dot_row_legacy<GgmlType::Q4_0>>;
+    case GgmlType::Q4_1:
+      return kernel<dot_row_legacy<GgmlType::Q4_1>>;
+    case GgmlType::Q5_0:
+      return kernel<dot_row_legacy<GgmlType::Q5_0>>;
+    case GgmlType::Q5_1:
+      return kernel<dot_row_legacy<GgmlType::Q5_1>>;
+    case GgmlType::Q8_0:
+      return kernel<dot_row_legacy<GgmlType::Q8_0>>;
+    case GgmlType::Q4_K:
+      return kernel<dot_row_k<GgmlType::Q4_K>>;
+    case GgmlType::Q5_K:
+      return kernel<dot_row_k<GgmlType::Q5_K>>;
+    case GgmlType::Q6_K:
+      return kernel<dot_row_k<GgmlType::Q6_K>>;
+    default:
+      return nullptr;
   }
 }
 

@@ -57,7 +57,15 @@ class ActBuffer {
 void quantize_act_row(const float* x, ActBuffer& a, int64_t t);
 
 // Six-bit packed (scale, min) pair j of a Q4_K / Q5_K super-block (models.md §3 get_scale_min_k4).
-void k_scale_min(int j, const uint8_t* q, int* sc, int* m);
+inline void k_scale_min(int j, const uint8_t* q, int* sc, int* m) {
+  if (j < 4) {
+    *sc = q[j] & 63;
+    *m = q[j + 4] & 63;
+  } else {
+    *sc = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
+    *m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+  }
+}
 
 // Computes y[(t - t0) * ldy + r] = dot(weight row r, activation row t) for r in [0, nrows),
 // t in [t0, t1). w points at row 0; rows are row_bytes apart.

@@ -87,7 +87,8 @@ void matmul_rows(const WeightView& w, const float* x, int64_t n_tokens, int64_t 
       const int64_t tb = (task / n_row_chunks) * tok_chunk;
       const int64_t rn = std::min(row_chunk, nrows - rb);
       const int64_t te = std::min(n_tokens, tb + tok_chunk);
-      kernel(wbase + size_t(r0 + rb) * w.row_bytes, w.row_bytes, rn, acts, tb, te, y + tb * nrows + rb, nrows);
+      kernel(wbase + size_t(r0 + rb) * w.row_bytes, w.row_bytes, rn, acts, tb, te, y + tb * nrows + rb,
+             nrows);
     }
   });
 }

@@ -71,13 +71,25 @@ float quantize_block256(const float* x, int8_t* q, int16_t* bsums) {
 
 ActKind act_kind_for(GgmlType t) {
   switch (t) {
-    case GgmlType::F32: return ActKind::kF32;
-    case GgmlType::F16: return ActKind::kF16r;
-    case GgmlType::BF16: return ActKind::kBF16r;
-    case GgmlType::Q4_0: case GgmlType::Q5_0: case GgmlType::Q8_0: return ActKind::kQ8_0;
-    case GgmlType::Q4_1: case GgmlType::Q5_1: return ActKind::kQ8_1;
-    case GgmlType::Q4_K: case GgmlType::Q5_K: case GgmlType::Q6_K: return ActKind::kQ8_K;
-    default: AGENTKV_CHECK(false);
+    case GgmlType::F32:
+      return ActKind::kF32;
+    case GgmlType::F16:
+      return ActKind::kF16r;
+    case GgmlType::BF16:
+      return ActKind::kBF16r;
+    case GgmlType::Q4_0:
+    case GgmlType::Q5_0:
+    case GgmlType::Q8_0:
+      return ActKind::kQ8_0;
+    case GgmlType::Q4_1:
+    case GgmlType::Q5_1:
+      return ActKind::kQ8_1;
+    case GgmlType::Q4_K:
+    case GgmlType::Q5_K:
+    case GgmlType::Q6_K:
+      return ActKind::kQ8_K;
+    default:
+      AGENTKV_CHECK(false);
   }
   return ActKind::kF32;
 }
@@ -108,13 +120,14 @@ void quantize_act_row(const float* x, ActBuffer& a, int64_t t) {
   uint8_t* row = a.row(t);
   const int64_t n = a.cols();
   switch (a.kind()) {
-    case ActKind::kF32: std::memcpy(row, x, size_t(n) * 4); return;
+    case ActKind::kF32:
+      std::memcpy(row, x, size_t(n) * 4);
+      return;
     case ActKind::kF16r:
     case ActKind::kBF16r: {
       float* out = reinterpret_cast<float*>(row);
       const bool half = a.kind() == ActKind::kF16r;
-      for (int64_t i = 0; i < n; ++i)
-        out[i] = half ? fp16_round(x[i]) : bf16_to_f32(f32_to_bf16(x[i]));
+      for (int64_t i = 0; i < n; ++i) out[i] = half ? fp16_round(x[i]) : bf16_to_f32(f32_to_bf16(x[i]));
       return;
     }
     case ActKind::kQ8_0:

@@ -1,9 +1,11 @@
 // Scalar dequantization, written to follow the formulas of models.md §3 term by term: this is the
 // ground truth every SIMD kernel and the quantized-activation matmul are tested against.
+#include "ops/quant.h"
+
 #include <cstring>
 
 #include "ops/fp16.h"
-#include "ops/quant.h"
+#include "ops/kernels.h"
 #include "util/status.h"
 
 namespace agentkv {
@@ -23,22 +25,19 @@ void unpack_q5(const uint8_t* qh_bytes, const uint8_t* qs, int* out32) {
 
 }  // namespace
 
-// Six-bit packed (scale, min) pair j of a Q4_K / Q5_K super-block.
-void k_scale_min(int j, const uint8_t* q, int* sc, int* m) {
-  if (j < 4) {
-    *sc = q[j] & 63;
-    *m = q[j + 4] & 63;
-  } else {
-    *sc = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
-    *m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
-  }
-}
-
 bool is_matmul_type(GgmlType t) {
   switch (t) {
-    case GgmlType::F32: case GgmlType::F16: case GgmlType::BF16: case GgmlType::Q4_0:
-    case GgmlType::Q4_1: case GgmlType::Q5_0: case GgmlType::Q5_1: case GgmlType::Q8_0:
-    case GgmlType::Q4_K: case GgmlType::Q5_K: case GgmlType::Q6_K:
+    case GgmlType::F32:
+    case GgmlType::F16:
+    case GgmlType::BF16:
+    case GgmlType::Q4_0:
+    case GgmlType::Q4_1:
+    case GgmlType::Q5_0:
+    case GgmlType::Q5_1:
+    case GgmlType::Q8_0:
+    case GgmlType::Q4_K:
+    case GgmlType::Q5_K:
+    case GgmlType::Q6_K:
       return true;
     default:
       return false;
@@ -60,8 +59,12 @@ void dequantize_row(GgmlType t, const void* src, float* y, int64_t n) {
   int q[32];
   for (int64_t i = 0; i < nb; ++i, b += info->block_bytes, y += info->block_elems) {
     switch (t) {
-      case GgmlType::F32: std::memcpy(y, b, 4); break;
-      case GgmlType::F16: y[0] = load_fp16(b); break;
+      case GgmlType::F32:
+        std::memcpy(y, b, 4);
+        break;
+      case GgmlType::F16:
+        y[0] = load_fp16(b);
+        break;
       case GgmlType::BF16: {
         uint16_t h;
         std::memcpy(&h, b, 2);
@@ -145,7 +148,8 @@ void dequantize_row(GgmlType t, const void* src, float* y, int64_t n) {
         }
         break;
       }
-      default: AGENTKV_CHECK(false);
+      default:
+        AGENTKV_CHECK(false);
     }
   }
 }

@@ -26,10 +26,19 @@ int block_elems(GgmlType t) { return ggml_type_info(uint32_t(t))->block_elems; }
 // Byte offsets of the binary16 scale fields in a block; every other byte may be anything.
 std::vector<int> half_fields(GgmlType t) {
   switch (t) {
-    case GgmlType::Q4_0: case GgmlType::Q5_0: case GgmlType::Q8_0: return {0};
-    case GgmlType::Q4_1: case GgmlType::Q5_1: case GgmlType::Q4_K: case GgmlType::Q5_K: return {0, 2};
-    case GgmlType::Q6_K: return {208};
-    default: return {};
+    case GgmlType::Q4_0:
+    case GgmlType::Q5_0:
+    case GgmlType::Q8_0:
+      return {0};
+    case GgmlType::Q4_1:
+    case GgmlType::Q5_1:
+    case GgmlType::Q4_K:
+    case GgmlType::Q5_K:
+      return {0, 2};
+    case GgmlType::Q6_K:
+      return {208};
+    default:
+      return {};
   }
 }
 
@@ -89,7 +98,8 @@ Data make_data(const Case& c, uint32_t seed) {
   d.x = random_acts(c.cols * c.n_tokens, rng);
   const size_t rb = type_row_bytes(c.type, c.cols);
   d.wf.resize(size_t(c.rows * c.cols));
-  for (int64_t r = 0; r < c.rows; ++r) dequantize_row(c.type, d.w.data() + rb * r, d.wf.data() + r * c.cols, c.cols);
+  for (int64_t r = 0; r < c.rows; ++r)
+    dequantize_row(c.type, d.w.data() + rb * r, d.wf.data() + r * c.cols, c.cols);
   d.view = WeightView{c.type, c.cols, c.rows, d.w.data(), rb};
   return d;
 }

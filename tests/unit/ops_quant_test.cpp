@@ -54,10 +54,10 @@ TEST(Fp16, RoundsToNearestEven) {
   EXPECT_EQ(f32_to_fp16(65520.0f), 0x7C00);
   EXPECT_EQ(f32_to_fp16(1e30f), 0x7C00);
   EXPECT_EQ(f32_to_fp16(-1e30f), 0xFC00);
-  EXPECT_EQ(f32_to_fp16(std::ldexp(1.0f, -25)), 0x0000);      // half of the smallest subnormal: tie
-  EXPECT_EQ(f32_to_fp16(std::ldexp(3.0f, -25)), 0x0002);      // 1.5 ulp -> 2
-  EXPECT_EQ(f32_to_fp16(-std::ldexp(5.0f, -26)), 0x8001);     // 1.25 ulp -> 1
-  EXPECT_EQ(f32_to_fp16(std::ldexp(2047.0f, -25)), 0x0400);   // rounds up into the normals
+  EXPECT_EQ(f32_to_fp16(std::ldexp(1.0f, -25)), 0x0000);     // half of the smallest subnormal: tie
+  EXPECT_EQ(f32_to_fp16(std::ldexp(3.0f, -25)), 0x0002);     // 1.5 ulp -> 2
+  EXPECT_EQ(f32_to_fp16(-std::ldexp(5.0f, -26)), 0x8001);    // 1.25 ulp -> 1
+  EXPECT_EQ(f32_to_fp16(std::ldexp(2047.0f, -25)), 0x0400);  // rounds up into the normals
   EXPECT_EQ(f32_to_fp16(std::ldexp(1.0f, -30)), 0x0000);
   const uint16_t nan = f32_to_fp16(std::numeric_limits<float>::quiet_NaN());
   EXPECT_EQ(nan & 0x7C00, 0x7C00);
@@ -70,7 +70,7 @@ TEST(Bf16, Conversions) {
   EXPECT_EQ(bf16_to_f32(0x0001), std::ldexp(1.0f, -133));  // subnormal
   EXPECT_EQ(bf16_to_f32(0x7F80), std::numeric_limits<float>::infinity());
   EXPECT_TRUE(std::isnan(bf16_to_f32(0x7FC0)));
-  EXPECT_EQ(f32_to_bf16(1.0f + std::ldexp(1.0f, -8)), 0x3F80);   // tie -> even
+  EXPECT_EQ(f32_to_bf16(1.0f + std::ldexp(1.0f, -8)), 0x3F80);  // tie -> even
   EXPECT_EQ(f32_to_bf16(1.0f + std::ldexp(3.0f, -8)), 0x3F82);
   EXPECT_TRUE(std::isnan(bf16_to_f32(f32_to_bf16(std::numeric_limits<float>::quiet_NaN()))));
 }
@@ -127,15 +127,15 @@ TEST(Dequant, Q4_1) {
 
 TEST(Dequant, Q5_0AndQ5_1) {
   std::vector<uint8_t> b(22);
-  put16(b, 0, 0x4000);  // d 2
+  put16(b, 0, 0x4000);              // d 2
   const uint32_t qh = 0x80000001u;  // high bit of element 0 and element 31
   std::memcpy(b.data() + 2, &qh, 4);
   fill_nibbles(b, 6);
   auto y = deq(GgmlType::Q5_0, b, 32);
-  EXPECT_EQ(y[0], 0.0f);     // (0|16 - 16) * 2
-  EXPECT_EQ(y[1], -30.0f);   // (1 - 16) * 2
-  EXPECT_EQ(y[16], -2.0f);   // (15 - 16) * 2
-  EXPECT_EQ(y[31], 0.0f);    // (0|16 - 16) * 2
+  EXPECT_EQ(y[0], 0.0f);    // (0|16 - 16) * 2
+  EXPECT_EQ(y[1], -30.0f);  // (1 - 16) * 2
+  EXPECT_EQ(y[16], -2.0f);  // (15 - 16) * 2
+  EXPECT_EQ(y[31], 0.0f);   // (0|16 - 16) * 2
   std::vector<uint8_t> b1(24);
   put16(b1, 0, 0x4000);  // d 2
   put16(b1, 2, 0x3C00);  // m 1
@@ -158,11 +158,11 @@ TEST(Dequant, Q8_0) {
 
 // Sub-block 0 uses the j < 4 packing, sub-block 4 the j >= 4 packing (high bits from bytes 0 / 4).
 void fill_k_scales(std::vector<uint8_t>& b) {
-  put16(b, 0, 0x3C00);            // d 1
-  put16(b, 2, 0x3800);            // dmin 0.5
-  b[4 + 0] = 1 | (1 << 6);        // sc0 = 1; bits 4..5 of sc4 = 1
-  b[4 + 4] = 2;                   // m0 = 2
-  b[4 + 8] = 3 | (4 << 4);        // sc4 low = 3, m4 low = 4
+  put16(b, 0, 0x3C00);      // d 1
+  put16(b, 2, 0x3800);      // dmin 0.5
+  b[4 + 0] = 1 | (1 << 6);  // sc0 = 1; bits 4..5 of sc4 = 1
+  b[4 + 4] = 2;             // m0 = 2
+  b[4 + 8] = 3 | (4 << 4);  // sc4 low = 3, m4 low = 4
 }
 
 TEST(Dequant, Q4_K) {
@@ -170,10 +170,10 @@ TEST(Dequant, Q4_K) {
   fill_k_scales(b);
   for (int l = 0; l < 128; ++l) b[16 + l] = 5 | (6 << 4);
   auto y = deq(GgmlType::Q4_K, b, 256);
-  EXPECT_EQ(y[0], 4.0f);      // 1 * 1 * 5 - 0.5 * 2
+  EXPECT_EQ(y[0], 4.0f);  // 1 * 1 * 5 - 0.5 * 2
   EXPECT_EQ(y[31], 4.0f);
-  EXPECT_EQ(y[32], 0.0f);     // sc1 = m1 = 0
-  EXPECT_EQ(y[128], 93.0f);   // sc4 = 3 | 16 = 19: 19 * 5 - 0.5 * 4
+  EXPECT_EQ(y[32], 0.0f);    // sc1 = m1 = 0
+  EXPECT_EQ(y[128], 93.0f);  // sc4 = 3 | 16 = 19: 19 * 5 - 0.5 * 4
   EXPECT_EQ(y[160], 0.0f);
 }
 
@@ -185,9 +185,9 @@ TEST(Dequant, Q5_K) {
   b[16 + 5] = 0x02;  // element 32 + 5 (group 0, high half: bit 1), scale 0 there
   for (int l = 0; l < 128; ++l) b[48 + l] = 5 | (6 << 4);
   auto y = deq(GgmlType::Q5_K, b, 256);
-  EXPECT_EQ(y[0], 20.0f);          // 1 * (5 + 16) - 1
+  EXPECT_EQ(y[0], 20.0f);  // 1 * (5 + 16) - 1
   EXPECT_EQ(y[1], 4.0f);
-  EXPECT_EQ(y[128 + 3], 397.0f);   // 19 * (5 + 16) - 2
+  EXPECT_EQ(y[128 + 3], 397.0f);  // 19 * (5 + 16) - 2
   EXPECT_EQ(y[128 + 4], 93.0f);
   EXPECT_EQ(y[37], 0.0f);
 }
@@ -198,7 +198,7 @@ TEST(Dequant, Q6_K) {
   b[128 + 0] = 0x03;                          // element 0: bits 4..5 = 3
   for (int i = 0; i < 16; ++i) b[192 + i] = 1;
   b[192 + 0] = 2;
-  b[192 + 2] = 0xFF;  // -1
+  b[192 + 2] = 0xFF;      // -1
   put16(b, 208, 0x3800);  // d 0.5
   auto y = deq(GgmlType::Q6_K, b, 256);
   EXPECT_EQ(y[0], 17.0f);     // 0.5 * 2 * ((1 | 48) - 32)
@@ -240,7 +240,7 @@ TEST(Quantize, Q8_KUsesSignedMaxAndBsums) {
   std::vector<float> x(256, 0.0f);
   x[5] = 254.0f;  // ggml maps the largest-magnitude value to -127, so d = -2 here
   x[6] = 10.0f;
-  x[20] = 3.0f;    // 3 / -2 = -1.5 -> -2 (half even)
+  x[20] = 3.0f;  // 3 / -2 = -1.5 -> -2 (half even)
   std::vector<uint8_t> q(292);
   quantize_row_q8_K(x.data(), q.data(), 256);
   float d;

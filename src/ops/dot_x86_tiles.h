@@ -1,0 +1,411 @@
+// Register-tiled x86 kernels shared by dot_avx2.cpp and dot_avx512.cpp. Everything here has internal
+// linkage (anonymous namespace): the two files compile it with different -m flags, and one
+// ODR-merged copy would let AVX-512 code leak into the AVX2 path. Only 256-bit AVX2 intrinsics are
+// used; the AVX-512 build gains 32 vector registers, which it spends on larger tiles.
+//
+// A tile is R weight rows x T tokens. For each weight block the R rows are unpacked once to int8
+// codes, then dotted against the T tokens' activation blocks with vpmaddubsw (unsigned codes x signed
+// activations) + vpmaddwd; the per-block integer result is scaled in float. The integer part is exact,
+// so results equal the scalar kernels up to float summation order.
+#pragma once
+
+#include <immintrin.h>
+
+#include <array>
+#include <cstring>
+#include <utility>
+
+#include "ops/kernels.h"
+
+namespace agentkv {
+namespace {
+
+inline float hsum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+inline float half_at(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return _cvtsh_ss(h);
+}
+
+// 16 bytes of packed nibbles -> 32 codes: low nibbles are elements 0..15, high nibbles 16..31.
+inline __m256i nibbles32(const uint8_t* qs) {
+  const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
+  const __m256i both = _mm256_set_m128i(_mm_srli_epi16(q, 4), q);
+  return _mm256_and_si256(both, _mm256_set1_epi8(0x0F));
+}
+
+// Q5 high bits: bit j of the little-endian 32-bit qh becomes 0x10 in byte j.
+inline __m256i q5_high(const uint8_t* qh_bytes) {
+  uint32_t qh;
+  std::memcpy(&qh, qh_bytes, 4);
+  const __m256i spread = _mm256_shuffle_epi8(
+      _mm256_set1_epi32(int(qh)),
+      _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202, 0x0101010101010101, 0x0000000000000000));
+  const __m256i bit = _mm256_set1_epi64x(int64_t(0x8040201008040201));
+  const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit);
+  return _mm256_and_si256(set, _mm256_set1_epi8(0x10));
+}
+
+inline __m256i dot_u8s8(__m256i codes, __m256i y) {
+  return _mm256_madd_epi16(_mm256_maddubs_epi16(codes, y), _mm256_set1_epi16(1));
+}
+
+// R x T float accumulators of a tile; reduced and stored once at the end.
+template <int R, int T>
+struct AccTile {
+  __m256 v[R][T];
+  AccTile() {
+    for (int r = 0; r < R; ++r)
+      for (int t = 0; t < T; ++t) v[r][t] = _mm256_setzero_ps();
+  }
+  void store(float* y, int64_t ldy) const {
+    for (int t = 0; t < T; ++t)
+      for (int r = 0; r < R; ++r) y[t * ldy + r] = hsum(v[r][t]);
+  }
+};
+
+// ---- Legacy 32-element blocks -------------------------------------------------------------------
+// Per weight type: block bytes, where the codes live, and how the integer dot is corrected.
+// kLaneOffset: (code offset) / 8, subtracted as isum per i32 lane so the 8 lanes remove offset*isum.
+// kMin: the "_1" types add m * s; their codes start after two halves instead of one.
+template <int kBits, int kLaneOffset_, bool kMin_>
+struct LegacyW {
+  static constexpr bool kMin = kMin_, kSigned = kBits == 8;
+  static constexpr int kLaneOffset = kLaneOffset_;
+  static constexpr int kHead = kMin ? 4 : 2;  // bytes of half fields
+  static constexpr int kBytes = kHead + (kBits == 5 ? 4 : 0) + (kBits == 8 ? 32 : 16);
+  static __m256i codes(const uint8_t* b) {
+    if constexpr (kBits == 8) return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 2));
+    if constexpr (kBits == 4) return nibbles32(b + kHead);
+    return _mm256_or_si256(nibbles32(b + kHead + 4), q5_high(b + kHead));
+  }
+};
+using Q4_0W = LegacyW<4, 1, false>;
+using Q5_0W = LegacyW<5, 2, false>;
+using Q8_0W = LegacyW<8, 0, false>;
+using Q4_1W = LegacyW<4, 0, true>;
+using Q5_1W = LegacyW<5, 0, true>;
+
+template <class W, int R, int T>
+void tile_legacy(const uint8_t* w, size_t row_bytes, const ActBuffer& a, int64_t t0, float* y, int64_t ldy) {
+  const int64_t nb = a.cols() / 32;
+  AccTile<R, T> acc;
+  float msum[R][T] = {};
+  const int8_t* yq[T];
+  const float* yd[T];
+  const uint8_t* yaux[T];
+  for (int t = 0; t < T; ++t) {
+    yq[t] = a.qs(t0 + t);
+    yd[t] = a.d(t0 + t);
+    yaux[t] = reinterpret_cast<const uint8_t*>(a.row(t0 + t)) + a.aux_off();
+  }
+  for (int64_t k = 0; k < nb; ++k) {
+    __m256i codes[R];
+    __m256 dx[R];
+    float mx[R];
+    for (int r = 0; r < R; ++r) {
+      const uint8_t* blk = w + size_t(r) * row_bytes + size_t(k) * W::kBytes;
+      codes[r] = W::codes(blk);
+      if constexpr (W::kSigned) codes[r] = _mm256_sign_epi8(codes[r], codes[r]);  // |x|; sign moves to y
+      dx[r] = _mm256_set1_ps(half_at(blk));
+      if constexpr (W::kMin) mx[r] = half_at(blk + 2);
+    }
+    for (int t = 0; t < T; ++t) {
+      const __m256i yv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(yq[t] + 32 * k));
+      const __m256 dy = _mm256_set1_ps(yd[t][k]);
+      int32_t aux;
+      std::memcpy(&aux, yaux[t] + 4 * k, 4);
+      for (int r = 0; r < R; ++r) {
+        __m256i p;
+        if constexpr (W::kSigned) {
+          const uint8_t* blk = w + size_t(r) * row_bytes + size_t(k) * W::kBytes;
+          const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2));
+          p = dot_u8s8(codes[r], _mm256_sign_epi8(yv, x));
+        } else {
+          p = dot_u8s8(codes[r], yv);
+        }
+        if constexpr (W::kLaneOffset != 0) p = _mm256_sub_epi32(p, _mm256_set1_epi32(aux * W::kLaneOffset));
+        acc.v[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_mul_ps(dx[r], dy), acc.v[r][t]);
+        if constexpr (W::kMin) {
+          float s;
+          std::memcpy(&s, &aux, 4);
+          msum[r][t] += mx[r] * s;
+        }
+      }
+    }
+  }
+  acc.store(y, ldy);
+  if constexpr (W::kMin)
+    for (int t = 0; t < T; ++t)
+      for (int r = 0; r < R; ++r) y[t * ldy + r] += msum[r][t];
+}
+
+// The 12 packed bytes of Q4_K/Q5_K scales -> 8 six-bit scales and 8 mins (low 8 bytes of each),
+// the get_scale_min_k4 rules applied four bytes at a time.
+inline void k_scales_mins(const uint8_t* p, __m128i* sc, __m128i* m) {
+  uint32_t a, b, c;
+  std::memcpy(&a, p, 4);
+  std::memcpy(&b, p + 4, 4);
+  std::memcpy(&c, p + 8, 4);
+  const uint32_t sc_lo = a & 0x3F3F3F3Fu, m_lo = b & 0x3F3F3F3Fu;
+  const uint32_t sc_hi = (c & 0x0F0F0F0Fu) | ((a >> 2) & 0x30303030u);
+  const uint32_t m_hi = ((c >> 4) & 0x0F0F0F0Fu) | ((b >> 2) & 0x30303030u);
+  *sc = _mm_cvtsi64_si128(int64_t(uint64_t(sc_lo) | (uint64_t(sc_hi) << 32)));
+  *m = _mm_cvtsi64_si128(int64_t(uint64_t(m_lo) | (uint64_t(m_hi) << 32)));
+}
+
+// ---- K-quants against Q8_K (256-element super-blocks) -------------------------------------------
+// Sub-block scales multiply inside vpmaddwd, so each 32 codes cost maddubs + madd + add per pair and
+// the float work happens once per super-block. Mins (Q4_K/Q5_K) and Q6_K's -32 offset are integer
+// corrections through the activation bsums.
+template <bool kFive, int R, int T>
+void tile_q45k(const uint8_t* w, size_t row_bytes, const ActBuffer& a, int64_t t0, float* y, int64_t ldy) {
+  constexpr int kBytes = kFive ? 176 : 144;
+  const int64_t nb = a.cols() / 256;
+  AccTile<R, T> acc;
+  for (int64_t k = 0; k < nb; ++k) {
+    const uint8_t* blk[R];
+    __m256i sc16[R];    // the 8 sub-block scales as i16, in both 128-bit lanes
+    __m256i mins16[R];  // m_j at i16 positions 2j and 2j+1, to pair with the 16 bsums
+    for (int r = 0; r < R; ++r) {
+      blk[r] = w + size_t(r) * row_bytes + size_t(k) * kBytes;
+      __m128i sc8, m8;
+      k_scales_mins(blk[r] + 4, &sc8, &m8);
+      sc16[r] = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sc8));
+      mins16[r] = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m8, m8));
+    }
+    __m256i isum[R][T];
+    for (int r = 0; r < R; ++r)
+      for (int t = 0; t < T; ++t) isum[r][t] = _mm256_setzero_si256();
+    for (int j = 0; j < 8; ++j) {
+      for (int r = 0; r < R; ++r) {
+        const uint8_t* ql = blk[r] + (kFive ? 48 : 16) + 32 * (j / 2);
+        __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql));
+        if (j & 1) q = _mm256_srli_epi16(q, 4);
+        q = _mm256_and_si256(q, _mm256_set1_epi8(0x0F));
+        if constexpr (kFive) {
+          const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk[r] + 16));
+          const __m256i bit = _mm256_and_si256(_mm256_srli_epi16(qh, j), _mm256_set1_epi8(1));
+          q = _mm256_or_si256(q, _mm256_slli_epi16(bit, 4));
+        }
+        const __m256i scale =
+            _mm256_shuffle_epi8(sc16[r], _mm256_set1_epi16(int16_t(0x0100 * (2 * j + 1) + 2 * j)));
+        for (int t = 0; t < T; ++t) {
+          const __m256i yv =
+              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.qs(t0 + t) + 256 * k + 32 * j));
+          isum[r][t] = _mm256_add_epi32(isum[r][t], _mm256_madd_epi16(_mm256_maddubs_epi16(q, yv), scale));
+        }
+      }
+    }
+    for (int t = 0; t < T; ++t) {
+      const float dy = a.d(t0 + t)[k];
+      const __m256i bs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.bsums(t0 + t) + 16 * k));
+      for (int r = 0; r < R; ++r) {
+        const __m256 d = _mm256_set1_ps(half_at(blk[r]) * dy);
+        const __m256 dmin = _mm256_set1_ps(half_at(blk[r] + 2) * dy);
+        acc.v[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[r][t]), d, acc.v[r][t]);
+        const __m256i mm = _mm256_madd_epi16(mins16[r], bs);
+        acc.v[r][t] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(mm), dmin, acc.v[r][t]);
+      }
+    }
+  }
+  acc.store(y, ldy);
+}
+
+template <int R, int T>
+void tile_q6k(const uint8_t* w, size_t row_bytes, const ActBuffer& a, int64_t t0, float* y, int64_t ldy) {
+  const int64_t nb = a.cols() / 256;
+  AccTile<R, T> acc;
+  for (int64_t k = 0; k < nb; ++k) {
+    const uint8_t* blk[R];
+    __m128i sc8[R];
+    for (int r = 0; r < R; ++r) {
+      blk[r] = w + size_t(r) * row_bytes + size_t(k) * 210;
+      sc8[r] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk[r] + 192));
+    }
+    __m256i isum[R][T];
+    for (int r = 0; r < R; ++r)
+      for (int t = 0; t < T; ++t) isum[r][t] = _mm256_setzero_si256();
+    // Vector i of half n holds elements 32i..32i+31 of that half: low (i < 2) or high nibbles of
+    // ql[32*(i&1)...], high bits 2i..2i+1 of qh; its two 16-element sub-blocks use scales 8n+2i, +1.
+    for (int n = 0; n < 2; ++n) {
+      for (int i = 0; i < 4; ++i) {
+        const int s = 8 * n + 2 * i;
+        const __m128i pick = _mm_set_epi64x(int64_t(0x0101010101010101ULL * uint64_t(s + 1)),
+                                            int64_t(0x0101010101010101ULL * uint64_t(s)));
+        for (int r = 0; r < R; ++r) {
+          __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk[r] + 64 * n + 32 * (i & 1)));
+          if (i >= 2) q = _mm256_srli_epi16(q, 4);
+          q = _mm256_and_si256(q, _mm256_set1_epi8(0x0F));
+          const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk[r] + 128 + 32 * n));
+          const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * i), _mm256_set1_epi8(3));
+          q = _mm256_or_si256(q, _mm256_slli_epi16(hi, 4));
+          const __m256i scale = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(sc8[r], pick));
+          for (int t = 0; t < T; ++t) {
+            const __m256i yv = _mm256_loadu_si256(
+                reinterpret_cast<const __m256i*>(a.qs(t0 + t) + 256 * k + 128 * n + 32 * i));
+            isum[r][t] = _mm256_add_epi32(isum[r][t], _mm256_madd_epi16(_mm256_maddubs_epi16(q, yv), scale));
+          }
+        }
+      }
+    }
+    for (int t = 0; t < T; ++t) {
+      const float dy = a.d(t0 + t)[k];
+      const __m256i bs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.bsums(t0 + t) + 16 * k));
+      for (int r = 0; r < R; ++r) {
+        // Codes were used unsigned (0..63); remove 32 * sum_sub scale * bsum exactly.
+        const __m256i corr = _mm256_madd_epi16(_mm256_cvtepi8_epi16(sc8[r]), bs);
+        const __m256i v = _mm256_sub_epi32(isum[r][t], _mm256_slli_epi32(corr, 5));
+        acc.v[r][t] =
+            _mm256_fmadd_ps(_mm256_cvtepi32_ps(v), _mm256_set1_ps(half_at(blk[r] + 208) * dy), acc.v[r][t]);
+      }
+    }
+  }
+  acc.store(y, ldy);
+}
+
+// ---- Float weights ------------------------------------------------------------------------------
+struct F32W {
+  static __m256 load8(const uint8_t* row, int64_t i) {
+    return _mm256_loadu_ps(reinterpret_cast<const float*>(row) + i);
+  }
+  static float load1(const uint8_t* row, int64_t i) {
+    float v;
+    std::memcpy(&v, row + 4 * i, 4);
+    return v;
+  }
+};
+struct F16W {
+  static __m256 load8(const uint8_t* row, int64_t i) {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 2 * i)));
+  }
+  static float load1(const uint8_t* row, int64_t i) { return half_at(row + 2 * i); }
+};
+struct BF16W {
+  static __m256 load8(const uint8_t* row, int64_t i) {
+    const __m256i h = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 2 * i)));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(h, 16));
+  }
+  static float load1(const uint8_t* row, int64_t i) {
+    uint16_t h;
+    std::memcpy(&h, row + 2 * i, 2);
+    const uint32_t u = uint32_t(h) << 16;
+    float v;
+    std::memcpy(&v, &u, 4);
+    return v;
+  }
+};
+
+template <class W, int R, int T>
+void tile_float(const uint8_t* w, size_t row_bytes, const ActBuffer& a, int64_t t0, float* y, int64_t ldy) {
+  const int64_t n = a.cols(), n8 = n / 8 * 8;
+  AccTile<R, T> acc;
+  for (int64_t i = 0; i < n8; i += 8) {
+    __m256 wv[R];
+    for (int r = 0; r < R; ++r) wv[r] = W::load8(w + size_t(r) * row_bytes, i);
+    for (int t = 0; t < T; ++t) {
+      const __m256 xv = _mm256_loadu_ps(a.f32(t0 + t) + i);
+      for (int r = 0; r < R; ++r) acc.v[r][t] = _mm256_fmadd_ps(wv[r], xv, acc.v[r][t]);
+    }
+  }
+  for (int t = 0; t < T; ++t)
+    for (int r = 0; r < R; ++r) {
+      float s = hsum(acc.v[r][t]);
+      for (int64_t i = n8; i < n; ++i) s += W::load1(w + size_t(r) * row_bytes, i) * a.f32(t0 + t)[i];
+      y[t * ldy + r] = s;
+    }
+}
+
+// ---- Tiling driver ------------------------------------------------------------------------------
+using TileFn = void (*)(const uint8_t*, size_t, const ActBuffer&, int64_t, float*, int64_t);
+
+// Tile<R, T>::fn is the full-size tile; tables of every smaller shape cover the edges.
+template <template <int, int> class Tile, int R, int T, size_t... I>
+constexpr std::array<TileFn, R * T> tile_table(std::index_sequence<I...>) {
+  return {Tile<int(I) / T + 1, int(I) % T + 1>::fn...};
+}
+
+// Decode (one token) uses tall tiles of kDecodeR rows; prefill uses R x T tiles. Rows outer,
+// tokens inner: a tile's weight rows stay in L1 while the chunk's activations stream past.
+template <template <int, int> class Tile, int kDecodeR, int R, int T>
+void run_tiles(const uint8_t* w, size_t row_bytes, int64_t nrows, const ActBuffer& a, int64_t t0, int64_t t1,
+               float* y, int64_t ldy) {
+  static constexpr auto kDecode = tile_table<Tile, kDecodeR, 1>(std::make_index_sequence<kDecodeR>());
+  static constexpr auto kPrefill = tile_table<Tile, R, T>(std::make_index_sequence<R * T>());
+  const bool decode = t1 - t0 == 1;
+  const int rt = decode ? kDecodeR : R, tt = decode ? 1 : T;
+  for (int64_t r = 0; r < nrows; r += rt) {
+    const int rn = int(std::min<int64_t>(rt, nrows - r));
+    for (int64_t t = t0; t < t1; t += tt) {
+      const int tn = int(std::min<int64_t>(tt, t1 - t));
+      const TileFn fn = decode ? kDecode[size_t(rn - 1)] : kPrefill[size_t((rn - 1) * T + (tn - 1))];
+      fn(w + size_t(r) * row_bytes, row_bytes, a, t, y + (t - t0) * ldy + r, ldy);
+    }
+  }
+}
+
+template <class W>
+struct Legacy {
+  template <int R, int T>
+  struct Tile {
+    static constexpr TileFn fn = tile_legacy<W, R, T>;
+  };
+};
+template <bool kFive>
+struct Q45K {
+  template <int R, int T>
+  struct Tile {
+    static constexpr TileFn fn = tile_q45k<kFive, R, T>;
+  };
+};
+template <int R, int T>
+struct Q6KTile {
+  static constexpr TileFn fn = tile_q6k<R, T>;
+};
+template <class W>
+struct Float {
+  template <int R, int T>
+  struct Tile {
+    static constexpr TileFn fn = tile_float<W, R, T>;
+  };
+};
+
+// The kernel table of one ISA build, given its tile sizes.
+template <int kDecodeR, int R, int T>
+MatmulKernel x86_kernel(GgmlType type) {
+  switch (type) {
+    case GgmlType::F32:
+      return run_tiles<Float<F32W>::Tile, kDecodeR, R, T>;
+    case GgmlType::F16:
+      return run_tiles<Float<F16W>::Tile, kDecodeR, R, T>;
+    case GgmlType::BF16:
+      return run_tiles<Float<BF16W>::Tile, kDecodeR, R, T>;
+    case GgmlType::Q4_0:
+      return run_tiles<Legacy<Q4_0W>::Tile, kDecodeR, R, T>;
+    case GgmlType::Q4_1:
+      return run_tiles<Legacy<Q4_1W>::Tile, kDecodeR, R, T>;
+    case GgmlType::Q5_0:
+      return run_tiles<Legacy<Q5_0W>::Tile, kDecodeR, R, T>;
+    case GgmlType::Q5_1:
+      return run_tiles<Legacy<Q5_1W>::Tile, kDecodeR, R, T>;
+    case GgmlType::Q8_0:
+      return run_tiles<Legacy<Q8_0W>::Tile, kDecodeR, R, T>;
+    case GgmlType::Q4_K:
+      return run_tiles<Q45K<false>::Tile, kDecodeR, R, T>;
+    case GgmlType::Q5_K:
+      return run_tiles<Q45K<true>::Tile, kDecodeR, R, T>;
+    case GgmlType::Q6_K:
+      return run_tiles<Q6KTile, kDecodeR, R, T>;
+    default:
+      return nullptr;
+  }
+}
+
+}  // namespace
+}  // namespace agentkv
