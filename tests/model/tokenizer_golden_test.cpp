@@ -11,6 +11,7 @@
 #include <variant>
 #include <vector>
 
+#include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/vocab_loader.h"
 
@@ -258,6 +259,38 @@ TEST_P(TokenizerGolden, MatchesLlamaCpp) {
   std::printf("[%s] %d/%d corpus strings identical to llama.cpp (%d round-trip exactly), encode %.1f ms\n",
               mc.name, ok, n, roundtrip, encode_s * 1e3);
   EXPECT_EQ(n, static_cast<int>(meta["corpus_size"].num()));
+#endif
+}
+
+// Prompts rendered by our chat formatter equal the reference rendering (SmolLM2: the GGUF's own
+// Jinja template through jinja2) and tokenize to llama.cpp's ids.
+TEST_P(TokenizerGolden, ChatTemplate) {
+#if !defined(AGENTKV_HAVE_GGUF) && !defined(AGENTKV_TOKENIZER_TEST_VOCAB_OVERRIDE)
+  GTEST_SKIP() << "GGUF reader not available in this build";
+#else
+  const ModelCase mc = GetParam();
+  const std::string path = models_dir() + "/" + mc.file;
+  if (!std::ifstream(path).good()) GTEST_SKIP() << "model not found: " << path;
+  auto vocab = load_model_vocab(path);
+  ASSERT_TRUE(vocab.ok()) << vocab.error();
+  auto tok_r = Tokenizer::create(std::move(vocab).value());
+  ASSERT_TRUE(tok_r.ok()) << tok_r.error();
+  const Tokenizer& tok = *tok_r.value();
+  std::ifstream in(std::string(AGENTKV_SOURCE_DIR) + "/tests/data/tokenizer/" + mc.name + ".chat.golden.jsonl");
+  ASSERT_TRUE(in.good());
+  std::string line;
+  int n = 0;
+  while (std::getline(in, line)) {
+    const Json g = JsonParser(line).parse();
+    std::vector<ChatMessage> msgs;
+    for (const Json& m : std::get<JsonArray>(g["messages"].v)) msgs.push_back({m["role"].str(), m["content"].str()});
+    auto text = apply_chat_template(tok, msgs, g["add_generation_prompt"].boolean());
+    ASSERT_TRUE(text.ok()) << text.error();
+    EXPECT_EQ(text.value(), g["text"].str());
+    EXPECT_EQ(tok.encode(text.value(), tok.add_bos_default(), true), g["ids"].ints()) << g["text"].str();
+    ++n;
+  }
+  EXPECT_GT(n, 0);
 #endif
 }
 

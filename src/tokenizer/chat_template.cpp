@@ -1,0 +1,94 @@
+#include "tokenizer/chat_template.h"
+
+namespace agentkv {
+
+namespace {
+
+// The default system message of templates written like SmolLM2's:
+//   {% if loop.first and messages[0]['role'] != 'system' %}{{ '<|im_start|>system\n...<|im_end|>\n' }}
+// Returns the literal between the quotes with \n escapes resolved, or "" if there is none.
+std::string chatml_default_system(const std::string& tmpl) {
+  const size_t cond = tmpl.find("!= 'system'");
+  if (cond == std::string::npos) return {};
+  const size_t open = tmpl.find("{{ '<|im_start|>system", cond);
+  const size_t endif = tmpl.find("{% endif %}", cond);
+  if (open == std::string::npos || (endif != std::string::npos && open > endif)) return {};
+  const size_t start = open + 4;
+  std::string out;
+  for (size_t i = start; i < tmpl.size(); ++i) {
+    const char c = tmpl[i];
+    if (c == '\'') return out;
+    if (c == '\\' && i + 1 < tmpl.size()) {
+      const char e = tmpl[++i];
+      out += e == 'n' ? '\n' : e == 't' ? '\t' : e;
+      continue;
+    }
+    out += c;
+  }
+  return {};  // unterminated literal: ignore
+}
+
+std::string trim(const std::string& s) {
+  const char* ws = " \t\n\r\f\v";
+  const size_t b = s.find_first_not_of(ws);
+  if (b == std::string::npos) return {};
+  return s.substr(b, s.find_last_not_of(ws) - b + 1);
+}
+
+std::string render_chatml(const Tokenizer& tok, std::span<const ChatMessage> msgs, bool gen) {
+  std::string out;
+  if (!msgs.empty() && msgs[0].role != "system") out += chatml_default_system(tok.chat_template());
+  for (const ChatMessage& m : msgs) {
+    out += "<|im_start|>" + m.role + "\n" + m.content + "<|im_end|>\n";
+  }
+  if (gen) out += "<|im_start|>assistant\n";
+  return out;
+}
+
+Result<std::string> render_gemma(std::span<const ChatMessage> msgs, bool gen) {
+  std::string prefix;
+  if (!msgs.empty() && msgs[0].role == "system") {
+    prefix = msgs[0].content + "\n\n";
+    msgs = msgs.subspan(1);
+  }
+  std::string out;
+  for (size_t i = 0; i < msgs.size(); ++i) {
+    const ChatMessage& m = msgs[i];
+    if ((m.role == "user") != (i % 2 == 0)) {
+      return make_error("chat template: Gemma conversations must alternate user/assistant, got '" +
+                        m.role + "' at turn " + std::to_string(i));
+    }
+    const std::string role = m.role == "assistant" ? "model" : m.role;
+    out += "<start_of_turn>" + role + "\n" + (i == 0 ? prefix : std::string()) + trim(m.content) +
+           "<end_of_turn>\n";
+  }
+  if (gen) out += "<start_of_turn>model\n";
+  return out;
+}
+
+}  // namespace
+
+ChatFormat detect_chat_format(const Tokenizer& tok) {
+  const std::string& t = tok.chat_template();
+  if (t.find("<|im_start|>") != std::string::npos) return ChatFormat::kChatML;
+  if (t.find("<start_of_turn>") != std::string::npos) return ChatFormat::kGemma;
+  if (t.empty()) {
+    if (tok.architecture().rfind("gemma", 0) == 0 || tok.find_token("<start_of_turn>") >= 0) {
+      return ChatFormat::kGemma;
+    }
+    if (tok.find_token("<|im_start|>") >= 0) return ChatFormat::kChatML;
+  }
+  return ChatFormat::kUnknown;
+}
+
+Result<std::string> apply_chat_template(const Tokenizer& tok, std::span<const ChatMessage> messages,
+                                        bool add_generation_prompt) {
+  switch (detect_chat_format(tok)) {
+    case ChatFormat::kChatML: return render_chatml(tok, messages, add_generation_prompt);
+    case ChatFormat::kGemma: return render_gemma(messages, add_generation_prompt);
+    case ChatFormat::kUnknown: break;
+  }
+  return make_error("chat template: unsupported template (neither ChatML nor Gemma)");
+}
+
+}  // namespace agentkv
