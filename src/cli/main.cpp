@@ -1,6 +1,53 @@
+// agentkv: serve many LLM agents at once and move KV caches between them.
 #include <cstdio>
+#include <cstring>
+#include <exception>
+
+#include "cli/commands.h"
+
+namespace {
+
+struct Command {
+  const char* name;
+  int (*run)(int, char**);
+  const char* summary;
+};
+
+constexpr Command kCommands[] = {
+    {"generate", agentkv::cmd_generate, "complete a prompt (or a chat turn with --chat)"},
+    {"tokenize", agentkv::cmd_tokenize, "tokenize JSON strings, one per line"},
+    {"perplexity", agentkv::cmd_perplexity, "perplexity of a text file, as llama-perplexity computes it"},
+    {"bench", agentkv::cmd_bench, "prefill and decode throughput as JSON"},
+    {"inspect", agentkv::cmd_inspect, "print a GGUF file's metadata and tensor table"},
+};
+
+void usage(FILE* out) {
+  std::fprintf(out, "usage: agentkv <command> [options]\n\ncommands:\n");
+  for (const Command& c : kCommands) std::fprintf(out, "  %-12s %s\n", c.name, c.summary);
+  std::fprintf(out, "\nagentkv <command> --help shows a command's options.\n");
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
-  std::fprintf(stderr, "agentkv: no subcommand given\n");
-  return 1;
+  if (argc < 2) {
+    usage(stderr);
+    return 1;
+  }
+  if (!std::strcmp(argv[1], "-h") || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "help")) {
+    usage(stdout);
+    return 0;
+  }
+  for (const Command& c : kCommands) {
+    if (!std::strcmp(argv[1], c.name)) {
+      try {
+        return c.run(argc - 1, argv + 1);
+      } catch (const std::bad_alloc&) {
+        return agentkv::cli_fail("out of memory");
+      } catch (const std::exception& e) {
+        return agentkv::cli_fail(e.what());
+      }
+    }
+  }
+  return agentkv::cli_fail(std::string("unknown command '") + argv[1] + "' (run agentkv --help)");
 }

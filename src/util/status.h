@@ -67,3 +67,11 @@ class [[nodiscard]] Status {
     auto _st = (expr);                                                           \
     if (!_st.ok()) return ::agentkv::make_error(std::string(_st.error()));       \
   } while (0)
+
+// Assign the value of a Result-returning expression to dst, or return its error.
+#define AGENTKV_ASSIGN_OR_RETURN(dst, expr)                                      \
+  do {                                                                           \
+    auto _r = (expr);                                                            \
+    if (!_r.ok()) return ::agentkv::make_error(std::string(_r.error()));         \
+    dst = std::move(*_r);                                                        \
+  } while (0)

@@ -1,0 +1,47 @@
+// Declarative command-line options: each option is declared once with its names, default and help,
+// so parsing, validation errors and --help text come from one place.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "util/status.h"
+
+namespace agentkv {
+
+class ArgParser {
+ public:
+  ArgParser(std::string command, std::string summary) : command_(std::move(command)), summary_(std::move(summary)) {}
+
+  void add_string(const std::string& names, std::string* dst, const std::string& help, bool required = false);
+  void add_int(const std::string& names, int64_t* dst, const std::string& help, int64_t lo, int64_t hi);
+  void add_float(const std::string& names, double* dst, const std::string& help, double lo, double hi);
+  void add_flag(const std::string& names, bool* dst, const std::string& help);
+
+  // Parses argv[first..argc). Returns an error naming the offending option; `help_requested`
+  // is set for -h/--help (the caller prints usage() and exits 0).
+  Status parse(int argc, char** argv, int first, bool* help_requested);
+  std::string usage() const;
+
+ private:
+  struct Option {
+    std::vector<std::string> names;  // e.g. {"-m", "--model"}
+    std::string help;
+    bool takes_value;
+    bool required;
+    bool seen = false;
+    std::string default_text;
+    std::function<Status(const std::string&)> set;
+  };
+  Option* find(const std::string& name);
+  void add(const std::string& names, const std::string& help, bool takes_value, bool required,
+           std::string default_text, std::function<Status(const std::string&)> set);
+
+  std::string command_;
+  std::string summary_;
+  std::vector<Option> options_;
+};
+
+}  // namespace agentkv

@@ -1,0 +1,42 @@
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "cli/arg_parser.h"
+#include "cli/commands.h"
+#include "engine/perplexity.h"
+
+namespace agentkv {
+
+int cmd_perplexity(int argc, char** argv) {
+  std::string model = "smollm2", path;
+  int64_t ctx = 512, threads = 0;
+  ArgParser p("perplexity", "Perplexity over a text file: chunks of --ctx tokens, NLL over the second half of each.");
+  p.add_string("-m,--model", &model, "model alias (smollm2, gemma3) or .gguf path");
+  p.add_string("-f,--file", &path, "text file", true);
+  p.add_int("-c,--ctx", &ctx, "chunk / context size in tokens", 4, 1 << 20);
+  p.add_int("-t,--threads", &threads, "threads (0 = all cores)", 0, 1024);
+  bool help = false;
+  if (Status st = p.parse(argc, argv, 1, &help); !st.ok()) return cli_fail(st.error());
+  if (help) {
+    std::fputs(p.usage().c_str(), stdout);
+    return 0;
+  }
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return cli_fail("cannot open '" + path + "'");
+  std::stringstream ss;
+  ss << f.rdbuf();
+  auto lm = load_model(model);
+  if (!lm.ok()) return cli_fail(lm.error());
+  ThreadPool pool(int(threads));
+  auto r = perplexity(**lm, ss.str(), int(ctx), pool, [](int chunk, double ppl) {
+    std::fprintf(stdout, "[%d]%.4f ", chunk, ppl);
+    std::fflush(stdout);
+  });
+  if (!r.ok()) return cli_fail(r.error());
+  std::fprintf(stdout, "\n%lld tokens, %d chunks of %lld, %lld scored\nppl = %.4f\n", (long long)r->n_tokens,
+               r->n_chunks, (long long)ctx, (long long)r->n_scored, r->ppl);
+  return 0;
+}
+
+}  // namespace agentkv

@@ -1,0 +1,17 @@
+// The agentkv subcommands. Each takes argv with argv[0] = the subcommand name and returns the exit code.
+#pragma once
+
+#include <string>
+
+namespace agentkv {
+
+int cmd_generate(int argc, char** argv);
+int cmd_tokenize(int argc, char** argv);
+int cmd_perplexity(int argc, char** argv);
+int cmd_bench(int argc, char** argv);
+int cmd_inspect(int argc, char** argv);
+
+// Prints "agentkv: error: <msg>" as one line on stderr and returns 1.
+int cli_fail(const std::string& msg);
+
+}  // namespace agentkv

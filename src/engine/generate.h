@@ -1,0 +1,38 @@
+// Prompt → completion for one sequence: prefill, sample, stop at end-of-generation tokens or stop
+// strings, stream text as it becomes valid UTF-8.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "engine/sampler.h"
+#include "model/loaded_model.h"
+
+namespace agentkv {
+
+struct GenerateOptions {
+  SamplingParams sampling;
+  int max_tokens = 128;
+  std::vector<std::string> stop;  // stop strings (not included in the output)
+  int n_ctx = 0;                  // 0: prompt + max_tokens
+};
+
+struct GenerateResult {
+  std::string text;
+  std::vector<int32_t> tokens;   // generated ids
+  std::string finish_reason;     // "stop" (EOG or stop string) or "length"
+  int n_prompt = 0;
+  double prefill_seconds = 0;
+  double decode_seconds = 0;
+};
+
+// Length of the longest prefix of s that is complete UTF-8 (an incomplete trailing sequence is held back).
+size_t complete_utf8_prefix(std::string_view s);
+
+Result<GenerateResult> generate(const LoadedModel& lm, const std::vector<int32_t>& prompt,
+                                const GenerateOptions& opt, ThreadPool& pool,
+                                const std::function<void(std::string_view)>& on_text = {});
+
+}  // namespace agentkv

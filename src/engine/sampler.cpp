@@ -1,0 +1,83 @@
+#include "engine/sampler.h"
+
+#include <algorithm>
+#include <cmath>
+#include <unordered_set>
+
+namespace agentkv {
+
+Status SamplingParams::validate() const {
+  if (!(temperature >= 0.0f) || temperature > 100.0f) return make_error("temperature must be in [0, 100]");
+  if (top_k < 0) return make_error("top_k must be >= 0");
+  if (!(top_p > 0.0f && top_p <= 1.0f)) return make_error("top_p must be in (0, 1]");
+  if (!(min_p >= 0.0f && min_p <= 1.0f)) return make_error("min_p must be in [0, 1]");
+  if (!(repetition_penalty > 0.0f) || repetition_penalty > 100.0f)
+    return make_error("repetition_penalty must be in (0, 100]");
+  if (repetition_last_n < 0) return make_error("repetition_last_n must be >= 0");
+  return {};
+}
+
+Sampler::Sampler(const SamplingParams& p) : p_(p), rng_(p.seed) {}
+
+int32_t Sampler::sample(float* logits, int32_t n_vocab, std::span<const int32_t> history) {
+  if (p_.repetition_penalty != 1.0f && p_.repetition_last_n > 0) {
+    const size_t n = std::min<size_t>(history.size(), size_t(p_.repetition_last_n));
+    std::unordered_set<int32_t> seen(history.end() - n, history.end());
+    for (int32_t t : seen) {
+      if (t < 0 || t >= n_vocab) continue;
+      logits[t] = logits[t] > 0 ? logits[t] / p_.repetition_penalty : logits[t] * p_.repetition_penalty;
+    }
+  }
+  if (p_.temperature <= 0.0f) {
+    // Greedy; ties go to the lowest id, as with llama.cpp's argmax.
+    return int32_t(std::max_element(logits, logits + n_vocab) - logits);
+  }
+  cand_.clear();
+  cand_.reserve(n_vocab);
+  for (int32_t i = 0; i < n_vocab; ++i) cand_.emplace_back(logits[i], i);
+  auto by_logit = [](const auto& a, const auto& b) { return a.first > b.first || (a.first == b.first && a.second < b.second); };
+  size_t keep = cand_.size();
+  if (p_.top_k > 0 && size_t(p_.top_k) < keep) {
+    keep = size_t(p_.top_k);
+    std::partial_sort(cand_.begin(), cand_.begin() + keep, cand_.end(), by_logit);
+    cand_.resize(keep);
+  } else {
+    std::sort(cand_.begin(), cand_.end(), by_logit);
+  }
+  // Softmax at temperature over the survivors (sorted descending).
+  const float inv_t = 1.0f / p_.temperature;
+  const float mx = cand_[0].first;
+  double sum = 0.0;
+  for (auto& c : cand_) {
+    c.first = std::exp((c.first - mx) * inv_t);
+    sum += c.first;
+  }
+  for (auto& c : cand_) c.first = float(c.first / sum);
+  if (p_.min_p > 0.0f) {
+    const float floor_p = p_.min_p * cand_[0].first;
+    size_t k = 1;
+    while (k < cand_.size() && cand_[k].first >= floor_p) ++k;
+    cand_.resize(k);
+  }
+  if (p_.top_p < 1.0f) {
+    double cum = 0.0;
+    size_t k = 0;
+    while (k < cand_.size()) {
+      cum += cand_[k].first;
+      ++k;
+      if (cum >= p_.top_p) break;
+    }
+    cand_.resize(k);
+  }
+  double total = 0.0;
+  for (auto& c : cand_) total += c.first;
+  std::uniform_real_distribution<double> uni(0.0, total);
+  double r = uni(rng_);
+  for (auto& c : cand_) {
+    r -= c.first;
+    if (r <= 0.0) return c.second;
+  }
+  return cand_.back().second;
+}
+
+}  // namespace agentkv

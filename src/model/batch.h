@@ -1,0 +1,45 @@
+// One forward step: tokens of several sequences at once (prefill chunks and decode tokens mixed).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace agentkv {
+
+// A sequence's view of the KV arena: its block table. Slot s of the sequence lives in block
+// table[s / block_size] at offset s % block_size.
+struct SeqBlocks {
+  const int32_t* table = nullptr;
+  int32_t n_blocks = 0;
+};
+
+struct Batch {
+  // Per token.
+  std::vector<int32_t> tokens;
+  std::vector<int32_t> positions;  // RoPE position
+  std::vector<int32_t> seq;        // index into seqs
+  std::vector<int32_t> slots;      // KV slot within the sequence; attends to slots <= its own
+  // Per sequence.
+  std::vector<SeqBlocks> seqs;
+  // Token indices whose logits are wanted, in the order they are written to the output.
+  std::vector<int32_t> logit_rows;
+
+  void clear() {
+    tokens.clear();
+    positions.clear();
+    seq.clear();
+    slots.clear();
+    seqs.clear();
+    logit_rows.clear();
+  }
+  void add(int32_t token, int32_t pos, int32_t seq_index, int32_t slot, bool want_logits) {
+    if (want_logits) logit_rows.push_back(int32_t(tokens.size()));
+    tokens.push_back(token);
+    positions.push_back(pos);
+    seq.push_back(seq_index);
+    slots.push_back(slot);
+  }
+  int64_t size() const { return int64_t(tokens.size()); }
+};
+
+}  // namespace agentkv

@@ -1,0 +1,137 @@
+// Architecture "gemma3": embeddings scaled by sqrt(n_embd), QK-norm before RoPE (NeoX pairs),
+// sandwich norms after attention and FFN, GELU(tanh)-gated FFN, sliding-window attention on five of
+// every six layers with their own RoPE base, tied LM head. GGUF norm weights already include Gemma's
+// (1 + w), so they are applied as plain scales.
+#include <cmath>
+#include <vector>
+
+#include "gguf/gguf_file.h"
+#include "model/architectures.h"
+#include "model/transformer_parts.h"
+#include "ops/norm.h"
+#include "ops/rope.h"
+
+namespace agentkv {
+
+namespace {
+
+// llama.cpp's gemma3 loader hard-codes a pattern of 6 (five local layers, then one global) and a
+// local RoPE base of 10000 when the file does not say otherwise.
+constexpr int kSwaPattern = 6;
+constexpr double kDefaultSwaRopeBase = 10000.0;
+
+struct Gemma3Layer {
+  const float* attn_norm;
+  WeightView wq, wk, wv, wo;
+  const float* q_norm;
+  const float* k_norm;
+  const float* post_attn_norm;
+  const float* ffn_norm;
+  WeightView w_gate, w_up, w_down;
+  const float* post_ffw_norm;
+};
+
+class Gemma3Model final : public Model {
+ public:
+  Gemma3Model(ModelConfig cfg, std::vector<Gemma3Layer> layers, WeightView embd, const float* out_norm)
+      : Model(std::move(cfg)),
+        layers_(std::move(layers)),
+        embd_(embd),
+        out_norm_(out_norm),
+        rope_global_(cfg_.head_dim, cfg_.n_rot, cfg_.rope_base, RopeStyle::kNeox),
+        rope_local_(cfg_.head_dim, cfg_.n_rot, cfg_.rope_base_swa, RopeStyle::kNeox) {}
+
+ protected:
+  void forward_validated(const Batch& b, const KvArena& kv, float* logits, ThreadPool& pool) const override {
+    const ModelConfig& c = cfg_;
+    const int64_t n = b.size();
+    const int d = c.n_embd;
+    const int hd = c.head_dim;
+    std::vector<float> x(n * d), h(n * d), q(n * c.q_dim()), k(n * c.kv_dim()), v(n * c.kv_dim()),
+        att(n * c.q_dim()), gate(n * c.n_ff), up(n * c.n_ff);
+    embed_tokens(embd_, b, std::sqrt(float(d)), x.data(), pool);
+    const float kq_scale = 1.0f / std::sqrt(float(hd));
+    auto norm_rows = [&](const float* src, const float* w, float* dst) {
+      pool.parallel_for(n, 8, [&](int64_t t0, int64_t t1) {
+        for (int64_t t = t0; t < t1; ++t) rms_norm(src + t * d, w, dst + t * d, d, c.rms_eps);
+      });
+    };
+    for (int il = 0; il < c.n_layer; ++il) {
+      const Gemma3Layer& L = layers_[il];
+      const bool swa = c.layer_is_swa[il] != 0;
+      const Rope& rope = swa ? rope_local_ : rope_global_;
+      norm_rows(x.data(), L.attn_norm, h.data());
+      matmul(L.wq, h.data(), n, q.data(), pool);
+      matmul(L.wk, h.data(), n, k.data(), pool);
+      matmul(L.wv, h.data(), n, v.data(), pool);
+      pool.parallel_for(n, 8, [&](int64_t t0, int64_t t1) {
+        for (int64_t t = t0; t < t1; ++t) {
+          float* qt = &q[t * c.q_dim()];
+          float* kt = &k[t * c.kv_dim()];
+          for (int hh = 0; hh < c.n_head; ++hh) rms_norm(qt + hh * hd, L.q_norm, qt + hh * hd, hd, c.rms_eps);
+          for (int hh = 0; hh < c.n_head_kv; ++hh) rms_norm(kt + hh * hd, L.k_norm, kt + hh * hd, hd, c.rms_eps);
+          rope.apply(qt, c.n_head, b.positions[t]);
+          rope.apply(kt, c.n_head_kv, b.positions[t]);
+        }
+      });
+      write_kv(b, kv, il, k.data(), v.data());
+      attention(c, b, kv, il, q.data(), swa ? c.sliding_window : 0, kq_scale, att.data(), pool);
+      matmul(L.wo, att.data(), n, h.data(), pool);
+      norm_rows(h.data(), L.post_attn_norm, h.data());
+      add_inplace(x.data(), h.data(), n * d);
+
+      norm_rows(x.data(), L.ffn_norm, h.data());
+      matmul(L.w_gate, h.data(), n, gate.data(), pool);
+      matmul(L.w_up, h.data(), n, up.data(), pool);
+      gelu_tanh_mul(gate.data(), up.data(), n * c.n_ff);
+      matmul(L.w_down, gate.data(), n, h.data(), pool);
+      norm_rows(h.data(), L.post_ffw_norm, h.data());
+      add_inplace(x.data(), h.data(), n * d);
+    }
+    lm_head(embd_, out_norm_, c.rms_eps, b, x.data(), d, logits, pool);
+  }
+
+ private:
+  std::vector<Gemma3Layer> layers_;
+  WeightView embd_;
+  const float* out_norm_;
+  Rope rope_global_, rope_local_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Model>> create_gemma3_model(const GgufFile& f, ModelConfig cfg) {
+  const GgufTensorInfo* emb = f.tensor("token_embd.weight");
+  if (!emb || emb->n_dims != 2) return make_error("tensor 'token_embd.weight' missing or not 2-D");
+  cfg.n_vocab = int(emb->ne[1]);
+  cfg.rope_base_swa = float(f.get_float_or("gemma3.rope.freq_base_swa", kDefaultSwaRopeBase));
+  if (cfg.sliding_window > 0)
+    for (int il = 0; il < cfg.n_layer; ++il) cfg.layer_is_swa[il] = (il % kSwaPattern) < kSwaPattern - 1;
+  const int d = cfg.n_embd;
+  const int hd = cfg.head_dim;
+  std::vector<Gemma3Layer> layers(cfg.n_layer);
+  for (int il = 0; il < cfg.n_layer; ++il) {
+    const std::string p = "blk." + std::to_string(il) + ".";
+    Gemma3Layer& L = layers[il];
+    AGENTKV_ASSIGN_OR_RETURN(L.attn_norm, find_vector(f, p + "attn_norm.weight", d));
+    AGENTKV_ASSIGN_OR_RETURN(L.wq, find_matrix(f, p + "attn_q.weight", d, cfg.q_dim()));
+    AGENTKV_ASSIGN_OR_RETURN(L.wk, find_matrix(f, p + "attn_k.weight", d, cfg.kv_dim()));
+    AGENTKV_ASSIGN_OR_RETURN(L.wv, find_matrix(f, p + "attn_v.weight", d, cfg.kv_dim()));
+    AGENTKV_ASSIGN_OR_RETURN(L.wo, find_matrix(f, p + "attn_output.weight", cfg.q_dim(), d));
+    AGENTKV_ASSIGN_OR_RETURN(L.q_norm, find_vector(f, p + "attn_q_norm.weight", hd));
+    AGENTKV_ASSIGN_OR_RETURN(L.k_norm, find_vector(f, p + "attn_k_norm.weight", hd));
+    AGENTKV_ASSIGN_OR_RETURN(L.post_attn_norm, find_vector(f, p + "post_attention_norm.weight", d));
+    AGENTKV_ASSIGN_OR_RETURN(L.ffn_norm, find_vector(f, p + "ffn_norm.weight", d));
+    AGENTKV_ASSIGN_OR_RETURN(L.w_gate, find_matrix(f, p + "ffn_gate.weight", d, cfg.n_ff));
+    AGENTKV_ASSIGN_OR_RETURN(L.w_up, find_matrix(f, p + "ffn_up.weight", d, cfg.n_ff));
+    AGENTKV_ASSIGN_OR_RETURN(L.w_down, find_matrix(f, p + "ffn_down.weight", cfg.n_ff, d));
+    AGENTKV_ASSIGN_OR_RETURN(L.post_ffw_norm, find_vector(f, p + "post_ffw_norm.weight", d));
+  }
+  WeightView embd;
+  const float* out_norm;
+  AGENTKV_ASSIGN_OR_RETURN(embd, find_matrix(f, "token_embd.weight", d, cfg.n_vocab));
+  AGENTKV_ASSIGN_OR_RETURN(out_norm, find_vector(f, "output_norm.weight", d));
+  return std::unique_ptr<Model>(new Gemma3Model(std::move(cfg), std::move(layers), embd, out_norm));
+}
+
+}  // namespace agentkv

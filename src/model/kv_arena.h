@@ -1,0 +1,48 @@
+// The memory that holds K and V for every cached token, in fixed-size blocks. The model layer owns
+// the layout (it depends on the architecture's geometry); the KV manager decides which blocks belong
+// to which sequence. Block layout: [layer][K | V][block_size][kv_dim] floats. K is stored after RoPE.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "model/model_config.h"
+#include "ops/attention.h"
+
+namespace agentkv {
+
+class KvArena {
+ public:
+  KvArena(const ModelConfig& cfg, int block_size, int64_t n_blocks);
+
+  int block_size() const { return block_size_; }
+  int64_t n_blocks() const { return n_blocks_; }
+  int n_layer() const { return n_layer_; }
+  int kv_dim() const { return kv_dim_; }
+  int64_t block_floats() const { return block_stride_; }
+  int64_t bytes_per_block() const { return block_stride_ * int64_t(sizeof(float)); }
+  static int64_t bytes_per_block(const ModelConfig& cfg, int block_size) {
+    return int64_t(cfg.n_layer) * 2 * block_size * cfg.kv_dim() * int64_t(sizeof(float));
+  }
+
+  PagedKvLayer layer(int il) const {
+    PagedKvLayer l;
+    l.base = data_.get() + int64_t(il) * 2 * block_size_ * kv_dim_;
+    l.block_stride = block_stride_;
+    l.v_offset = int64_t(block_size_) * kv_dim_;
+    l.block_size = block_size_;
+    l.kv_dim = kv_dim_;
+    return l;
+  }
+  float* block_data(int32_t block) const { return data_.get() + int64_t(block) * block_stride_; }
+
+ private:
+  int block_size_;
+  int64_t n_blocks_;
+  int n_layer_;
+  int kv_dim_;
+  int64_t block_stride_;
+  std::unique_ptr<float[]> data_;
+};
+
+}  // namespace agentkv

@@ -1,0 +1,114 @@
+// Architecture "llama" (SmolLM2): pre-norm blocks, GQA attention with RoPE on consecutive pairs
+// (the GGUF converter permuted Q/K for this), SiLU-gated FFN, optional tied LM head.
+#include <cmath>
+#include <vector>
+
+#include "gguf/gguf_file.h"
+#include "model/architectures.h"
+#include "model/transformer_parts.h"
+#include "ops/norm.h"
+#include "ops/rope.h"
+
+namespace agentkv {
+
+namespace {
+
+struct LlamaLayer {
+  const float* attn_norm;
+  WeightView wq, wk, wv, wo;
+  const float* ffn_norm;
+  WeightView w_gate, w_up, w_down;
+};
+
+class LlamaModel final : public Model {
+ public:
+  LlamaModel(ModelConfig cfg, std::vector<LlamaLayer> layers, WeightView embd, WeightView head,
+             const float* out_norm)
+      : Model(std::move(cfg)),
+        layers_(std::move(layers)),
+        embd_(embd),
+        head_(head),
+        out_norm_(out_norm),
+        rope_(cfg_.head_dim, cfg_.n_rot, cfg_.rope_base, RopeStyle::kNorm) {}
+
+ protected:
+  void forward_validated(const Batch& b, const KvArena& kv, float* logits, ThreadPool& pool) const override {
+    const ModelConfig& c = cfg_;
+    const int64_t n = b.size();
+    const int d = c.n_embd;
+    std::vector<float> x(n * d), h(n * d), q(n * c.q_dim()), k(n * c.kv_dim()), v(n * c.kv_dim()),
+        att(n * c.q_dim()), gate(n * c.n_ff), up(n * c.n_ff);
+    embed_tokens(embd_, b, 1.0f, x.data(), pool);
+    const float kq_scale = 1.0f / std::sqrt(float(c.head_dim));
+    for (int il = 0; il < c.n_layer; ++il) {
+      const LlamaLayer& L = layers_[il];
+      pool.parallel_for(n, 8, [&](int64_t t0, int64_t t1) {
+        for (int64_t t = t0; t < t1; ++t) rms_norm(&x[t * d], L.attn_norm, &h[t * d], d, c.rms_eps);
+      });
+      matmul(L.wq, h.data(), n, q.data(), pool);
+      matmul(L.wk, h.data(), n, k.data(), pool);
+      matmul(L.wv, h.data(), n, v.data(), pool);
+      pool.parallel_for(n, 8, [&](int64_t t0, int64_t t1) {
+        for (int64_t t = t0; t < t1; ++t) {
+          rope_.apply(&q[t * c.q_dim()], c.n_head, b.positions[t]);
+          rope_.apply(&k[t * c.kv_dim()], c.n_head_kv, b.positions[t]);
+        }
+      });
+      write_kv(b, kv, il, k.data(), v.data());
+      attention(c, b, kv, il, q.data(), 0, kq_scale, att.data(), pool);
+      matmul(L.wo, att.data(), n, h.data(), pool);
+      add_inplace(x.data(), h.data(), n * d);
+
+      pool.parallel_for(n, 8, [&](int64_t t0, int64_t t1) {
+        for (int64_t t = t0; t < t1; ++t) rms_norm(&x[t * d], L.ffn_norm, &h[t * d], d, c.rms_eps);
+      });
+      matmul(L.w_gate, h.data(), n, gate.data(), pool);
+      matmul(L.w_up, h.data(), n, up.data(), pool);
+      silu_mul(gate.data(), up.data(), n * c.n_ff);
+      matmul(L.w_down, gate.data(), n, h.data(), pool);
+      add_inplace(x.data(), h.data(), n * d);
+    }
+    lm_head(head_, out_norm_, c.rms_eps, b, x.data(), d, logits, pool);
+  }
+
+ private:
+  std::vector<LlamaLayer> layers_;
+  WeightView embd_, head_;
+  const float* out_norm_;
+  Rope rope_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Model>> create_llama_model(const GgufFile& f, ModelConfig cfg) {
+  const GgufTensorInfo* emb = f.tensor("token_embd.weight");
+  if (!emb || emb->n_dims != 2) return make_error("tensor 'token_embd.weight' missing or not 2-D");
+  cfg.n_vocab = int(emb->ne[1]);
+  const int d = cfg.n_embd;
+  std::vector<LlamaLayer> layers(cfg.n_layer);
+  for (int il = 0; il < cfg.n_layer; ++il) {
+    const std::string p = "blk." + std::to_string(il) + ".";
+    LlamaLayer& L = layers[il];
+    AGENTKV_ASSIGN_OR_RETURN(L.attn_norm, find_vector(f, p + "attn_norm.weight", d));
+    AGENTKV_ASSIGN_OR_RETURN(L.wq, find_matrix(f, p + "attn_q.weight", d, cfg.q_dim()));
+    AGENTKV_ASSIGN_OR_RETURN(L.wk, find_matrix(f, p + "attn_k.weight", d, cfg.kv_dim()));
+    AGENTKV_ASSIGN_OR_RETURN(L.wv, find_matrix(f, p + "attn_v.weight", d, cfg.kv_dim()));
+    AGENTKV_ASSIGN_OR_RETURN(L.wo, find_matrix(f, p + "attn_output.weight", cfg.q_dim(), d));
+    AGENTKV_ASSIGN_OR_RETURN(L.ffn_norm, find_vector(f, p + "ffn_norm.weight", d));
+    AGENTKV_ASSIGN_OR_RETURN(L.w_gate, find_matrix(f, p + "ffn_gate.weight", d, cfg.n_ff));
+    AGENTKV_ASSIGN_OR_RETURN(L.w_up, find_matrix(f, p + "ffn_up.weight", d, cfg.n_ff));
+    AGENTKV_ASSIGN_OR_RETURN(L.w_down, find_matrix(f, p + "ffn_down.weight", cfg.n_ff, d));
+  }
+  WeightView embd, head;
+  const float* out_norm;
+  AGENTKV_ASSIGN_OR_RETURN(embd, find_matrix(f, "token_embd.weight", d, cfg.n_vocab));
+  AGENTKV_ASSIGN_OR_RETURN(out_norm, find_vector(f, "output_norm.weight", d));
+  if (f.tensor("output.weight")) {
+    AGENTKV_ASSIGN_OR_RETURN(head, find_matrix(f, "output.weight", d, cfg.n_vocab));
+  } else {
+    head = embd;  // tied embeddings
+  }
+  return std::unique_ptr<Model>(new LlamaModel(std::move(cfg), std::move(layers), embd, head, out_norm));
+}
+
+}  // namespace agentkv

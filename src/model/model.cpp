@@ -1,0 +1,43 @@
+#include "model/model.h"
+
+#include "gguf/gguf_file.h"
+#include "model/architectures.h"
+
+namespace agentkv {
+
+Status Model::forward(const Batch& b, const KvArena& kv, float* logits, ThreadPool& pool) const {
+  const size_t n = b.tokens.size();
+  if (n == 0) return make_error("forward: empty batch");
+  if (b.positions.size() != n || b.seq.size() != n || b.slots.size() != n)
+    return make_error("forward: batch arrays have different lengths");
+  if (kv.n_layer() != cfg_.n_layer || kv.kv_dim() != cfg_.kv_dim())
+    return make_error("forward: KV arena was made for another model geometry");
+  for (size_t i = 0; i < n; ++i) {
+    if (b.tokens[i] < 0 || b.tokens[i] >= cfg_.n_vocab)
+      return make_error("forward: token id " + std::to_string(b.tokens[i]) + " out of range [0, " +
+                        std::to_string(cfg_.n_vocab) + ")");
+    if (b.seq[i] < 0 || size_t(b.seq[i]) >= b.seqs.size())
+      return make_error("forward: token " + std::to_string(i) + " names an unknown sequence");
+    const SeqBlocks& s = b.seqs[b.seq[i]];
+    if (b.slots[i] < 0 || int64_t(b.slots[i]) >= int64_t(s.n_blocks) * kv.block_size())
+      return make_error("forward: slot " + std::to_string(b.slots[i]) + " outside the sequence's blocks");
+  }
+  for (const SeqBlocks& s : b.seqs)
+    for (int32_t j = 0; j < s.n_blocks; ++j)
+      if (s.table[j] < 0 || s.table[j] >= kv.n_blocks())
+        return make_error("forward: block id " + std::to_string(s.table[j]) + " outside the arena");
+  for (int32_t r : b.logit_rows)
+    if (r < 0 || size_t(r) >= n) return make_error("forward: logit row outside the batch");
+  forward_validated(b, kv, logits, pool);
+  return {};
+}
+
+Result<std::unique_ptr<Model>> create_model(const GgufFile& file) {
+  auto cfg = read_model_config(file);
+  if (!cfg.ok()) return make_error(cfg.error());
+  if (cfg->arch == "llama") return create_llama_model(file, std::move(*cfg));
+  if (cfg->arch == "gemma3") return create_gemma3_model(file, std::move(*cfg));
+  return make_error("unsupported architecture '" + cfg->arch + "' (supported: llama, gemma3)");
+}
+
+}  // namespace agentkv

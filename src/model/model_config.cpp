@@ -1,0 +1,64 @@
+#include "model/model_config.h"
+
+#include "gguf/gguf_file.h"
+
+namespace agentkv {
+
+namespace {
+
+Result<int> required_int(const GgufFile& f, const std::string& key, int64_t lo, int64_t hi) {
+  auto v = f.get_int(key);
+  if (!v.ok()) return make_error(v.error());
+  if (*v < lo || *v > hi)
+    return make_error("key '" + key + "' = " + std::to_string(*v) + " out of range [" + std::to_string(lo) +
+                      ", " + std::to_string(hi) + "]");
+  return int(*v);
+}
+
+}  // namespace
+
+Result<ModelConfig> read_model_config(const GgufFile& f) {
+  ModelConfig c;
+  auto arch = f.get_string("general.architecture");
+  if (!arch.ok()) return make_error(arch.error());
+  c.arch = *arch;
+  c.name = f.get_string_or("general.name", "");
+  const std::string p = c.arch + ".";
+#define AGENTKV_REQ(field, key, lo, hi)                   \
+  do {                                                   \
+    auto r = required_int(f, p + key, lo, hi);           \
+    if (!r.ok()) return make_error(r.error());           \
+    c.field = *r;                                        \
+  } while (0)
+  AGENTKV_REQ(n_layer, "block_count", 1, 4096);
+  AGENTKV_REQ(n_embd, "embedding_length", 1, 1 << 16);
+  AGENTKV_REQ(n_ff, "feed_forward_length", 1, 1 << 18);
+  AGENTKV_REQ(n_head, "attention.head_count", 1, 1024);
+  AGENTKV_REQ(n_ctx_train, "context_length", 1, 1 << 24);
+#undef AGENTKV_REQ
+  c.n_head_kv = int(f.get_int_or(p + "attention.head_count_kv", c.n_head));
+  if (c.n_head_kv < 1 || c.n_head % c.n_head_kv != 0)
+    return make_error("key '" + p + "attention.head_count_kv' = " + std::to_string(c.n_head_kv) +
+                      " does not divide head_count " + std::to_string(c.n_head));
+  c.head_dim = int(f.get_int_or(p + "attention.key_length", c.n_embd / c.n_head));
+  const int v_len = int(f.get_int_or(p + "attention.value_length", c.head_dim));
+  if (c.head_dim < 2 || c.head_dim > 1024 || c.head_dim % 2 != 0)
+    return make_error("key '" + p + "attention.key_length' = " + std::to_string(c.head_dim) + " unsupported");
+  if (v_len != c.head_dim)
+    return make_error("key '" + p + "attention.value_length' differs from key_length (unsupported)");
+  c.n_rot = int(f.get_int_or(p + "rope.dimension_count", c.head_dim));
+  if (c.n_rot < 2 || c.n_rot > c.head_dim || c.n_rot % 2 != 0)
+    return make_error("key '" + p + "rope.dimension_count' = " + std::to_string(c.n_rot) + " unsupported");
+  auto eps = f.get_float(p + "attention.layer_norm_rms_epsilon");
+  if (!eps.ok()) return make_error(eps.error());
+  c.rms_eps = float(*eps);
+  c.rope_base = float(f.get_float_or(p + "rope.freq_base", 10000.0));
+  c.sliding_window = int(f.get_int_or(p + "attention.sliding_window", 0));
+  if (c.sliding_window < 0) return make_error("key '" + p + "attention.sliding_window' is negative");
+  c.layer_is_swa.assign(c.n_layer, 0);
+
+  // n_vocab comes from the embedding tensor's shape (set by the architecture loader).
+  return c;
+}
+
+}  // namespace agentkv

@@ -1,0 +1,39 @@
+// Hyperparameters of a decoder-only transformer, read from GGUF metadata only.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "util/status.h"
+
+namespace agentkv {
+
+class GgufFile;
+
+struct ModelConfig {
+  std::string arch;      // general.architecture
+  std::string name;      // general.name (informational)
+  int n_layer = 0;
+  int n_embd = 0;
+  int n_ff = 0;
+  int n_head = 0;
+  int n_head_kv = 0;
+  int head_dim = 0;      // key_length == value_length for both supported architectures
+  int n_rot = 0;
+  int n_vocab = 0;
+  int n_ctx_train = 0;
+  float rms_eps = 1e-5f;
+  float rope_base = 10000.0f;
+  float rope_base_swa = 10000.0f;   // local (sliding-window) layers of gemma3
+  int sliding_window = 0;           // 0: none
+  std::vector<uint8_t> layer_is_swa;  // per layer: 1 if sliding-window attention
+
+  int q_dim() const { return n_head * head_dim; }
+  int kv_dim() const { return n_head_kv * head_dim; }
+};
+
+// Reads the common keys ({arch}.block_count, …); a missing required key is an error naming it.
+Result<ModelConfig> read_model_config(const GgufFile& file);
+
+}  // namespace agentkv

@@ -1,0 +1,100 @@
+#include "model/transformer_parts.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "gguf/gguf_file.h"
+#include "ops/attention.h"
+#include "ops/norm.h"
+
+namespace agentkv {
+
+Result<WeightView> find_matrix(const GgufFile& f, const std::string& name, int64_t cols, int64_t rows) {
+  const GgufTensorInfo* t = f.tensor(name);
+  if (!t) return make_error("tensor '" + name + "' missing");
+  if (t->n_dims != 2 || t->ne[0] != cols || t->ne[1] != rows)
+    return make_error("tensor '" + name + "' has shape [" + std::to_string(t->ne[0]) + ", " +
+                      std::to_string(t->n_dims > 1 ? t->ne[1] : 1) + "], expected [" + std::to_string(cols) +
+                      ", " + std::to_string(rows) + "]");
+  if (!matmul_supports(static_cast<GgmlType>(t->type))) {
+    const GgmlTypeInfo* ti = ggml_type_info(t->type);
+    return make_error("tensor '" + name + "' has type " + (ti ? ti->name : std::to_string(t->type)) +
+                      ", which agentkv cannot multiply");
+  }
+  WeightView w;
+  w.type = static_cast<GgmlType>(t->type);
+  w.cols = cols;
+  w.rows = rows;
+  w.data = t->data;
+  w.row_bytes = size_t(t->nbytes / uint64_t(rows));
+  return w;
+}
+
+Result<const float*> find_vector(const GgufFile& f, const std::string& name, int64_t n) {
+  const GgufTensorInfo* t = f.tensor(name);
+  if (!t) return make_error("tensor '" + name + "' missing");
+  if (t->n_dims != 1 || t->ne[0] != n)
+    return make_error("tensor '" + name + "' has the wrong shape, expected [" + std::to_string(n) + "]");
+  if (t->type != uint32_t(GgmlType::F32)) return make_error("tensor '" + name + "' is not F32");
+  if (reinterpret_cast<uintptr_t>(t->data) % alignof(float) != 0)
+    return make_error("tensor '" + name + "' data is not 4-byte aligned");
+  return reinterpret_cast<const float*>(t->data);
+}
+
+void embed_tokens(const WeightView& emb, const Batch& b, float scale, float* x, ThreadPool& pool) {
+  const int64_t n_embd = emb.cols;
+  pool.parallel_for(b.size(), 16, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      const uint8_t* row = static_cast<const uint8_t*>(emb.data) + size_t(b.tokens[t]) * emb.row_bytes;
+      float* dst = x + t * n_embd;
+      dequantize_row(emb.type, row, dst, n_embd);
+      if (scale != 1.0f) scale_inplace(dst, scale, n_embd);
+    }
+  });
+}
+
+void write_kv(const Batch& b, const KvArena& kv, int il, const float* k, const float* v) {
+  const PagedKvLayer l = kv.layer(il);
+  const int bs = kv.block_size();
+  for (int64_t t = 0; t < b.size(); ++t) {
+    const SeqBlocks& s = b.seqs[b.seq[t]];
+    const int32_t slot = b.slots[t];
+    const int32_t block = s.table[slot / bs];
+    std::memcpy(l.k(block, slot % bs), k + t * l.kv_dim, sizeof(float) * l.kv_dim);
+    std::memcpy(l.v(block, slot % bs), v + t * l.kv_dim, sizeof(float) * l.kv_dim);
+  }
+}
+
+void attention(const ModelConfig& cfg, const Batch& b, const KvArena& kv, int il, const float* q,
+               int window, float scale, float* out, ThreadPool& pool) {
+  const PagedKvLayer l = kv.layer(il);
+  const int n_head = cfg.n_head;
+  const int hd = cfg.head_dim;
+  const int group = cfg.n_head / cfg.n_head_kv;
+  int32_t max_slot = 0;
+  for (int32_t s : b.slots) max_slot = std::max(max_slot, s);
+  const int64_t n_items = b.size() * n_head;
+  pool.parallel_for(n_items, 1, [&](int64_t i0, int64_t i1) {
+    std::vector<float> scratch(size_t(max_slot) + 1);
+    for (int64_t i = i0; i < i1; ++i) {
+      const int64_t t = i / n_head;
+      const int h = int(i % n_head);
+      const int32_t slot = b.slots[t];
+      const int64_t lo = window > 0 ? std::max<int64_t>(0, int64_t(slot) - window + 1) : 0;
+      attend_head(q + (t * n_head + h) * hd, l, b.seqs[b.seq[t]].table, lo, slot, h / group, hd, scale,
+                  out + (t * n_head + h) * hd, scratch.data());
+    }
+  });
+}
+
+void lm_head(const WeightView& head, const float* out_norm, float eps, const Batch& b, const float* x,
+             int n_embd, float* logits, ThreadPool& pool) {
+  const int64_t n_out = int64_t(b.logit_rows.size());
+  if (n_out == 0) return;
+  std::vector<float> normed(size_t(n_out) * n_embd);
+  for (int64_t i = 0; i < n_out; ++i)
+    rms_norm(x + int64_t(b.logit_rows[i]) * n_embd, out_norm, normed.data() + i * n_embd, n_embd, eps);
+  matmul(head, normed.data(), n_out, logits, pool);
+}
+
+}  // namespace agentkv

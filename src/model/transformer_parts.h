@@ -1,0 +1,39 @@
+// Pieces both architectures share: weight lookup with shape checks, embedding lookup, the KV write,
+// attention over the paged KV of every sequence in a batch, and the LM head.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "model/batch.h"
+#include "model/kv_arena.h"
+#include "model/model_config.h"
+#include "ops/matmul.h"
+#include "util/status.h"
+#include "util/thread_pool.h"
+
+namespace agentkv {
+
+class GgufFile;
+
+// A 2-D weight [rows][cols] (GGUF ne = {cols, rows}) of a type the matmul kernels support.
+Result<WeightView> find_matrix(const GgufFile& f, const std::string& name, int64_t cols, int64_t rows);
+// A 1-D F32 vector of length n (norm weights).
+Result<const float*> find_vector(const GgufFile& f, const std::string& name, int64_t n);
+
+// x[t][n_embd] = scale * embedding row of token t.
+void embed_tokens(const WeightView& emb, const Batch& b, float scale, float* x, ThreadPool& pool);
+
+// Writes each token's K and V ([n_tokens][kv_dim]) into its slot of layer il.
+void write_kv(const Batch& b, const KvArena& kv, int il, const float* k, const float* v);
+
+// out[t][n_head*head_dim] = attention of q[t] over slots [lo, slot_t] of the token's sequence, where
+// lo = slot_t - window + 1 for a sliding-window layer (window > 0) and 0 otherwise.
+void attention(const ModelConfig& cfg, const Batch& b, const KvArena& kv, int il, const float* q,
+               int window, float scale, float* out, ThreadPool& pool);
+
+// Final norm of the rows in b.logit_rows, then logits = head · x.
+void lm_head(const WeightView& head, const float* out_norm, float eps, const Batch& b, const float* x,
+             int n_embd, float* logits, ThreadPool& pool);
+
+}  // namespace agentkv

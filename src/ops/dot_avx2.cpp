@@ -1,0 +1,5 @@
+#include "ops/kernels.h"
+
+namespace agentkv {
+MatmulKernel avx2_kernel(GgmlType) { return nullptr; }
+}  // namespace agentkv

@@ -1,0 +1,43 @@
+#include "ops/rope.h"
+
+#include <cmath>
+
+#include "util/status.h"
+
+namespace agentkv {
+
+Rope::Rope(int head_dim, int n_rot, float freq_base, RopeStyle style)
+    : head_dim_(head_dim), n_rot_(n_rot), style_(style), inv_freq_(n_rot / 2) {
+  AGENTKV_CHECK(n_rot > 0 && n_rot % 2 == 0 && n_rot <= 1024 && n_rot <= head_dim);
+  // ggml computes theta by repeated multiplication with theta_scale = base^(-2/n_rot); we do the
+  // same so our angles round like llama.cpp's.
+  const float theta_scale = std::pow(freq_base, -2.0f / float(n_rot));
+  float t = 1.0f;
+  for (int i = 0; i < n_rot / 2; ++i) {
+    inv_freq_[i] = t;
+    t *= theta_scale;
+  }
+}
+
+void Rope::apply(float* x, int n_heads, int64_t pos) const {
+  const int half = n_rot_ / 2;
+  // Per-position cos/sin computed once for all heads.
+  float cs[512], sn[512];
+  for (int i = 0; i < half; ++i) {
+    const float theta = float(pos) * inv_freq_[i];
+    cs[i] = std::cos(theta);
+    sn[i] = std::sin(theta);
+  }
+  for (int h = 0; h < n_heads; ++h) {
+    float* v = x + int64_t(h) * head_dim_;
+    for (int i = 0; i < half; ++i) {
+      const int a = style_ == RopeStyle::kNorm ? 2 * i : i;
+      const int b = style_ == RopeStyle::kNorm ? 2 * i + 1 : i + half;
+      const float x0 = v[a], x1 = v[b];
+      v[a] = x0 * cs[i] - x1 * sn[i];
+      v[b] = x0 * sn[i] + x1 * cs[i];
+    }
+  }
+}
+
+}  // namespace agentkv
