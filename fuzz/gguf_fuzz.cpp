@@ -1,5 +1,8 @@
 // libFuzzer target: GgufFile::parse must reject or accept any byte string without crashing, and an
 // accepted file must survive every accessor (including tensor data reads, which ASan bounds-checks).
+// Seed it with the committed synthetic files:
+//   mkdir -p corpus && cp tests/data/valid_small.gguf tests/data/malformed/*.gguf corpus/
+//   build-fuzz/gguf_fuzz -max_total_time=60 -max_len=20000 corpus
 #include <cstddef>
 #include <cstdint>
 

@@ -49,8 +49,8 @@ int cmd_inspect(int argc, char** argv) {
   for (size_t k = 0; k < f.tensors().size(); ++k) {
     const agentkv::GgufTensorInfo& t = f.tensors()[k];
     std::printf("  %5zu  %-40s %-6s %-22s %12" PRIu64 " %12" PRIu64 "\n", k,
-                agentkv::gguf_printable(t.name).c_str(), agentkv::ggml_type_info(t.type)->name, shape(t).c_str(),
-                t.offset, t.nbytes);
+                agentkv::gguf_printable(t.name).c_str(), agentkv::ggml_type_info(t.type)->name,
+                shape(t).c_str(), t.offset, t.nbytes);
   }
   return 0;
 }

@@ -27,16 +27,20 @@ std::string quoted(std::string_view s) {
 // Scalar printed as in `inspect`; arrays are handled by the caller.
 std::string scalar_to_string(const GgufValue& v) {
   switch (v.type) {
-    case GgufValueType::BOOL: return v.i != 0 ? "true" : "false";
-    case GgufValueType::U64: return std::to_string(v.u);
+    case GgufValueType::BOOL:
+      return v.i != 0 ? "true" : "false";
+    case GgufValueType::U64:
+      return std::to_string(v.u);
     case GgufValueType::F32:
     case GgufValueType::F64: {
       char buf[32];
       std::snprintf(buf, sizeof buf, "%.9g", v.f);
       return buf;
     }
-    case GgufValueType::STRING: return quoted(v.str);
-    default: return std::to_string(v.i);
+    case GgufValueType::STRING:
+      return quoted(v.str);
+    default:
+      return std::to_string(v.i);
   }
 }
 
@@ -61,7 +65,7 @@ std::string array_to_string(const GgufValue& v, size_t max_items) {
   for (size_t k = 0; k < shown; ++k) {
     if (k > 0) out += ", ";
     out += v.array_type == GgufValueType::ARRAY ? array_to_string(v.array_values[k], max_items)
-                                                 : scalar_to_string(array_element(v, k));
+                                                : scalar_to_string(array_element(v, k));
   }
   if (shown < v.array_count) out += ", ... (" + std::to_string(v.array_count) + " items)";
   return out + "]";
@@ -88,7 +92,7 @@ Error type_error(std::string_view key, GgufValueType have, const char* want) {
 }  // namespace
 
 const char* gguf_value_type_name(GgufValueType t) {
-  static const char* const kNames[] = {"U8",  "I8",     "U16",   "I16", "U32", "I32", "F32",
+  static const char* const kNames[] = {"U8",   "I8",     "U16",   "I16", "U32", "I32", "F32",
                                        "BOOL", "STRING", "ARRAY", "U64", "I64", "F64"};
   auto id = static_cast<uint32_t>(t);
   return id < sizeof kNames / sizeof kNames[0] ? kNames[id] : "?";
@@ -103,8 +107,10 @@ bool gguf_type_is_integer(GgufValueType t) {
     case GgufValueType::U32:
     case GgufValueType::I32:
     case GgufValueType::U64:
-    case GgufValueType::I64: return true;
-    default: return false;
+    case GgufValueType::I64:
+      return true;
+    default:
+      return false;
   }
 }
 
@@ -114,17 +120,28 @@ int64_t GgufValue::array_int(size_t k) const {
   const uint8_t* p = array_raw.data();
   switch (array_type) {
     case GgufValueType::U8:
-    case GgufValueType::BOOL: return p[k];
-    case GgufValueType::I8: return load<int8_t>(p + k);
-    case GgufValueType::U16: return load<uint16_t>(p + 2 * k);
-    case GgufValueType::I16: return load<int16_t>(p + 2 * k);
-    case GgufValueType::U32: return load<uint32_t>(p + 4 * k);
-    case GgufValueType::I32: return load<int32_t>(p + 4 * k);
-    case GgufValueType::U64: return static_cast<int64_t>(load<uint64_t>(p + 8 * k));
-    case GgufValueType::I64: return load<int64_t>(p + 8 * k);
-    case GgufValueType::F32: return static_cast<int64_t>(load<float>(p + 4 * k));
-    case GgufValueType::F64: return static_cast<int64_t>(load<double>(p + 8 * k));
-    default: return 0;
+    case GgufValueType::BOOL:
+      return p[k];
+    case GgufValueType::I8:
+      return load<int8_t>(p + k);
+    case GgufValueType::U16:
+      return load<uint16_t>(p + 2 * k);
+    case GgufValueType::I16:
+      return load<int16_t>(p + 2 * k);
+    case GgufValueType::U32:
+      return load<uint32_t>(p + 4 * k);
+    case GgufValueType::I32:
+      return load<int32_t>(p + 4 * k);
+    case GgufValueType::U64:
+      return static_cast<int64_t>(load<uint64_t>(p + 8 * k));
+    case GgufValueType::I64:
+      return load<int64_t>(p + 8 * k);
+    case GgufValueType::F32:
+      return static_cast<int64_t>(load<float>(p + 4 * k));
+    case GgufValueType::F64:
+      return static_cast<int64_t>(load<double>(p + 8 * k));
+    default:
+      return 0;
   }
 }
 

@@ -51,12 +51,12 @@ struct GgufValue {
   // ARRAY: element type and count; elements live in exactly one of the vectors below.
   GgufValueType array_type = GgufValueType::U8;
   uint64_t array_count = 0;
-  std::vector<uint8_t> array_raw;         // numeric and BOOL elements, as in the file
+  std::vector<uint8_t> array_raw;          // numeric and BOOL elements, as in the file
   std::vector<std::string> array_strings;  // STRING elements
   std::vector<GgufValue> array_values;     // ARRAY elements (one level of nesting only)
 
   // Element k of a numeric/BOOL array, converted. Caller checks k < array_count and the type.
-  int64_t array_int(size_t k) const;   // integer and BOOL elements (U64 wraps; check with array_uint)
+  int64_t array_int(size_t k) const;  // integer and BOOL elements (U64 wraps; check with array_uint)
   uint64_t array_uint(size_t k) const;
   double array_float(size_t k) const;  // any numeric element
 };

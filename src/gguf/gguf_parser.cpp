@@ -32,17 +32,22 @@ size_t scalar_size(GgufValueType t) {
   switch (t) {
     case GgufValueType::U8:
     case GgufValueType::I8:
-    case GgufValueType::BOOL: return 1;
+    case GgufValueType::BOOL:
+      return 1;
     case GgufValueType::U16:
-    case GgufValueType::I16: return 2;
+    case GgufValueType::I16:
+      return 2;
     case GgufValueType::U32:
     case GgufValueType::I32:
-    case GgufValueType::F32: return 4;
+    case GgufValueType::F32:
+      return 4;
     case GgufValueType::U64:
     case GgufValueType::I64:
-    case GgufValueType::F64: return 8;
+    case GgufValueType::F64:
+      return 8;
     case GgufValueType::STRING:
-    case GgufValueType::ARRAY: break;
+    case GgufValueType::ARRAY:
+      break;
   }
   return 0;
 }
@@ -109,6 +114,7 @@ bool GgufParser::need(uint64_t len, const char* field) {
 
 bool GgufParser::read_bytes(void* dst, size_t len, const char* field) {
   if (!need(len, field)) return false;
+  if (len == 0) return true;  // dst may be an empty vector's null data()
   std::memcpy(dst, d_ + pos_, len);
   pos_ += len;
   return true;
@@ -141,8 +147,10 @@ bool GgufParser::read_value(GgufValueType type, GgufValue* v, int depth) {
   switch (type) {
     case GgufValueType::STRING:
       return read_string(&v->str, "string", std::numeric_limits<uint64_t>::max());
-    case GgufValueType::ARRAY: return read_array(v, depth);
-    default: break;
+    case GgufValueType::ARRAY:
+      return read_array(v, depth);
+    default:
+      break;
   }
   // Scalars: read the raw little-endian bytes into the matching C++ type, then widen.
   uint8_t raw[8] = {};
@@ -153,24 +161,43 @@ bool GgufParser::read_value(GgufValueType type, GgufValue* v, int depth) {
     return x;
   };
   switch (type) {
-    case GgufValueType::U8: v->i = as(uint8_t{}); break;
-    case GgufValueType::I8: v->i = as(int8_t{}); break;
-    case GgufValueType::U16: v->i = as(uint16_t{}); break;
-    case GgufValueType::I16: v->i = as(int16_t{}); break;
-    case GgufValueType::U32: v->i = as(uint32_t{}); break;
-    case GgufValueType::I32: v->i = as(int32_t{}); break;
-    case GgufValueType::I64: v->i = as(int64_t{}); break;
+    case GgufValueType::U8:
+      v->i = as(uint8_t{});
+      break;
+    case GgufValueType::I8:
+      v->i = as(int8_t{});
+      break;
+    case GgufValueType::U16:
+      v->i = as(uint16_t{});
+      break;
+    case GgufValueType::I16:
+      v->i = as(int16_t{});
+      break;
+    case GgufValueType::U32:
+      v->i = as(uint32_t{});
+      break;
+    case GgufValueType::I32:
+      v->i = as(int32_t{});
+      break;
+    case GgufValueType::I64:
+      v->i = as(int64_t{});
+      break;
     case GgufValueType::U64:
       v->u = as(uint64_t{});
       v->i = static_cast<int64_t>(v->u);
       break;
-    case GgufValueType::F32: v->f = as(float{}); break;
-    case GgufValueType::F64: v->f = as(double{}); break;
+    case GgufValueType::F32:
+      v->f = as(float{});
+      break;
+    case GgufValueType::F64:
+      v->f = as(double{});
+      break;
     case GgufValueType::BOOL:
       if (raw[0] > 1) return fail(where() + " bool value " + num(raw[0]) + " is not 0 or 1");
       v->i = raw[0];
       break;
-    default: break;
+    default:
+      break;
   }
   return true;
 }
@@ -315,8 +342,8 @@ bool GgufParser::parse_tensor_info(uint64_t index) {
   }
   // nbytes = rows * (blocks per row * block bytes); the element count must not overflow either.
   uint64_t elems = 1, bytes = 0;
-  bool ok = mul_ok(ne0 / static_cast<uint64_t>(ti->block_elems), static_cast<uint64_t>(ti->block_bytes),
-                   &bytes);
+  bool ok =
+      mul_ok(ne0 / static_cast<uint64_t>(ti->block_elems), static_cast<uint64_t>(ti->block_bytes), &bytes);
   for (int d = 0; d < 4 && ok; ++d) ok = mul_ok(elems, static_cast<uint64_t>(t.ne[d]), &elems);
   for (int d = 1; d < 4 && ok; ++d) ok = mul_ok(bytes, static_cast<uint64_t>(t.ne[d]), &bytes);
   if (!ok || elems > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
@@ -344,7 +371,8 @@ bool GgufParser::place_tensors() {
     if (t.offset > data_size || t.nbytes > data_size - t.offset) {
       uint64_t begin = 0, end = 0;
       if (add_ok(f_->data_offset_, t.offset, &begin) && add_ok(begin, t.nbytes, &end)) {
-        return fail(tn + " data [" + num(begin) + ", " + num(end) + ") past end of file (size " + num(n_) + ")");
+        return fail(tn + " data [" + num(begin) + ", " + num(end) + ") past end of file (size " + num(n_) +
+                    ")");
       }
       return fail(tn + " offset " + num(t.offset) + " + size " + num(t.nbytes) + " past end of file (size " +
                   num(n_) + ")");

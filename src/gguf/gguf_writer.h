@@ -14,16 +14,26 @@ namespace agentkv {
 
 template <class T>
 constexpr GgufValueType gguf_type_of() {
-  if constexpr (std::is_same_v<T, bool>) return GgufValueType::BOOL;
-  else if constexpr (std::is_same_v<T, uint8_t>) return GgufValueType::U8;
-  else if constexpr (std::is_same_v<T, int8_t>) return GgufValueType::I8;
-  else if constexpr (std::is_same_v<T, uint16_t>) return GgufValueType::U16;
-  else if constexpr (std::is_same_v<T, int16_t>) return GgufValueType::I16;
-  else if constexpr (std::is_same_v<T, uint32_t>) return GgufValueType::U32;
-  else if constexpr (std::is_same_v<T, int32_t>) return GgufValueType::I32;
-  else if constexpr (std::is_same_v<T, uint64_t>) return GgufValueType::U64;
-  else if constexpr (std::is_same_v<T, int64_t>) return GgufValueType::I64;
-  else if constexpr (std::is_same_v<T, float>) return GgufValueType::F32;
+  if constexpr (std::is_same_v<T, bool>)
+    return GgufValueType::BOOL;
+  else if constexpr (std::is_same_v<T, uint8_t>)
+    return GgufValueType::U8;
+  else if constexpr (std::is_same_v<T, int8_t>)
+    return GgufValueType::I8;
+  else if constexpr (std::is_same_v<T, uint16_t>)
+    return GgufValueType::U16;
+  else if constexpr (std::is_same_v<T, int16_t>)
+    return GgufValueType::I16;
+  else if constexpr (std::is_same_v<T, uint32_t>)
+    return GgufValueType::U32;
+  else if constexpr (std::is_same_v<T, int32_t>)
+    return GgufValueType::I32;
+  else if constexpr (std::is_same_v<T, uint64_t>)
+    return GgufValueType::U64;
+  else if constexpr (std::is_same_v<T, int64_t>)
+    return GgufValueType::I64;
+  else if constexpr (std::is_same_v<T, float>)
+    return GgufValueType::F32;
   else {
     static_assert(std::is_same_v<T, double>, "not a GGUF scalar type");
     return GgufValueType::F64;

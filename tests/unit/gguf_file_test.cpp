@@ -41,7 +41,8 @@ TEST(GgufFile, ReadsEveryValueType) {
   EXPECT_EQ(f->find("t.u64_huge")->u, ~0ull);
   EXPECT_EQ(f->get_string_array("tokenizer.ggml.tokens").value(),
             (std::vector<std::string>{"<s>", "</s>", "hello", "", "world"}));
-  EXPECT_EQ(f->get_float_array("tokenizer.ggml.scores").value(), (std::vector<float>{0.f, -1.f, 2.5f, 3.f, 4.f}));
+  EXPECT_EQ(f->get_float_array("tokenizer.ggml.scores").value(),
+            (std::vector<float>{0.f, -1.f, 2.5f, 3.f, 4.f}));
   EXPECT_EQ(f->get_int_array("tokenizer.ggml.token_type").value(), (std::vector<int32_t>{3, 3, 1, 1, 1}));
   EXPECT_EQ(f->get_int_array("t.arr_u8").value(), (std::vector<int32_t>{1, 2, 255}));
   EXPECT_EQ(f->get_int_array("t.arr_bool").value(), (std::vector<int32_t>{1, 0}));

@@ -50,7 +50,8 @@ inline GgufWriter sample_writer() {
   for (std::vector<uint16_t> inner : {std::vector<uint16_t>{7}, std::vector<uint16_t>{8, 9}}) {
     GgufWriter::put_u32(&nested, static_cast<uint32_t>(GgufValueType::U16));
     GgufWriter::put_u64(&nested, inner.size());
-    for (uint16_t x : inner) nested.insert(nested.end(), {static_cast<uint8_t>(x), static_cast<uint8_t>(x >> 8)});
+    for (uint16_t x : inner)
+      nested.insert(nested.end(), {static_cast<uint8_t>(x), static_cast<uint8_t>(x >> 8)});
   }
   w.add_encoded("t.nested", static_cast<uint32_t>(GgufValueType::ARRAY), nested);
   w.set_alignment(64);
