@@ -56,7 +56,16 @@ std::unique_ptr<Tokenizer> build_spm() {
     v.token_types.push_back(static_cast<int32_t>(TokenType::kByte));
     v.scores.push_back(0);
   }
-  const char* normal[] = {"\xE2\x96\x81", "a", "b", "ab", ("\xE2\x96\x81" "a"), "ba", "aba", "\xC3\xA9", "\n"};
+  const char* normal[] = {"\xE2\x96\x81",
+                          "a",
+                          "b",
+                          "ab",
+                          ("\xE2\x96\x81"
+                           "a"),
+                          "ba",
+                          "aba",
+                          "\xC3\xA9",
+                          "\n"};
   float score = -1;
   for (const char* n : normal) {
     v.tokens.push_back(n);

@@ -11,9 +11,9 @@
 #include <variant>
 #include <vector>
 
+#include "gguf/gguf_file.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
-#include "gguf/gguf_file.h"
 #include "tokenizer/vocab_loader.h"
 
 namespace agentkv {
@@ -116,11 +116,21 @@ class JsonParser {
       }
       c = s_[p_++];
       switch (c) {
-        case 'n': out += '\n'; break;
-        case 't': out += '\t'; break;
-        case 'r': out += '\r'; break;
-        case 'b': out += '\b'; break;
-        case 'f': out += '\f'; break;
+        case 'n':
+          out += '\n';
+          break;
+        case 't':
+          out += '\t';
+          break;
+        case 'r':
+          out += '\r';
+          break;
+        case 'b':
+          out += '\b';
+          break;
+        case 'f':
+          out += '\f';
+          break;
         case 'u': {
           uint32_t cp = std::stoul(s_.substr(p_, 4), nullptr, 16);
           p_ += 4;
@@ -132,7 +142,8 @@ class JsonParser {
           put_utf8(out, cp);
           break;
         }
-        default: out += c;  // \" \\ \/
+        default:
+          out += c;  // \" \\ \/
       }
     }
     ++p_;
@@ -248,8 +259,7 @@ TEST_P(TokenizerGolden, MatchesLlamaCpp) {
     EXPECT_EQ(with_bos, g["bos"].ints()) << "#" << g["i"].num() << " " << printable(text);
     EXPECT_EQ(printable(detok_special), printable(from_hex(g["detok_special_hex"].str())))
         << "#" << g["i"].num();
-    EXPECT_EQ(printable(detok_plain), printable(from_hex(g["detok_plain_hex"].str())))
-        << "#" << g["i"].num();
+    EXPECT_EQ(printable(detok_plain), printable(from_hex(g["detok_plain_hex"].str()))) << "#" << g["i"].num();
     // Wherever llama.cpp round-trips, so must we (implied by the equalities above; counted here).
     if (from_hex(g["detok_special_hex"].str()) == text) {
       ++roundtrip;
@@ -273,14 +283,16 @@ TEST_P(TokenizerGolden, ChatTemplate) {
   if (skip) GTEST_SKIP() << "model not found: " << mc.file;
   ASSERT_TRUE(tok_p);
   const Tokenizer& tok = *tok_p;
-  std::ifstream in(std::string(AGENTKV_SOURCE_DIR) + "/tests/data/tokenizer/" + mc.name + ".chat.golden.jsonl");
+  std::ifstream in(std::string(AGENTKV_SOURCE_DIR) + "/tests/data/tokenizer/" + mc.name +
+                   ".chat.golden.jsonl");
   ASSERT_TRUE(in.good());
   std::string line;
   int n = 0;
   while (std::getline(in, line)) {
     const Json g = JsonParser(line).parse();
     std::vector<ChatMessage> msgs;
-    for (const Json& m : std::get<JsonArray>(g["messages"].v)) msgs.push_back({m["role"].str(), m["content"].str()});
+    for (const Json& m : std::get<JsonArray>(g["messages"].v))
+      msgs.push_back({m["role"].str(), m["content"].str()});
     auto text = apply_chat_template(tok, msgs, g["add_generation_prompt"].boolean());
     ASSERT_TRUE(text.ok()) << text.error();
     EXPECT_EQ(text.value(), g["text"].str());

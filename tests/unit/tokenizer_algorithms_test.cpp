@@ -66,7 +66,10 @@ TEST(TokenizerBpe, MergeRankOrderDecides) {
   EXPECT_EQ(t2->encode("abc", false, false), (Ids{'a', 257}));
   // Chained merges and the GPT-2 byte map for the space (U+0120): in " abc" the top-ranked
   // "Ġ a" merge claims the "a" first, so "ab"/"abc" cannot form there.
-  auto t3 = make(bpe_vocab({"ab", "abc", "\xC4\xA0" "a"}, {"\xC4\xA0 a", "a b", "ab c"}));
+  auto t3 = make(bpe_vocab({"ab", "abc",
+                            "\xC4\xA0"
+                            "a"},
+                           {"\xC4\xA0 a", "a b", "ab c"}));
   EXPECT_EQ(t3->encode("abc abc", false, false), (Ids{257, 258, 'b', 'c'}));
   EXPECT_EQ(t3->decode(t3->encode("abc abc", false, false)), "abc abc");
 }
@@ -112,14 +115,15 @@ VocabData spm_vocab() {
   add("<s>", 0, TokenType::kControl);
   add("</s>", 0, TokenType::kControl);
   static const char* kHex = "0123456789ABCDEF";
-  for (int b = 0; b < 256; ++b) add(std::string("<0x") + kHex[b >> 4] + kHex[b & 15] + ">", 0, TokenType::kByte);
+  for (int b = 0; b < 256; ++b)
+    add(std::string("<0x") + kHex[b >> 4] + kHex[b & 15] + ">", 0, TokenType::kByte);
   for (const char* c : {"h", "e", "l", "o", "\xE2\x96\x81"}) add(c, -10, TokenType::kNormal);  // 259..263
-  add("he", -1, TokenType::kNormal);        // 264
-  add("ll", -2, TokenType::kNormal);        // 265
-  add("llo", -3, TokenType::kNormal);       // 266
-  add("hello", -4, TokenType::kNormal);     // 267
-  add("\xE2\x96\x81he", -5, TokenType::kNormal);  // 268
-  add("el", -0.5f, TokenType::kNormal);     // 269
+  add("he", -1, TokenType::kNormal);                                                           // 264
+  add("ll", -2, TokenType::kNormal);                                                           // 265
+  add("llo", -3, TokenType::kNormal);                                                          // 266
+  add("hello", -4, TokenType::kNormal);                                                        // 267
+  add("\xE2\x96\x81he", -5, TokenType::kNormal);                                               // 268
+  add("el", -0.5f, TokenType::kNormal);                                                        // 269
   return v;
 }
 
@@ -159,7 +163,8 @@ TEST(TokenizerSpecial, LongerTokenWinsEvenWhenAShorterOneStartsEarlier) {
 }
 
 TEST(TokenizerSpecial, EndOfGenerationByText) {
-  auto t = make(bpe_vocab({}, {}, {{"<|im_end|>", TokenType::kControl}, {"<|endoftext|>", TokenType::kNormal}}));
+  auto t =
+      make(bpe_vocab({}, {}, {{"<|im_end|>", TokenType::kControl}, {"<|endoftext|>", TokenType::kNormal}}));
   EXPECT_TRUE(t->is_eog(256));
   EXPECT_TRUE(t->is_eog(257));
   EXPECT_TRUE(t->is_special(257));  // forced to CONTROL, as llama.cpp does
@@ -202,7 +207,8 @@ TEST(TokenizerCreate, RejectsUnsupportedModels) {
 }
 
 TEST(ChatTemplate, ChatMLWithDefaultSystemFromTemplate) {
-  VocabData v = bpe_vocab({}, {}, {{"<|im_start|>", TokenType::kControl}, {"<|im_end|>", TokenType::kControl}});
+  VocabData v =
+      bpe_vocab({}, {}, {{"<|im_start|>", TokenType::kControl}, {"<|im_end|>", TokenType::kControl}});
   v.chat_template =
       "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}"
       "{{ '<|im_start|>system\\nBe nice<|im_end|>\\n' }}{% endif %}...";
@@ -221,7 +227,8 @@ TEST(ChatTemplate, GemmaTurns) {
   VocabData v = spm_vocab();
   v.architecture = "gemma3";
   auto t = make(std::move(v));
-  const std::vector<ChatMessage> msgs = {{"system", "Sys"}, {"user", " Hi \n"}, {"assistant", "Yo"}, {"user", "Q"}};
+  const std::vector<ChatMessage> msgs = {
+      {"system", "Sys"}, {"user", " Hi \n"}, {"assistant", "Yo"}, {"user", "Q"}};
   EXPECT_EQ(apply_chat_template(*t, msgs, true).value(),
             "<start_of_turn>user\nSys\n\nHi<end_of_turn>\n<start_of_turn>model\nYo<end_of_turn>\n"
             "<start_of_turn>user\nQ<end_of_turn>\n<start_of_turn>model\n");
