@@ -50,6 +50,7 @@ def main():
     print("// Facts only: which code points are letters (\\p{L}), numbers (\\p{N}) and whitespace.")
     print("#include \"tokenizer/unicode.h\"")
     print()
+    print("// clang-format off")
     print("namespace agentkv::unicode {")
     print()
     print(f"extern const char kUnicodeVersion[] = \"{unicodedata.unidata_version}\";")
@@ -62,6 +63,7 @@ def main():
     print(f"extern const size_t kWhitespace_size = {len(WHITESPACE)};")
     print()
     print("}  // namespace agentkv::unicode")
+    print("// clang-format on")
 
 
 if __name__ == "__main__":

@@ -260,6 +260,69 @@ def make_goldens(entries, models_dir):
         print(f"wrote {out_path}: {len(entries)} entries, eog={meta['eog']}")
 
 
+CONVERSATIONS = [
+    [{"role": "user", "content": "Hello"}],
+    [{"role": "system", "content": "You are terse."}, {"role": "user", "content": "What is 2+2?"}],
+    [{"role": "user", "content": "Hi!"}, {"role": "assistant", "content": "Hello! How can I help?"},
+     {"role": "user", "content": "  Tell me a joke.\n"}],
+    [{"role": "system", "content": "Sys"}, {"role": "user", "content": "a"},
+     {"role": "assistant", "content": "b"}, {"role": "user", "content": "c"}],
+    [{"role": "user", "content": "Unicode: café 日本語 😀 and <|im_end|> inside"}],
+]
+
+
+def render_gemma(messages, add_generation_prompt):
+    """The Gemma 3 instruction format (google/gemma-3 chat template), minus the leading <bos>
+    which the tokenizer adds itself."""
+    prefix = ""
+    if messages and messages[0]["role"] == "system":
+        prefix = messages[0]["content"] + "\n\n"
+        messages = messages[1:]
+    out = ""
+    for i, m in enumerate(messages):
+        role = "model" if m["role"] == "assistant" else m["role"]
+        out += "<start_of_turn>" + role + "\n" + (prefix if i == 0 else "") + m["content"].strip() + "<end_of_turn>\n"
+    if add_generation_prompt:
+        out += "<start_of_turn>model\n"
+    return out
+
+
+def make_chat_goldens(models_dir):
+    """tests/data/tokenizer/<model>.chat.golden.jsonl: rendered prompt (SmolLM2: the GGUF's own
+    Jinja template via jinja2; Gemma: render_gemma) and llama.cpp's ids for it
+    (add_special = the vocab default, parse_special = true)."""
+    import gguf
+    import jinja2
+    import llama_cpp as lc
+
+    for name, fname in MODELS.items():
+        path = os.path.join(models_dir, fname)
+        reader = gguf.GGUFReader(path)
+        field = reader.fields.get("tokenizer.chat_template")
+        tmpl = jinja2.Environment().from_string(field.contents()) if field else None
+        params = lc.llama_model_default_params()
+        params.vocab_only = True
+        model = lc.llama_model_load_from_file(path.encode(), params)
+        vocab = lc.llama_model_get_vocab(model)
+        add_bos = bool(lc.llama_vocab_get_add_bos(vocab))
+        out_path = os.path.join(DATA, f"{name}.chat.golden.jsonl")
+        with open(out_path, "w", encoding="utf-8", newline="\n") as f:
+            for conv in CONVERSATIONS:
+                for gen in (True, False):
+                    if tmpl is not None:
+                        text = tmpl.render(messages=conv, add_generation_prompt=gen)
+                    else:
+                        text = render_gemma(conv, gen)
+                    b = text.encode("utf-8")
+                    cap = len(b) + 16
+                    arr = (lc.llama_token * cap)()
+                    n = lc.llama_tokenize(vocab, b, len(b), arr, cap, add_bos, True)
+                    f.write(json.dumps({"messages": conv, "add_generation_prompt": gen, "text": text,
+                                        "ids": list(arr[:n])}, ensure_ascii=False) + "\n")
+        lc.llama_model_free(model)
+        print(f"wrote {out_path}")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--models-dir", default=os.path.expanduser("~/.cache/agentkv/models"))
@@ -270,6 +333,7 @@ def main():
     print(f"corpus: {len(entries)} entries")
     if not args.corpus_only:
         make_goldens(entries, args.models_dir)
+        make_chat_goldens(args.models_dir)
 
 
 if __name__ == "__main__":

@@ -109,8 +109,8 @@ struct BigramWorse {
 void merge_word(const TokenizerCore& core, std::string_view word, std::vector<int32_t>& out) {
   std::vector<MergeSymbol> syms = split_symbols(word);
   run_merges<Bigram, BigramWorse>(syms, [&](int l, int r, auto push) {
-    const int32_t rank = core.bpe_rank(word.substr(syms[l].off, syms[l].len),
-                                       word.substr(syms[r].off, syms[r].len));
+    const int32_t rank =
+        core.bpe_rank(word.substr(syms[l].off, syms[l].len), word.substr(syms[r].off, syms[r].len));
     if (rank >= 0) push(Bigram{l, r, rank, syms[l].len + syms[r].len});
   });
   // A symbol that is not in the vocab: llama.cpp looks up each byte of the *encoded* text as a

@@ -55,8 +55,8 @@ Result<std::string> render_gemma(std::span<const ChatMessage> msgs, bool gen) {
   for (size_t i = 0; i < msgs.size(); ++i) {
     const ChatMessage& m = msgs[i];
     if ((m.role == "user") != (i % 2 == 0)) {
-      return make_error("chat template: Gemma conversations must alternate user/assistant, got '" +
-                        m.role + "' at turn " + std::to_string(i));
+      return make_error("chat template: Gemma conversations must alternate user/assistant, got '" + m.role +
+                        "' at turn " + std::to_string(i));
     }
     const std::string role = m.role == "assistant" ? "model" : m.role;
     out += "<start_of_turn>" + role + "\n" + (i == 0 ? prefix : std::string()) + trim(m.content) +
@@ -84,9 +84,12 @@ ChatFormat detect_chat_format(const Tokenizer& tok) {
 Result<std::string> apply_chat_template(const Tokenizer& tok, std::span<const ChatMessage> messages,
                                         bool add_generation_prompt) {
   switch (detect_chat_format(tok)) {
-    case ChatFormat::kChatML: return render_chatml(tok, messages, add_generation_prompt);
-    case ChatFormat::kGemma: return render_gemma(messages, add_generation_prompt);
-    case ChatFormat::kUnknown: break;
+    case ChatFormat::kChatML:
+      return render_chatml(tok, messages, add_generation_prompt);
+    case ChatFormat::kGemma:
+      return render_gemma(messages, add_generation_prompt);
+    case ChatFormat::kUnknown:
+      break;
   }
   return make_error("chat template: unsupported template (neither ChatML nor Gemma)");
 }

@@ -43,9 +43,8 @@ std::vector<Fragment> partition_special(const TokenizerCore& core, std::string_v
   // visit them in llama.cpp's order.
   std::vector<int32_t> present;
   core.special_trie.find_all(text, present);
-  std::sort(present.begin(), present.end(), [&](int32_t a, int32_t b) {
-    return core.special_rank[a] < core.special_rank[b];
-  });
+  std::sort(present.begin(), present.end(),
+            [&](int32_t a, int32_t b) { return core.special_rank[a] < core.special_rank[b]; });
   present.erase(std::unique(present.begin(), present.end()), present.end());
 
   std::vector<Fragment> next;

@@ -23,8 +23,7 @@ struct MergeSymbol {
 inline std::vector<MergeSymbol> split_symbols(std::string_view text) {
   std::vector<MergeSymbol> syms;
   for (size_t off = 0; off < text.size();) {
-    const size_t len =
-        std::min(text.size() - off, unicode::utf8_len(static_cast<uint8_t>(text[off])));
+    const size_t len = std::min(text.size() - off, unicode::utf8_len(static_cast<uint8_t>(text[off])));
     const int idx = static_cast<int>(syms.size());
     syms.push_back(MergeSymbol{idx - 1, off + len == text.size() ? -1 : idx + 1, off, len});
     off += len;
@@ -62,8 +61,8 @@ void run_merges(std::vector<MergeSymbol>& syms, Make make) {
 // Emits the surviving symbols as token ids; a symbol that is not a token goes byte by byte through
 // byte_id(uint8_t) -> id or -1 (dropped).
 template <class ByteId>
-void emit_symbols(const TokenizerCore& core, std::string_view text,
-                  const std::vector<MergeSymbol>& syms, std::vector<int32_t>& out, ByteId byte_id) {
+void emit_symbols(const TokenizerCore& core, std::string_view text, const std::vector<MergeSymbol>& syms,
+                  std::vector<int32_t>& out, ByteId byte_id) {
   for (int i = 0; i >= 0 && !syms.empty(); i = syms[i].next) {
     const std::string_view piece = text.substr(syms[i].off, syms[i].len);
     const int32_t id = core.lookup(piece);

@@ -1,8 +1,8 @@
 #include "tokenizer/tokenizer.h"
 
 #include <algorithm>
-#include <cstdlib>
 #include <cstdio>
+#include <cstdlib>
 
 #include "tokenizer/tokenizer_core.h"
 #include "tokenizer/unicode.h"
@@ -14,37 +14,92 @@ namespace {
 // Token texts llama.cpp (0c1e570, llama-vocab.cpp) recognises by name. EOT/EOM/FIM tokens are
 // picked when the GGUF does not name them, and forced to CONTROL; every token in kEogTexts ends
 // generation.
-constexpr std::string_view kEotTexts[] = {
-    "<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|end_of_text|>",
-    "<EOT>", "_<EOT>", "[EOT]", "<\xEF\xBD\x9C" "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>",
-    "<end_of_utterance>"};
+constexpr std::string_view kEotTexts[] = {"<|eot_id|>",
+                                          "<|im_end|>",
+                                          "<|end|>",
+                                          "<end_of_turn>",
+                                          "<|endoftext|>",
+                                          "<|end_of_text|>",
+                                          "<EOT>",
+                                          "_<EOT>",
+                                          "[EOT]",
+                                          "<\xEF\xBD\x9C"
+                                          "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>",
+                                          "<end_of_utterance>"};
 constexpr std::string_view kEomTexts[] = {"<|eom_id|>"};
 constexpr std::string_view kFimPadTexts[] = {"<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", "[PAD]"};
 constexpr std::string_view kFimRepTexts[] = {"<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>",
                                              "<reponame>"};
 constexpr std::string_view kFimSepTexts[] = {"<|file_sep|>"};
-constexpr std::string_view kFimOtherTexts[] = {
-    "<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>", "<\xEF\xBD\x9C" "fim\xE2\x96\x81" "begin\xEF\xBD\x9C>",
-    "<PRE>", "\xE2\x96\x81<PRE>", "<|code_prefix|>", "<|prefix|>",
-    "<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>", "<\xEF\xBD\x9C" "fim\xE2\x96\x81hole\xEF\xBD\x9C>",
-    "<SUF>", "\xE2\x96\x81<SUF>", "<|code_suffix|>", "<|suffix|>",
-    "<|fim_middle|>", "<fim-middle>", "<fim_middle>", "<\xEF\xBD\x9C" "fim\xE2\x96\x81" "end\xEF\xBD\x9C>",
-    "<MID>", "\xE2\x96\x81<MID>", "<|code_middle|>", "<|middle|>"};
-constexpr std::string_view kEogTexts[] = {
-    "<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<|flush|>", "<|calls|>",
-    "<end_of_turn>", "<|endoftext|>", "</s>", "<|eom_id|>", "<EOT>", "_<EOT>", "[EOT]", "[EOS]",
-    "<|end_of_text|>", "<end_of_utterance>", "<eos>", "<turn|>", "<|tool_response>",
-    "<\xEF\xBD\x9C" "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>", "[e~["};
+constexpr std::string_view kFimOtherTexts[] = {"<|fim_prefix|>",
+                                               "<fim-prefix>",
+                                               "<fim_prefix>",
+                                               "<\xEF\xBD\x9C"
+                                               "fim\xE2\x96\x81"
+                                               "begin\xEF\xBD\x9C>",
+                                               "<PRE>",
+                                               "\xE2\x96\x81<PRE>",
+                                               "<|code_prefix|>",
+                                               "<|prefix|>",
+                                               "<|fim_suffix|>",
+                                               "<fim-suffix>",
+                                               "<fim_suffix>",
+                                               "<\xEF\xBD\x9C"
+                                               "fim\xE2\x96\x81hole\xEF\xBD\x9C>",
+                                               "<SUF>",
+                                               "\xE2\x96\x81<SUF>",
+                                               "<|code_suffix|>",
+                                               "<|suffix|>",
+                                               "<|fim_middle|>",
+                                               "<fim-middle>",
+                                               "<fim_middle>",
+                                               "<\xEF\xBD\x9C"
+                                               "fim\xE2\x96\x81"
+                                               "end\xEF\xBD\x9C>",
+                                               "<MID>",
+                                               "\xE2\x96\x81<MID>",
+                                               "<|code_middle|>",
+                                               "<|middle|>"};
+constexpr std::string_view kEogTexts[] = {"<|eot_id|>",
+                                          "<|im_end|>",
+                                          "<|end|>",
+                                          "<|return|>",
+                                          "<|call|>",
+                                          "<|flush|>",
+                                          "<|calls|>",
+                                          "<end_of_turn>",
+                                          "<|endoftext|>",
+                                          "</s>",
+                                          "<|eom_id|>",
+                                          "<EOT>",
+                                          "_<EOT>",
+                                          "[EOT]",
+                                          "[EOS]",
+                                          "<|end_of_text|>",
+                                          "<end_of_utterance>",
+                                          "<eos>",
+                                          "<turn|>",
+                                          "<|tool_response>",
+                                          "<\xEF\xBD\x9C"
+                                          "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>",
+                                          "[e~["};
 
 uint32_t attr_from_type(int32_t type) {
   switch (static_cast<TokenType>(type)) {
-    case TokenType::kUnknown: return kAttrUnknown;
-    case TokenType::kUnused: return kAttrUnused;
-    case TokenType::kNormal: return kAttrNormal;
-    case TokenType::kControl: return kAttrControl;
-    case TokenType::kUserDefined: return kAttrUserDefined;
-    case TokenType::kByte: return kAttrByte;
-    default: return 0;
+    case TokenType::kUnknown:
+      return kAttrUnknown;
+    case TokenType::kUnused:
+      return kAttrUnused;
+    case TokenType::kNormal:
+      return kAttrNormal;
+    case TokenType::kControl:
+      return kAttrControl;
+    case TokenType::kUserDefined:
+      return kAttrUserDefined;
+    case TokenType::kByte:
+      return kAttrByte;
+    default:
+      return 0;
   }
 }
 
@@ -145,9 +200,8 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::create(VocabData vocab) {
       const std::string& m = c.vocab.merges[i];
       const size_t sp = m.find(' ', 1);
       const std::string_view mv(m);
-      const std::string key = sp == std::string::npos
-                                  ? bpe_rank_key("", "")
-                                  : bpe_rank_key(mv.substr(0, sp), mv.substr(sp + 1));
+      const std::string key =
+          sp == std::string::npos ? bpe_rank_key("", "") : bpe_rank_key(mv.substr(0, sp), mv.substr(sp + 1));
       c.bpe_ranks.emplace(key, static_cast<int32_t>(i));  // first occurrence wins
     }
   }

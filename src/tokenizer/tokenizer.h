@@ -39,16 +39,16 @@ class Tokenizer {
 
   int32_t bos_id() const;
   int32_t eos_id() const;
-  int32_t eot_id() const;  // -1 if none
+  int32_t eot_id() const;         // -1 if none
   bool is_eog(int32_t id) const;  // end of generation: eos, eot and llama.cpp's EOG-by-text list
   std::vector<int32_t> eog_ids() const;
   int32_t n_vocab() const;
   bool add_bos_default() const;
   Kind kind() const;
   const std::string& token_text(int32_t id) const;
-  TokenType token_type(int32_t id) const;  // as given in the vocab
+  TokenType token_type(int32_t id) const;           // as given in the vocab
   int32_t find_token(std::string_view text) const;  // -1 if not a token
-  bool is_special(int32_t id) const;  // CONTROL or UNKNOWN after llama.cpp's overrides
+  bool is_special(int32_t id) const;                // CONTROL or UNKNOWN after llama.cpp's overrides
   const std::string& chat_template() const;
   const std::string& architecture() const;
 

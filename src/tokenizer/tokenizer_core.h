@@ -42,7 +42,7 @@ struct TokenizerCore {
   std::vector<uint32_t> attrs;
   std::unordered_map<std::string_view, int32_t> token_to_id;  // views into vocab.tokens
   std::unordered_map<std::string, int32_t> bpe_ranks;         // key: see bpe_rank_key()
-  std::vector<std::string> pieces;  // token_to_piece(id, special=true), precomputed
+  std::vector<std::string> pieces;                            // token_to_piece(id, special=true), precomputed
   std::vector<int32_t> special_order;  // CONTROL|USER_DEFINED|UNKNOWN ids, longest text first
   std::vector<int32_t> special_rank;   // id -> position in special_order, -1 if not special
   SpecialTrie special_trie;
@@ -73,7 +73,6 @@ struct Fragment {
   size_t offset, length;
   int32_t token;  // -1: raw text [offset, offset + length)
 };
-std::vector<Fragment> partition_special(const TokenizerCore& core, std::string_view text,
-                                        bool parse_special);
+std::vector<Fragment> partition_special(const TokenizerCore& core, std::string_view text, bool parse_special);
 
 }  // namespace agentkv

@@ -2,6 +2,7 @@
 // Facts only: which code points are letters (\p{L}), numbers (\p{N}) and whitespace.
 #include "tokenizer/unicode.h"
 
+// clang-format off
 namespace agentkv::unicode {
 
 extern const char kUnicodeVersion[] = "15.1.0";
@@ -817,3 +818,4 @@ extern const uint32_t kWhitespace[] = {
 extern const size_t kWhitespace_size = 25;
 
 }  // namespace agentkv::unicode
+// clang-format on

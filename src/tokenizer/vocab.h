@@ -21,13 +21,13 @@ enum class TokenType : int32_t {
 };
 
 struct VocabData {
-  std::string model;  // tokenizer.ggml.model: "gpt2" (byte-level BPE) or "llama" (SentencePiece)
-  std::string pre;    // tokenizer.ggml.pre
+  std::string model;         // tokenizer.ggml.model: "gpt2" (byte-level BPE) or "llama" (SentencePiece)
+  std::string pre;           // tokenizer.ggml.pre
   std::string architecture;  // general.architecture (used to pick a chat format)
   std::vector<std::string> tokens;
-  std::vector<float> scores;         // may be empty (all 0)
-  std::vector<int32_t> token_types;  // may be empty (all NORMAL)
-  std::vector<std::string> merges;   // "left right", rank = index; BPE only
+  std::vector<float> scores;                                 // may be empty (all 0)
+  std::vector<int32_t> token_types;                          // may be empty (all NORMAL)
+  std::vector<std::string> merges;                           // "left right", rank = index; BPE only
   int32_t bos = -1, eos = -1, eot = -1, unk = -1, pad = -1;  // -1 if absent
   bool add_bos = false, add_eos = false, add_space_prefix = false;
   std::string chat_template;  // tokenizer.chat_template, may be empty

@@ -1,7 +1,5 @@
 #include "tokenizer/vocab_loader.h"
 
-// The GGUF reader lands separately; until it is merged this file compiles to nothing.
-#if __has_include("gguf/gguf_file.h")
 #include "gguf/gguf_file.h"
 
 namespace agentkv {
@@ -53,4 +51,3 @@ Result<VocabData> load_vocab(const GgufFile& f) {
 }
 
 }  // namespace agentkv
-#endif

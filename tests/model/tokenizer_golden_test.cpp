@@ -11,13 +11,10 @@
 #include <variant>
 #include <vector>
 
+#include "gguf/gguf_file.h"
+#include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/vocab_loader.h"
-
-#if __has_include("gguf/gguf_file.h")
-#include "gguf/gguf_file.h"
-#define AGENTKV_HAVE_GGUF 1
-#endif
 
 namespace agentkv {
 namespace {
@@ -119,11 +116,21 @@ class JsonParser {
       }
       c = s_[p_++];
       switch (c) {
-        case 'n': out += '\n'; break;
-        case 't': out += '\t'; break;
-        case 'r': out += '\r'; break;
-        case 'b': out += '\b'; break;
-        case 'f': out += '\f'; break;
+        case 'n':
+          out += '\n';
+          break;
+        case 't':
+          out += '\t';
+          break;
+        case 'r':
+          out += '\r';
+          break;
+        case 'b':
+          out += '\b';
+          break;
+        case 'f':
+          out += '\f';
+          break;
         case 'u': {
           uint32_t cp = std::stoul(s_.substr(p_, 4), nullptr, 16);
           p_ += 4;
@@ -135,7 +142,8 @@ class JsonParser {
           put_utf8(out, cp);
           break;
         }
-        default: out += c;  // \" \\ \/
+        default:
+          out += c;  // \" \\ \/
       }
     }
     ++p_;
@@ -173,38 +181,44 @@ std::string models_dir() {
   return std::string(home ? home : "") + "/.cache/agentkv/models";
 }
 
-#ifdef AGENTKV_TOKENIZER_TEST_VOCAB_OVERRIDE
-Result<VocabData> load_model_vocab(const std::string& path);  // supplied by a local harness
-#elif defined(AGENTKV_HAVE_GGUF)
 Result<VocabData> load_model_vocab(const std::string& path) {
   auto file = GgufFile::open(path);
   if (!file.ok()) return make_error(file.error());
   return load_vocab(*file.value());
 }
-#endif
 
 struct ModelCase {
   const char* name;
   const char* file;
 };
 
+// Loads the model's vocabulary through load_vocab and builds the tokenizer; nullptr (with a test
+// failure recorded) on error. Sets *skip when the model file is missing.
+std::unique_ptr<Tokenizer> load_tokenizer(const ModelCase& mc, bool* skip, double* seconds) {
+  const std::string path = models_dir() + "/" + mc.file;
+  *skip = !std::ifstream(path).good();
+  if (*skip) return nullptr;
+  const auto t0 = std::chrono::steady_clock::now();
+  auto vocab = load_model_vocab(path);
+  EXPECT_TRUE(vocab.ok()) << vocab.error();
+  if (!vocab.ok()) return nullptr;
+  auto tok = Tokenizer::create(std::move(vocab).value());
+  EXPECT_TRUE(tok.ok()) << tok.error();
+  if (!tok.ok()) return nullptr;
+  *seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return std::move(tok).value();
+}
+
 class TokenizerGolden : public ::testing::TestWithParam<ModelCase> {};
 
 TEST_P(TokenizerGolden, MatchesLlamaCpp) {
-#if !defined(AGENTKV_HAVE_GGUF) && !defined(AGENTKV_TOKENIZER_TEST_VOCAB_OVERRIDE)
-  GTEST_SKIP() << "GGUF reader not available in this build";
-#else
   const ModelCase mc = GetParam();
-  const std::string path = models_dir() + "/" + mc.file;
-  if (!std::ifstream(path).good()) GTEST_SKIP() << "model not found: " << path;
-
-  const auto t0 = std::chrono::steady_clock::now();
-  auto vocab = load_model_vocab(path);
-  ASSERT_TRUE(vocab.ok()) << vocab.error();
-  auto tok_r = Tokenizer::create(std::move(vocab).value());
-  ASSERT_TRUE(tok_r.ok()) << tok_r.error();
-  const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  const Tokenizer& tok = *tok_r.value();
+  bool skip = false;
+  double load_s = 0;
+  auto tok_p = load_tokenizer(mc, &skip, &load_s);
+  if (skip) GTEST_SKIP() << "model not found: " << mc.file;
+  ASSERT_TRUE(tok_p);
+  const Tokenizer& tok = *tok_p;
   std::printf("[%s] vocab load + tokenizer build: %.3f s\n", mc.name, load_s);
   EXPECT_LT(load_s, 1.0) << "loading the vocabulary should take well under a second";
 
@@ -245,8 +259,7 @@ TEST_P(TokenizerGolden, MatchesLlamaCpp) {
     EXPECT_EQ(with_bos, g["bos"].ints()) << "#" << g["i"].num() << " " << printable(text);
     EXPECT_EQ(printable(detok_special), printable(from_hex(g["detok_special_hex"].str())))
         << "#" << g["i"].num();
-    EXPECT_EQ(printable(detok_plain), printable(from_hex(g["detok_plain_hex"].str())))
-        << "#" << g["i"].num();
+    EXPECT_EQ(printable(detok_plain), printable(from_hex(g["detok_plain_hex"].str()))) << "#" << g["i"].num();
     // Wherever llama.cpp round-trips, so must we (implied by the equalities above; counted here).
     if (from_hex(g["detok_special_hex"].str()) == text) {
       ++roundtrip;
@@ -258,7 +271,35 @@ TEST_P(TokenizerGolden, MatchesLlamaCpp) {
   std::printf("[%s] %d/%d corpus strings identical to llama.cpp (%d round-trip exactly), encode %.1f ms\n",
               mc.name, ok, n, roundtrip, encode_s * 1e3);
   EXPECT_EQ(n, static_cast<int>(meta["corpus_size"].num()));
-#endif
+}
+
+// Prompts rendered by our chat formatter equal the reference rendering (SmolLM2: the GGUF's own
+// Jinja template through jinja2) and tokenize to llama.cpp's ids.
+TEST_P(TokenizerGolden, ChatTemplate) {
+  const ModelCase mc = GetParam();
+  bool skip = false;
+  double load_s = 0;
+  auto tok_p = load_tokenizer(mc, &skip, &load_s);
+  if (skip) GTEST_SKIP() << "model not found: " << mc.file;
+  ASSERT_TRUE(tok_p);
+  const Tokenizer& tok = *tok_p;
+  std::ifstream in(std::string(AGENTKV_SOURCE_DIR) + "/tests/data/tokenizer/" + mc.name +
+                   ".chat.golden.jsonl");
+  ASSERT_TRUE(in.good());
+  std::string line;
+  int n = 0;
+  while (std::getline(in, line)) {
+    const Json g = JsonParser(line).parse();
+    std::vector<ChatMessage> msgs;
+    for (const Json& m : std::get<JsonArray>(g["messages"].v))
+      msgs.push_back({m["role"].str(), m["content"].str()});
+    auto text = apply_chat_template(tok, msgs, g["add_generation_prompt"].boolean());
+    ASSERT_TRUE(text.ok()) << text.error();
+    EXPECT_EQ(text.value(), g["text"].str());
+    EXPECT_EQ(tok.encode(text.value(), tok.add_bos_default(), true), g["ids"].ints()) << g["text"].str();
+    ++n;
+  }
+  EXPECT_GT(n, 0);
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, TokenizerGolden,
