@@ -7,6 +7,8 @@
 // by float rounding that the 30/18 layers amplify. We require the same top-1, >= 9 of the top 10
 // shared, and max |logit difference| below kMaxAbsDelta (observed values are printed).
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <cmath>
 #include <numeric>
@@ -51,6 +53,10 @@ void check_model(const std::string& alias) {
     SingleSequence seq(*lm.model, int(ids.size()));
     std::vector<float> got;
     ASSERT_TRUE(seq.eval(ids, ids.size() - 1, got, pool).ok());
+    if (const char* dump = std::getenv("AGENTKV_DUMP_LOGITS")) {
+      FILE* f = std::fopen((std::string(dump) + "/" + alias + "." + std::to_string(i) + ".f32").c_str(), "wb");
+      if (f) std::fwrite(got.data(), 4, got.size(), f), std::fclose(f);
+    }
     float max_delta = 0;
     for (int v = 0; v < n_vocab; ++v) max_delta = std::max(max_delta, std::fabs(got[v] - ref[v]));
     const auto top_ref = top_k(ref.data(), n_vocab, 10);
