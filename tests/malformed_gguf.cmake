@@ -21,9 +21,9 @@ file(GLOB AGENTKV_MALFORMED_GGUFS CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/tests/da
 foreach(gguf ${AGENTKV_MALFORMED_GGUFS})
   get_filename_component(case ${gguf} NAME_WE)
   add_test(NAME malformed_gguf.${case} COMMAND bash ${AGENTKV_CHECK_INSPECT_ERROR} $<TARGET_FILE:agentkv> ${gguf})
-  set_tests_properties(malformed_gguf.${case} PROPERTIES LABELS unit TIMEOUT 2)
+  set_tests_properties(malformed_gguf.${case} PROPERTIES LABELS unit TIMEOUT 1)
 endforeach()
 
 add_test(NAME malformed_gguf.valid_small_inspects_ok
          COMMAND $<TARGET_FILE:agentkv> inspect ${CMAKE_SOURCE_DIR}/tests/data/valid_small.gguf)
-set_tests_properties(malformed_gguf.valid_small_inspects_ok PROPERTIES LABELS unit TIMEOUT 2)
+set_tests_properties(malformed_gguf.valid_small_inspects_ok PROPERTIES LABELS unit TIMEOUT 1)
