@@ -1,0 +1,23 @@
+# End-to-end runs of the agentkv binary on the real models (label `model`).
+add_test(NAME cli.generate_smollm2_paris
+         COMMAND $<TARGET_FILE:agentkv> generate -m smollm2 -p "The capital of France is" -n 16 -q)
+set_tests_properties(cli.generate_smollm2_paris PROPERTIES LABELS model PASS_REGULAR_EXPRESSION "Paris")
+
+# The chat form of the question: SmolLM2-135M-Instruct answers it (greedy) with "L'Étoile, ..." under
+# llama.cpp as well (tests/data/generate/goldens.json); we require the same opening.
+add_test(NAME cli.generate_smollm2_chat_matches_llamacpp
+         COMMAND $<TARGET_FILE:agentkv> generate -m smollm2 --chat -p "What is the capital of France?" -n 8 -q)
+set_tests_properties(cli.generate_smollm2_chat_matches_llamacpp PROPERTIES LABELS model
+                     PASS_REGULAR_EXPRESSION "^L'Étoile, la")
+
+add_test(NAME cli.generate_gemma3_paris
+         COMMAND $<TARGET_FILE:agentkv> generate -m gemma3 -p "The capital of France is" -n 16 -q)
+set_tests_properties(cli.generate_gemma3_paris PROPERTIES LABELS model PASS_REGULAR_EXPRESSION "the capital of the country of France")
+
+add_test(NAME cli.tokenize_rejects_bad_json
+         COMMAND bash -c "printf '\"ok\"\\n{bad\\n' > tokenize_bad.jsonl; $<TARGET_FILE:agentkv> tokenize -m smollm2 --jsonl tokenize_bad.jsonl")
+set_tests_properties(cli.tokenize_rejects_bad_json PROPERTIES LABELS model WILL_FAIL TRUE)
+
+add_test(NAME cli.unknown_model_is_one_line_error
+         COMMAND bash -c "out=$($<TARGET_FILE:agentkv> generate -m no-such-model -p hi 2>&1); rc=$?; echo \"$out\"; [ $rc -eq 1 ] && [ $(echo \"$out\" | wc -l) -eq 1 ]")
+set_tests_properties(cli.unknown_model_is_one_line_error PROPERTIES LABELS unit)
