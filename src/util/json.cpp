@@ -305,7 +305,11 @@ void dump_to(const Json& j, std::string& out) {
       const double d = j.as_number();
       char buf[32];
       if (d == std::floor(d) && std::fabs(d) < 9e15) std::snprintf(buf, sizeof buf, "%.0f", d);
-      else std::snprintf(buf, sizeof buf, "%.17g", d);
+      else {
+        // Shortest of %.15g / %.17g that reads back exactly.
+        std::snprintf(buf, sizeof buf, "%.15g", d);
+        if (std::strtod(buf, nullptr) != d) std::snprintf(buf, sizeof buf, "%.17g", d);
+      }
       out += buf;
       break;
     }

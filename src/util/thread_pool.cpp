@@ -1,8 +1,22 @@
 #include "util/thread_pool.h"
 
 #include <algorithm>
+#include <chrono>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define AGENTKV_CPU_RELAX() _mm_pause()
+#else
+#define AGENTKV_CPU_RELAX() std::this_thread::yield()
+#endif
 
 namespace agentkv {
+
+namespace {
+// How long a worker spins for the next job before sleeping: long enough to bridge the gaps between
+// the parallel regions of one forward pass, short enough not to burn a core when idle.
+constexpr auto kSpin = std::chrono::microseconds(300);
+}  // namespace
 
 ThreadPool::ThreadPool(int n_threads) {
   if (n_threads <= 0) n_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
@@ -13,7 +27,7 @@ ThreadPool::ThreadPool(int n_threads) {
 ThreadPool::~ThreadPool() {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    stop_ = true;
+    stop_.store(true);
   }
   cv_start_.notify_all();
   for (auto& t : threads_) t.join();
@@ -22,19 +36,24 @@ ThreadPool::~ThreadPool() {
 void ThreadPool::worker(int index) {
   uint64_t seen = 0;
   for (;;) {
-    const std::function<void(int, int)>* job;
-    {
-      std::unique_lock<std::mutex> lock(mu_);
-      cv_start_.wait(lock, [&] { return stop_ || generation_ != seen; });
-      if (stop_) return;
-      seen = generation_;
-      job = job_;
+    // Spin, then sleep, until a new generation (job) or stop.
+    auto deadline = std::chrono::steady_clock::now() + kSpin;
+    int spins = 0;
+    while (generation_.load(std::memory_order_acquire) == seen && !stop_.load(std::memory_order_acquire)) {
+      AGENTKV_CPU_RELAX();
+      if (++spins % 64 == 0 && std::chrono::steady_clock::now() > deadline) {
+        std::unique_lock<std::mutex> lock(mu_);
+        sleeping_.fetch_add(1);
+        cv_start_.wait(lock, [&] { return stop_.load() || generation_.load() != seen; });
+        sleeping_.fetch_sub(1);
+        break;
+      }
     }
+    if (stop_.load(std::memory_order_acquire)) return;
+    seen = generation_.load(std::memory_order_acquire);
+    const std::function<void(int, int)>* job = job_;
     (*job)(index, n_threads_);
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (--pending_ == 0) cv_done_.notify_one();
-    }
+    pending_.fetch_sub(1, std::memory_order_acq_rel);
   }
 }
 
@@ -43,16 +62,16 @@ void ThreadPool::run(const std::function<void(int, int)>& fn) {
     fn(0, 1);
     return;
   }
+  job_ = &fn;
+  pending_.store(n_threads_ - 1, std::memory_order_release);
   {
+    // The lock orders the generation bump against a worker that is about to sleep.
     std::lock_guard<std::mutex> lock(mu_);
-    job_ = &fn;
-    pending_ = n_threads_ - 1;
-    ++generation_;
+    generation_.fetch_add(1, std::memory_order_acq_rel);
   }
-  cv_start_.notify_all();
+  if (sleeping_.load() > 0) cv_start_.notify_all();
   fn(0, n_threads_);
-  std::unique_lock<std::mutex> lock(mu_);
-  cv_done_.wait(lock, [&] { return pending_ == 0; });
+  while (pending_.load(std::memory_order_acquire) != 0) AGENTKV_CPU_RELAX();
   job_ = nullptr;
 }
 
