@@ -60,8 +60,8 @@ void write_kv(const Batch& b, const KvArena& kv, int il, const float* k, const f
     const SeqBlocks& s = b.seqs[b.seq[t]];
     const int32_t slot = b.slots[t];
     const int32_t block = s.table[slot / bs];
-    std::memcpy(l.k(block, slot % bs), k + t * l.kv_dim, sizeof(float) * l.kv_dim);
-    std::memcpy(l.v(block, slot % bs), v + t * l.kv_dim, sizeof(float) * l.kv_dim);
+    kv_store_fp16_rounded(l.k(block, slot % bs), k + t * l.kv_dim, l.kv_dim);
+    kv_store_fp16_rounded(l.v(block, slot % bs), v + t * l.kv_dim, l.kv_dim);
   }
 }
 

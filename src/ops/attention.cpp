@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "ops/fp16.h"
+
 namespace agentkv {
 
 namespace {
@@ -20,15 +22,21 @@ inline float dot(const float* a, const float* b, int n) {
 
 }  // namespace
 
+void kv_store_fp16_rounded(float* dst, const float* src, int n) {
+  for (int i = 0; i < n; ++i) dst[i] = round_through_fp16(src[i]);
+}
+
 void attend_head(const float* q, const PagedKvLayer& kv, const int32_t* block_table, int64_t lo,
                  int64_t hi, int kv_head, int head_dim, float scale, float* out, float* scratch) {
   const int64_t n = hi - lo + 1;
   const int64_t head_off = int64_t(kv_head) * head_dim;
+  float q16[1024];
+  for (int d = 0; d < head_dim; ++d) q16[d] = round_through_fp16(q[d]);
   float max_s = -INFINITY;
   for (int64_t j = 0; j < n; ++j) {
     const int64_t slot = lo + j;
     const float* k = kv.k(block_table[slot / kv.block_size], int(slot % kv.block_size)) + head_off;
-    const float s = dot(q, k, head_dim) * scale;
+    const float s = dot(q16, k, head_dim) * scale;
     scratch[j] = s;
     max_s = std::max(max_s, s);
   }
@@ -43,7 +51,7 @@ void attend_head(const float* q, const PagedKvLayer& kv, const int32_t* block_ta
   for (int64_t j = 0; j < n; ++j) {
     const int64_t slot = lo + j;
     const float* v = kv.v(block_table[slot / kv.block_size], int(slot % kv.block_size)) + head_off;
-    const float p = scratch[j] * inv;
+    const float p = round_through_fp16(scratch[j] * inv);
     for (int d = 0; d < head_dim; ++d) out[d] += p * v[d];
   }
 }

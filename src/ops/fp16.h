@@ -62,6 +62,10 @@ inline uint16_t f32_to_bf16(float f) {
   return uint16_t((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
 }
 
+// v rounded to the nearest binary16 value (ties to even), returned as f32: what storing a float in a
+// ggml f16 tensor and reading it back gives.
+inline float round_through_fp16(float v) { return fp16_to_f32(f32_to_fp16(v)); }
+
 // Reads a little-endian binary16 at an arbitrary (possibly unaligned) address.
 inline float load_fp16(const void* p) {
   uint16_t h;

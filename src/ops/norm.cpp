@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "ops/fp16.h"
+
 namespace agentkv {
 
 void rms_norm(const float* x, const float* w, float* y, int64_t n, float eps) {
@@ -22,12 +24,23 @@ void silu_mul(float* gate, const float* up, int64_t n) {
   }
 }
 
+// ggml evaluates GELU through a table indexed by the f16 input holding f16 outputs (GGML_GELU_FP16),
+// with |x| >= 10 short-cut; we compute the same values directly: gelu(f16(x)) rounded to f16.
 void gelu_tanh_mul(float* gate, const float* up, int64_t n) {
   constexpr float kSqrt2OverPi = 0.7978845608028654f;
   constexpr float kCoef = 0.044715f;
   for (int64_t i = 0; i < n; ++i) {
-    float g = gate[i];
-    gate[i] = 0.5f * g * (1.0f + std::tanh(kSqrt2OverPi * g * (1.0f + kCoef * g * g))) * up[i];
+    const float g = gate[i];
+    float v;
+    if (g <= -10.0f) {
+      v = 0.0f;
+    } else if (g >= 10.0f) {
+      v = g;
+    } else {
+      const float h = round_through_fp16(g);
+      v = round_through_fp16(0.5f * h * (1.0f + std::tanh(kSqrt2OverPi * h * (1.0f + kCoef * h * h))));
+    }
+    gate[i] = v * up[i];
   }
 }
 

@@ -12,7 +12,7 @@ void rms_norm(const float* x, const float* w, float* y, int64_t n, float eps);
 // x[i] = silu(gate[i]) * up[i], in place over gate.
 void silu_mul(float* gate, const float* up, int64_t n);
 
-// x[i] = gelu_tanh(gate[i]) * up[i], in place over gate.
+// x[i] = gelu_tanh(gate[i]) * up[i], in place over gate; gelu evaluated at f16 precision as ggml does.
 void gelu_tanh_mul(float* gate, const float* up, int64_t n);
 
 // y += x
