@@ -13,7 +13,7 @@ KvArena::KvArena(const ModelConfig& cfg, int block_size, int64_t n_blocks)
   AGENTKV_CHECK(block_size > 0 && n_blocks > 0);
   // Zeroed: a slot never written is never read (masks stop at the written length), but zeroes
   // keep sanitizers and debuggers quiet about it.
-  data_ = std::make_unique<float[]>(size_t(n_blocks) * size_t(block_stride_));
+  data_ = std::make_unique<kv_t[]>(size_t(n_blocks) * size_t(block_stride_));
 }
 
 }  // namespace agentkv

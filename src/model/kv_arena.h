@@ -1,6 +1,7 @@
 // The memory that holds K and V for every cached token, in fixed-size blocks. The model layer owns
 // the layout (it depends on the architecture's geometry); the KV manager decides which blocks belong
-// to which sequence. Block layout: [layer][K | V][block_size][kv_dim] floats. K is stored after RoPE.
+// to which sequence. Block layout: [layer][K | V][block_size][kv_dim] f16 values (kv_t). K is stored
+// after RoPE.
 #pragma once
 
 #include <cstdint>
@@ -19,10 +20,10 @@ class KvArena {
   int64_t n_blocks() const { return n_blocks_; }
   int n_layer() const { return n_layer_; }
   int kv_dim() const { return kv_dim_; }
-  int64_t block_floats() const { return block_stride_; }
-  int64_t bytes_per_block() const { return block_stride_ * int64_t(sizeof(float)); }
+  int64_t block_values() const { return block_stride_; }
+  int64_t bytes_per_block() const { return block_stride_ * int64_t(sizeof(kv_t)); }
   static int64_t bytes_per_block(const ModelConfig& cfg, int block_size) {
-    return int64_t(cfg.n_layer) * 2 * block_size * cfg.kv_dim() * int64_t(sizeof(float));
+    return int64_t(cfg.n_layer) * 2 * block_size * cfg.kv_dim() * int64_t(sizeof(kv_t));
   }
 
   PagedKvLayer layer(int il) const {
@@ -34,7 +35,7 @@ class KvArena {
     l.kv_dim = kv_dim_;
     return l;
   }
-  float* block_data(int32_t block) const { return data_.get() + int64_t(block) * block_stride_; }
+  kv_t* block_data(int32_t block) const { return data_.get() + int64_t(block) * block_stride_; }
 
  private:
   int block_size_;
@@ -42,7 +43,7 @@ class KvArena {
   int n_layer_;
   int kv_dim_;
   int64_t block_stride_;
-  std::unique_ptr<float[]> data_;
+  std::unique_ptr<kv_t[]> data_;
 };
 
 }  // namespace agentkv

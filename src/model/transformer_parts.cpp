@@ -60,29 +60,30 @@ void write_kv(const Batch& b, const KvArena& kv, int il, const float* k, const f
     const SeqBlocks& s = b.seqs[b.seq[t]];
     const int32_t slot = b.slots[t];
     const int32_t block = s.table[slot / bs];
-    kv_store_fp16_rounded(l.k(block, slot % bs), k + t * l.kv_dim, l.kv_dim);
-    kv_store_fp16_rounded(l.v(block, slot % bs), v + t * l.kv_dim, l.kv_dim);
+    kv_store(l.k(block, slot % bs), k + t * l.kv_dim, l.kv_dim);
+    kv_store(l.v(block, slot % bs), v + t * l.kv_dim, l.kv_dim);
   }
 }
 
 void attention(const ModelConfig& cfg, const Batch& b, const KvArena& kv, int il, const float* q,
                int window, float scale, float* out, ThreadPool& pool) {
   const PagedKvLayer l = kv.layer(il);
-  const int n_head = cfg.n_head;
   const int hd = cfg.head_dim;
   const int group = cfg.n_head / cfg.n_head_kv;
   int32_t max_slot = 0;
   for (int32_t s : b.slots) max_slot = std::max(max_slot, s);
-  const int64_t n_items = b.size() * n_head;
+  // One work item = one token and one KV head with its whole group of query heads, so each cached
+  // K/V row is read once per group.
+  const int64_t n_items = b.size() * cfg.n_head_kv;
   pool.parallel_for(n_items, 1, [&](int64_t i0, int64_t i1) {
-    std::vector<float> scratch(size_t(max_slot) + 1);
+    std::vector<float> scratch(size_t(group) * (size_t(max_slot) + 1));
     for (int64_t i = i0; i < i1; ++i) {
-      const int64_t t = i / n_head;
-      const int h = int(i % n_head);
+      const int64_t t = i / cfg.n_head_kv;
+      const int kvh = int(i % cfg.n_head_kv);
       const int32_t slot = b.slots[t];
       const int64_t lo = window > 0 ? std::max<int64_t>(0, int64_t(slot) - window + 1) : 0;
-      attend_head(q + (t * n_head + h) * hd, l, b.seqs[b.seq[t]].table, lo, slot, h / group, hd, scale,
-                  out + (t * n_head + h) * hd, scratch.data());
+      const int64_t off = (t * cfg.n_head + int64_t(kvh) * group) * hd;
+      attend_group(q + off, group, l, b.seqs[b.seq[t]].table, lo, slot, kvh, hd, scale, out + off, scratch.data());
     }
   });
 }

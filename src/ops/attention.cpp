@@ -3,57 +3,89 @@
 #include <algorithm>
 #include <cmath>
 
+#include "ops/attention_kernels.h"
+#include "ops/cpu_features.h"
 #include "ops/fp16.h"
 
 namespace agentkv {
 
-namespace {
+namespace attention_impl {
 
-// Eight independent partial sums let the compiler vectorise without reassociation flags.
-inline float dot(const float* a, const float* b, int n) {
-  float s[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  int i = 0;
-  for (; i + 8 <= n; i += 8)
-    for (int j = 0; j < 8; ++j) s[j] += a[i + j] * b[i + j];
-  float r = ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
-  for (; i < n; ++i) r += a[i] * b[i];
-  return r;
+void softmax_rows_f16_weights(float* scratch, int n_q, int64_t n) {
+  for (int h = 0; h < n_q; ++h) {
+    float* s = scratch + int64_t(h) * n;
+    float mx = -INFINITY;
+    for (int64_t j = 0; j < n; ++j) mx = s[j] > mx ? s[j] : mx;
+    double sum = 0.0;
+    for (int64_t j = 0; j < n; ++j) {
+      const float e = std::exp(s[j] - mx);
+      s[j] = e;
+      sum += e;
+    }
+    const float inv = float(1.0 / sum);
+    for (int64_t j = 0; j < n; ++j) s[j] = round_through_fp16(s[j] * inv);
+  }
 }
 
-}  // namespace
-
-void kv_store_fp16_rounded(float* dst, const float* src, int n) {
-  for (int i = 0; i < n; ++i) dst[i] = round_through_fp16(src[i]);
+void kv_store_scalar(kv_t* dst, const float* src, int n) {
+  for (int i = 0; i < n; ++i) dst[i] = f32_to_fp16(src[i]);
 }
 
-void attend_head(const float* q, const PagedKvLayer& kv, const int32_t* block_table, int64_t lo,
-                 int64_t hi, int kv_head, int head_dim, float scale, float* out, float* scratch) {
+void kv_load_scalar(float* dst, const kv_t* src, int n) {
+  for (int i = 0; i < n; ++i) dst[i] = fp16_to_f32(src[i]);
+}
+
+void attend_group_scalar(const float* q, int n_q, const PagedKvLayer& kv, const int32_t* table, int64_t lo,
+                         int64_t hi, int kv_head, int head_dim, float scale, float* out, float* scratch) {
   const int64_t n = hi - lo + 1;
   const int64_t head_off = int64_t(kv_head) * head_dim;
-  float q16[1024];
-  for (int d = 0; d < head_dim; ++d) q16[d] = round_through_fp16(q[d]);
-  float max_s = -INFINITY;
+  float qh[1024];
+  float row[1024];
+  for (int h = 0; h < n_q; ++h) {
+    for (int d = 0; d < head_dim; ++d) qh[d] = round_through_fp16(q[h * head_dim + d]);
+    for (int64_t j = 0; j < n; ++j) {
+      const int64_t slot = lo + j;
+      kv_load_scalar(row, kv.k(table[slot / kv.block_size], int(slot % kv.block_size)) + head_off, head_dim);
+      float s = 0.0f;
+      for (int d = 0; d < head_dim; ++d) s += qh[d] * row[d];
+      scratch[h * n + j] = s * scale;
+    }
+  }
+  softmax_rows_f16_weights(scratch, n_q, n);
+  std::fill(out, out + int64_t(n_q) * head_dim, 0.0f);
   for (int64_t j = 0; j < n; ++j) {
     const int64_t slot = lo + j;
-    const float* k = kv.k(block_table[slot / kv.block_size], int(slot % kv.block_size)) + head_off;
-    const float s = dot(q16, k, head_dim) * scale;
-    scratch[j] = s;
-    max_s = std::max(max_s, s);
+    kv_load_scalar(row, kv.v(table[slot / kv.block_size], int(slot % kv.block_size)) + head_off, head_dim);
+    for (int h = 0; h < n_q; ++h) {
+      const float p = scratch[h * n + j];
+      float* o = out + int64_t(h) * head_dim;
+      for (int d = 0; d < head_dim; ++d) o[d] += p * row[d];
+    }
   }
-  double sum = 0.0;
-  for (int64_t j = 0; j < n; ++j) {
-    const float e = std::exp(scratch[j] - max_s);
-    scratch[j] = e;
-    sum += e;
-  }
-  const float inv = float(1.0 / sum);
-  std::fill(out, out + head_dim, 0.0f);
-  for (int64_t j = 0; j < n; ++j) {
-    const int64_t slot = lo + j;
-    const float* v = kv.v(block_table[slot / kv.block_size], int(slot % kv.block_size)) + head_off;
-    const float p = round_through_fp16(scratch[j] * inv);
-    for (int d = 0; d < head_dim; ++d) out[d] += p * v[d];
-  }
+}
+
+}  // namespace attention_impl
+
+namespace {
+bool use_avx2() { return active_isa_level() >= IsaLevel::kAvx2; }
+}  // namespace
+
+void kv_store(kv_t* dst, const float* src, int n) {
+  if (use_avx2()) attention_impl::kv_store_avx2(dst, src, n);
+  else attention_impl::kv_store_scalar(dst, src, n);
+}
+
+void kv_load(float* dst, const kv_t* src, int n) {
+  if (use_avx2()) attention_impl::kv_load_avx2(dst, src, n);
+  else attention_impl::kv_load_scalar(dst, src, n);
+}
+
+void attend_group(const float* q, int n_q, const PagedKvLayer& kv, const int32_t* table, int64_t lo, int64_t hi,
+                  int kv_head, int head_dim, float scale, float* out, float* scratch) {
+  if (use_avx2() && head_dim % 8 == 0 && head_dim <= 1024)
+    attention_impl::attend_group_avx2(q, n_q, kv, table, lo, hi, kv_head, head_dim, scale, out, scratch);
+  else
+    attention_impl::attend_group_scalar(q, n_q, kv, table, lo, hi, kv_head, head_dim, scale, out, scratch);
 }
 
 }  // namespace agentkv

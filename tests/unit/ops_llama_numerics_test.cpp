@@ -14,8 +14,10 @@ namespace {
 
 TEST(LlamaNumerics, KvStoreRoundsThroughFp16) {
   const std::vector<float> src = {1.0f, 0.1f, -3.14159f, 1e-6f, 70000.0f, 65504.0f};
+  std::vector<kv_t> stored(src.size());
   std::vector<float> dst(src.size());
-  kv_store_fp16_rounded(dst.data(), src.data(), int(src.size()));
+  kv_store(stored.data(), src.data(), int(src.size()));
+  kv_load(dst.data(), stored.data(), int(src.size()));
   EXPECT_EQ(dst[0], 1.0f);
   EXPECT_EQ(dst[1], 0.0999755859375f);  // nearest binary16 to 0.1
   EXPECT_EQ(dst[2], -3.140625f);
@@ -43,7 +45,7 @@ TEST(LlamaNumerics, GeluIsEvaluatedAtFp16) {
 // One key/value: the output is V exactly as stored (f16-rounded), whatever q is.
 TEST(LlamaNumerics, SingleSlotAttentionReturnsStoredV) {
   constexpr int kDim = 8;
-  std::vector<float> arena(2 * kDim);
+  std::vector<kv_t> arena(2 * kDim);
   PagedKvLayer l;
   l.base = arena.data();
   l.block_stride = 2 * kDim;
@@ -52,11 +54,11 @@ TEST(LlamaNumerics, SingleSlotAttentionReturnsStoredV) {
   l.kv_dim = kDim;
   std::vector<float> k(kDim), v(kDim), q(kDim, 0.37f);
   for (int i = 0; i < kDim; ++i) k[i] = 0.1f * float(i + 1), v[i] = 1.0f / float(i + 3);
-  kv_store_fp16_rounded(l.k(0, 0), k.data(), kDim);
-  kv_store_fp16_rounded(l.v(0, 0), v.data(), kDim);
+  kv_store(l.k(0, 0), k.data(), kDim);
+  kv_store(l.v(0, 0), v.data(), kDim);
   const int32_t table[1] = {0};
   float out[kDim], scratch[1];
-  attend_head(q.data(), l, table, 0, 0, 0, kDim, 0.125f, out, scratch);
+  attend_group(q.data(), 1, l, table, 0, 0, 0, kDim, 0.125f, out, scratch);
   for (int i = 0; i < kDim; ++i) EXPECT_EQ(out[i], round_through_fp16(v[i])) << i;
 }
 
