@@ -1,0 +1,52 @@
+#include "util/json.h"
+
+#include <gtest/gtest.h>
+
+namespace agentkv {
+namespace {
+
+TEST(Json, ParsesAndDumpsRoundTrip) {
+  const std::string text = R"({"a":[1,2.5,-3e2,true,false,null],"b":{"c":"x\ny\u00e9\ud83d\ude00"},"d":""})";
+  auto j = Json::parse(text);
+  ASSERT_TRUE(j.ok()) << j.error();
+  EXPECT_EQ(j->get("a")->items().size(), 6u);
+  EXPECT_EQ(j->get("a")->items()[2].as_number(), -300.0);
+  EXPECT_EQ(j->get("b")->get("c")->as_string(), "x\ny\xC3\xA9\xF0\x9F\x98\x80");
+  auto again = Json::parse(j->dump());
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->dump(), j->dump());
+}
+
+TEST(Json, ErrorsNameTheProblemAndOffset) {
+  const char* bad[] = {"", "{", "[1,]", "{\"a\" 1}", "\"abc", "tru", "01", "1.", "\"\\x\"", "\"\\ud800\"",
+                       "[1] 2", "{\"a\":1,}", "\"\x01\"", "\"\xff\"", "1e999"};
+  for (const char* b : bad) {
+    auto j = Json::parse(b);
+    EXPECT_FALSE(j.ok()) << b;
+    if (!j.ok()) {
+      EXPECT_NE(j.error().find("offset"), std::string::npos) << j.error();
+    }
+  }
+}
+
+TEST(Json, DepthIsBounded) {
+  std::string deep(100000, '[');
+  auto j = Json::parse(deep);
+  ASSERT_FALSE(j.ok());
+  EXPECT_NE(j.error().find("nesting"), std::string::npos);
+}
+
+TEST(Json, QuoteEscapesAndReplacesInvalidUtf8) {
+  std::string out;
+  json_quote(out, std::string("a\"b\\\t\x01\xff", 7));
+  EXPECT_EQ(out, "\"a\\\"b\\\\\\t\\u0001\xEF\xBF\xBD\"");
+}
+
+TEST(Json, NumbersPrintShortest) {
+  EXPECT_EQ(Json::number(96.18).dump(), "96.18");
+  EXPECT_EQ(Json::number(3).dump(), "3");
+  EXPECT_EQ(Json::number(0.1).dump(), "0.1");
+}
+
+}  // namespace
+}  // namespace agentkv
