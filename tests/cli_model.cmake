@@ -21,3 +21,15 @@ set_tests_properties(cli.tokenize_rejects_bad_json PROPERTIES LABELS model WILL_
 add_test(NAME cli.unknown_model_is_one_line_error
          COMMAND bash -c "out=$($<TARGET_FILE:agentkv> generate -m no-such-model -p hi 2>&1); rc=$?; echo \"$out\"; [ $rc -eq 1 ] && [ $(echo \"$out\" | wc -l) -eq 1 ]")
 set_tests_properties(cli.unknown_model_is_one_line_error PROPERTIES LABELS unit)
+
+foreach(model smollm2 gemma3)
+  add_test(NAME cli.tokenize_${model}_matches_llamacpp
+           COMMAND python3 ${CMAKE_SOURCE_DIR}/tests/cli_tokenize_check.py $<TARGET_FILE:agentkv> ${model})
+  set_tests_properties(cli.tokenize_${model}_matches_llamacpp PROPERTIES LABELS model)
+endforeach()
+
+add_test(NAME cli.generate_stop_string
+         COMMAND $<TARGET_FILE:agentkv> generate -m smollm2 -p "The capital of France is" -n 16 -q --stop "."
+)
+# Greedy continuation is " Paris.\n\nThe United States ..." — the stop string cuts it right before the dot.
+set_tests_properties(cli.generate_stop_string PROPERTIES LABELS model PASS_REGULAR_EXPRESSION "^ Paris\n$")
