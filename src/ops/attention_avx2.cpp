@@ -3,8 +3,10 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "ops/attention_kernels.h"
+#include "ops/fp16.h"
 
 namespace agentkv::attention_impl {
 
@@ -19,6 +21,59 @@ inline float hsum(__m256 v) {
 }
 
 inline __m256 load_f16(const kv_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+
+// exp(x) for x <= 0 (softmax after subtracting the max): Cody-Waite range reduction x = n ln2 + r and
+// the Cephes degree-5 polynomial; relative error ~2e-7, far below the f16 rounding the weights get.
+inline __m256 exp_nonpositive(__m256 x) {
+  x = _mm256_max_ps(x, _mm256_set1_ps(-87.0f));
+  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+  __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+  const __m256 y = _mm256_add_ps(_mm256_fmadd_ps(_mm256_mul_ps(p, r), r, r), _mm256_set1_ps(1.0f));
+  const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+  return _mm256_mul_ps(y, _mm256_castsi256_ps(e));
+}
+
+inline float hmax(__m256 v) {
+  __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+  m = _mm_max_ss(m, _mm_shuffle_ps(m, m, 1));
+  return _mm_cvtss_f32(m);
+}
+
+// Softmax of each row, weights rounded to f16 (see softmax_rows_f16_weights).
+void softmax_rows_f16_weights_avx2(float* scratch, int n_q, int64_t n) {
+  for (int h = 0; h < n_q; ++h) {
+    float* s = scratch + int64_t(h) * n;
+    int64_t j = 0;
+    __m256 vmax = _mm256_set1_ps(-INFINITY);
+    for (; j + 8 <= n; j += 8) vmax = _mm256_max_ps(vmax, _mm256_loadu_ps(s + j));
+    float mx = hmax(vmax);
+    for (; j < n; ++j) mx = s[j] > mx ? s[j] : mx;
+    const __m256 m = _mm256_set1_ps(mx);
+    __m256 vsum = _mm256_setzero_ps();
+    for (j = 0; j + 8 <= n; j += 8) {
+      const __m256 e = exp_nonpositive(_mm256_sub_ps(_mm256_loadu_ps(s + j), m));
+      _mm256_storeu_ps(s + j, e);
+      vsum = _mm256_add_ps(vsum, e);
+    }
+    float sum = hsum(vsum);
+    for (; j < n; ++j) sum += (s[j] = std::exp(s[j] - mx));
+    const float inv_sum = 1.0f / sum;
+    const __m256 inv = _mm256_set1_ps(inv_sum);
+    for (j = 0; j + 8 <= n; j += 8)
+      _mm256_storeu_ps(s + j, _mm256_cvtph_ps(_mm256_cvtps_ph(_mm256_mul_ps(_mm256_loadu_ps(s + j), inv),
+                                                              _MM_FROUND_TO_NEAREST_INT)));
+    for (; j < n; ++j) s[j] = round_through_fp16(s[j] * inv_sum);
+  }
+}
 
 }  // namespace
 
@@ -61,7 +116,7 @@ void attend_group_avx2(const float* q, int n_q, const PagedKvLayer& kv, const in
     }
     for (int h = 0; h < n_q; ++h) scratch[h * n + j] = hsum(acc[h]) * scale;
   }
-  softmax_rows_f16_weights(scratch, n_q, n);
+  softmax_rows_f16_weights_avx2(scratch, n_q, n);
   std::fill(out, out + int64_t(n_q) * head_dim, 0.0f);
   for (int64_t j = 0; j < n; ++j) {
     const int64_t slot = lo + j;
