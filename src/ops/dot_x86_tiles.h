@@ -283,28 +283,40 @@ inline uint8_t* panel_scratch(size_t bytes) {
 }
 
 // Rows in groups of 8 through packed panels, all tokens of the chunk per panel; returns the number
-// of rows done (a multiple of 8) so the caller covers the rest with register tiles.
-template <class W, int T>
-int64_t run_packed_legacy(const uint8_t* w, size_t row_bytes, int64_t nrows, const ActBuffer& a, int64_t t0,
-                          int64_t t1, float* y, int64_t ldy) {
+// of rows done (a multiple of 8) so the caller covers the rest with register tiles. Ops supplies the
+// panel layout: kBlockBytes per weight block of kBlockElems, pack(), and tokens<T>.
+template <class Ops, int T>
+int64_t run_packed(const uint8_t* w, size_t row_bytes, int64_t nrows, const ActBuffer& a, int64_t t0, int64_t t1,
+                   float* y, int64_t ldy) {
   static constexpr std::array<void (*)(const uint8_t*, int64_t, const ActBuffer&, int64_t, float*, int64_t), T>
       kTail = [] {
         std::array<void (*)(const uint8_t*, int64_t, const ActBuffer&, int64_t, float*, int64_t), T> f{};
-        [&]<size_t... I>(std::index_sequence<I...>) { ((f[I] = panel_tokens<W, int(I) + 1>), ...); }
+        [&]<size_t... I>(std::index_sequence<I...>) { ((f[I] = Ops::template tokens<int(I) + 1>), ...); }
         (std::make_index_sequence<T>());
         return f;
       }();
-  const int64_t nb = a.cols() / 32;
-  uint8_t* panel = panel_scratch(size_t(nb) * PackedPanel<W>::kBlockBytes);
+  const int64_t nb = a.cols() / Ops::kBlockElems;
+  uint8_t* panel = panel_scratch(size_t(nb) * Ops::kBlockBytes);
   const int64_t done = nrows / 8 * 8;
   for (int64_t r = 0; r < done; r += 8) {
-    pack_legacy_panel<W>(w + size_t(r) * row_bytes, row_bytes, nb, panel);
+    Ops::pack(w + size_t(r) * row_bytes, row_bytes, nb, panel);
     int64_t t = t0;
-    for (; t + T <= t1; t += T) panel_tokens<W, T>(panel, nb, a, t, y + (t - t0) * ldy + r, ldy);
+    for (; t + T <= t1; t += T) Ops::template tokens<T>(panel, nb, a, t, y + (t - t0) * ldy + r, ldy);
     if (t < t1) kTail[size_t(t1 - t - 1)](panel, nb, a, t, y + (t - t0) * ldy + r, ldy);
   }
   return done;
 }
+
+template <class W>
+struct LegacyPanelOps {
+  static constexpr size_t kBlockBytes = PackedPanel<W>::kBlockBytes;
+  static constexpr int64_t kBlockElems = 32;
+  static void pack(const uint8_t* w, size_t row_bytes, int64_t nb, uint8_t* panel) {
+    pack_legacy_panel<W>(w, row_bytes, nb, panel);
+  }
+  template <int T>
+  static constexpr auto tokens = panel_tokens<W, T>;
+};
 
 // The 12 packed bytes of Q4_K/Q5_K scales -> 8 six-bit scales and 8 mins (low 8 bytes of each),
 // the get_scale_min_k4 rules applied four bytes at a time.
@@ -477,27 +489,17 @@ void k_panel_tokens(const uint8_t* panel, int64_t nb, const ActBuffer& a, int64_
   for (int t = 0; t < T; ++t) _mm256_storeu_ps(y + t * ldy, acc[t]);
 }
 
-template <int kKind, int T>
-int64_t run_packed_k(const uint8_t* w, size_t row_bytes, int64_t nrows, const ActBuffer& a, int64_t t0, int64_t t1,
-                     float* y, int64_t ldy) {
-  static constexpr std::array<void (*)(const uint8_t*, int64_t, const ActBuffer&, int64_t, float*, int64_t), T>
-      kTail = [] {
-        std::array<void (*)(const uint8_t*, int64_t, const ActBuffer&, int64_t, float*, int64_t), T> f{};
-        [&]<size_t... I>(std::index_sequence<I...>) { ((f[I] = k_panel_tokens<kKind, int(I) + 1>), ...); }
-        (std::make_index_sequence<T>());
-        return f;
-      }();
-  const int64_t nb = a.cols() / 256;
-  uint8_t* panel = panel_scratch(size_t(nb) * KPanel<kKind>::kBlockBytes);
-  const int64_t done = nrows / 8 * 8;
-  for (int64_t r = 0; r < done; r += 8) {
-    pack_k_panel<kKind>(w + size_t(r) * row_bytes, row_bytes, nb, panel);
-    int64_t t = t0;
-    for (; t + T <= t1; t += T) k_panel_tokens<kKind, T>(panel, nb, a, t, y + (t - t0) * ldy + r, ldy);
-    if (t < t1) kTail[size_t(t1 - t - 1)](panel, nb, a, t, y + (t - t0) * ldy + r, ldy);
+// The packed driver's view of the K-quant panels.
+template <int kKind>
+struct KPanelOps {
+  static constexpr size_t kBlockBytes = KPanel<kKind>::kBlockBytes;
+  static constexpr int64_t kBlockElems = 256;
+  static void pack(const uint8_t* w, size_t row_bytes, int64_t nb, uint8_t* panel) {
+    pack_k_panel<kKind>(w, row_bytes, nb, panel);
   }
-  return done;
-}
+  template <int T>
+  static constexpr auto tokens = k_panel_tokens<kKind, T>;
+};
 
 // ---- K-quants against Q8_K (256-element super-blocks) -------------------------------------------
 // Sub-block scales multiply inside vpmaddwd, so each 32 codes cost maddubs + madd + add per pair and
@@ -703,7 +705,7 @@ struct Legacy {
   template <int R, int T>
   struct Tile {
     static constexpr TileFn fn = tile_legacy<W, R, T>;
-    static constexpr auto kPacked = run_packed_legacy<W, 4>;
+    static constexpr auto kPacked = run_packed<LegacyPanelOps<W>, 4>;
   };
 };
 template <bool kFive>
@@ -711,13 +713,13 @@ struct Q45K {
   template <int R, int T>
   struct Tile {
     static constexpr TileFn fn = tile_q45k<kFive, R, T>;
-    static constexpr auto kPacked = run_packed_k<kFive ? 5 : 4, 4>;
+    static constexpr auto kPacked = run_packed<KPanelOps<kFive ? 5 : 4>, 4>;
   };
 };
 template <int R, int T>
 struct Q6KTile {
   static constexpr TileFn fn = tile_q6k<R, T>;
-  static constexpr auto kPacked = run_packed_k<6, 4>;
+  static constexpr auto kPacked = run_packed<KPanelOps<6>, 4>;
 };
 template <class W>
 struct Float {
