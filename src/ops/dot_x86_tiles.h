@@ -283,28 +283,40 @@ inline uint8_t* panel_scratch(size_t bytes) {
 }
 
 // Rows in groups of 8 through packed panels, all tokens of the chunk per panel; returns the number
-// of rows done (a multiple of 8) so the caller covers the rest with register tiles.
-template <class W, int T>
-int64_t run_packed_legacy(const uint8_t* w, size_t row_bytes, int64_t nrows, const ActBuffer& a, int64_t t0,
-                          int64_t t1, float* y, int64_t ldy) {
+// of rows done (a multiple of 8) so the caller covers the rest with register tiles. Ops supplies the
+// panel layout: kBlockBytes per weight block of kBlockElems, pack(), and tokens<T>.
+template <class Ops, int T>
+int64_t run_packed(const uint8_t* w, size_t row_bytes, int64_t nrows, const ActBuffer& a, int64_t t0, int64_t t1,
+                   float* y, int64_t ldy) {
   static constexpr std::array<void (*)(const uint8_t*, int64_t, const ActBuffer&, int64_t, float*, int64_t), T>
       kTail = [] {
         std::array<void (*)(const uint8_t*, int64_t, const ActBuffer&, int64_t, float*, int64_t), T> f{};
-        [&]<size_t... I>(std::index_sequence<I...>) { ((f[I] = panel_tokens<W, int(I) + 1>), ...); }
+        [&]<size_t... I>(std::index_sequence<I...>) { ((f[I] = Ops::template tokens<int(I) + 1>), ...); }
         (std::make_index_sequence<T>());
         return f;
       }();
-  const int64_t nb = a.cols() / 32;
-  uint8_t* panel = panel_scratch(size_t(nb) * PackedPanel<W>::kBlockBytes);
+  const int64_t nb = a.cols() / Ops::kBlockElems;
+  uint8_t* panel = panel_scratch(size_t(nb) * Ops::kBlockBytes);
   const int64_t done = nrows / 8 * 8;
   for (int64_t r = 0; r < done; r += 8) {
-    pack_legacy_panel<W>(w + size_t(r) * row_bytes, row_bytes, nb, panel);
+    Ops::pack(w + size_t(r) * row_bytes, row_bytes, nb, panel);
     int64_t t = t0;
-    for (; t + T <= t1; t += T) panel_tokens<W, T>(panel, nb, a, t, y + (t - t0) * ldy + r, ldy);
+    for (; t + T <= t1; t += T) Ops::template tokens<T>(panel, nb, a, t, y + (t - t0) * ldy + r, ldy);
     if (t < t1) kTail[size_t(t1 - t - 1)](panel, nb, a, t, y + (t - t0) * ldy + r, ldy);
   }
   return done;
 }
+
+template <class W>
+struct LegacyPanelOps {
+  static constexpr size_t kBlockBytes = PackedPanel<W>::kBlockBytes;
+  static constexpr int64_t kBlockElems = 32;
+  static void pack(const uint8_t* w, size_t row_bytes, int64_t nb, uint8_t* panel) {
+    pack_legacy_panel<W>(w, row_bytes, nb, panel);
+  }
+  template <int T>
+  static constexpr auto tokens = panel_tokens<W, T>;
+};
 
 // The 12 packed bytes of Q4_K/Q5_K scales -> 8 six-bit scales and 8 mins (low 8 bytes of each),
 // the get_scale_min_k4 rules applied four bytes at a time.
@@ -319,6 +331,175 @@ inline void k_scales_mins(const uint8_t* p, __m128i* sc, __m128i* m) {
   *sc = _mm_cvtsi64_si128(int64_t(uint64_t(sc_lo) | (uint64_t(sc_hi) << 32)));
   *m = _mm_cvtsi64_si128(int64_t(uint64_t(m_lo) | (uint64_t(m_hi) << 32)));
 }
+
+// ---- Packed K-quant GEMM (prefill) -------------------------------------------------------------
+// The packed-panel scheme of the legacy types applied to 256-element super-blocks: 8 rows' codes are
+// unpacked once (4 consecutive codes of each row per i32 lane, 8 vectors per 32 elements), and
+// every sub-block's i16 partial sums are widened by vpmaddwd against a vector holding each row's
+// sub-block scale, so row i's scaled integer dot builds up in lane i. i16 partial sums stay exact:
+// Q4_K sums 8 groups (<= 8 * 2 * 15 * 128), Q5_K 4 groups (31), Q6_K 2 groups (63).
+// Per super-block panel: codes[2048], scale vectors (i16 [s, s] per lane), correction vectors
+// (i16 pairs per lane, madd'ed against broadcast pairs of activation sums), then d[8] (and dmin[8]).
+template <int kKind>  // 4: Q4_K, 5: Q5_K, 6: Q6_K
+struct KPanel {
+  static constexpr bool kSix = kKind == 6;
+  static constexpr int kScales = kSix ? 16 : 8;       // sub-blocks per super-block
+  static constexpr int kScaleGroups = kSix ? 4 : 8;   // 4-byte code groups per sub-block
+  static constexpr int kSpan = kKind == 4 ? 8 : kKind == 5 ? 4 : 2;  // groups per i16 partial sum
+  static constexpr int kCorr = kSix ? 8 : 4;          // correction pair vectors
+  static constexpr size_t kScaleOff = 2048, kCorrOff = kScaleOff + 32 * kScales,
+                          kDOff = kCorrOff + 32 * kCorr, kBlockBytes = kDOff + (kSix ? 32 : 64);
+  static constexpr int kSrcBytes = kKind == 4 ? 144 : kKind == 5 ? 176 : 210;
+};
+
+// One row's super-block as 8 vectors of 32 codes (elements 32v..32v+31) plus its i16 scales
+// (kScales of them) and, for Q4_K/Q5_K, its 8 mins.
+template <int kKind>
+inline void k_unpack_row(const uint8_t* blk, __m256i v[8], int16_t* sc, int16_t* mn, float* d, float* dmin) {
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  if constexpr (kKind == 6) {
+    for (int n = 0; n < 2; ++n)
+      for (int i = 0; i < 4; ++i) {
+        __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 64 * n + 32 * (i & 1)));
+        if (i >= 2) q = _mm256_srli_epi16(q, 4);
+        q = _mm256_and_si256(q, m4);
+        const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 128 + 32 * n));
+        const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * i), _mm256_set1_epi8(3));
+        v[4 * n + i] = _mm256_or_si256(q, _mm256_slli_epi16(hi, 4));
+      }
+    for (int s = 0; s < 16; ++s) sc[s] = int8_t(blk[192 + s]);
+    *d = half_at(blk + 208);
+  } else {
+    constexpr bool kFive = kKind == 5;
+    for (int j = 0; j < 8; ++j) {
+      __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + (kFive ? 48 : 16) + 32 * (j / 2)));
+      if (j & 1) q = _mm256_srli_epi16(q, 4);
+      q = _mm256_and_si256(q, m4);
+      if constexpr (kFive) {
+        const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 16));
+        const __m256i bit = _mm256_and_si256(_mm256_srli_epi16(qh, j), _mm256_set1_epi8(1));
+        q = _mm256_or_si256(q, _mm256_slli_epi16(bit, 4));
+      }
+      v[j] = q;
+    }
+    __m128i sc8, m8;
+    k_scales_mins(blk + 4, &sc8, &m8);
+    uint8_t s8[16], mm8[16];
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(s8), sc8);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(mm8), m8);
+    for (int j = 0; j < 8; ++j) {
+      sc[j] = s8[j];
+      mn[j] = mm8[j];
+    }
+    *d = half_at(blk);
+    *dmin = half_at(blk + 2);
+  }
+}
+
+template <int kKind>
+void pack_k_panel(const uint8_t* w, size_t row_bytes, int64_t nb, uint8_t* panel) {
+  using P = KPanel<kKind>;
+  for (int64_t k = 0; k < nb; ++k) {
+    uint8_t* out = panel + size_t(k) * P::kBlockBytes;
+    __m256i v[8][8];  // [row][32-element vector]
+    int16_t sc[8][16], mn[8][8];
+    float d[8], dmin[8];
+    for (int r = 0; r < 8; ++r)
+      k_unpack_row<kKind>(w + size_t(r) * row_bytes + size_t(k) * P::kSrcBytes, v[r], sc[r], mn[r], &d[r], &dmin[r]);
+    for (int j = 0; j < 8; ++j) {
+      __m256i rows[8], cols[8];
+      for (int r = 0; r < 8; ++r) rows[r] = v[r][j];
+      transpose8x8_epi32(rows, cols);
+      for (int g = 0; g < 8; ++g) _mm256_store_si256(reinterpret_cast<__m256i*>(out + 256 * j + 32 * g), cols[g]);
+    }
+    auto* scv = reinterpret_cast<int16_t*>(out + P::kScaleOff);
+    for (int s = 0; s < P::kScales; ++s)
+      for (int r = 0; r < 8; ++r) scv[16 * s + 2 * r] = scv[16 * s + 2 * r + 1] = sc[r][s];
+    auto* cv = reinterpret_cast<int16_t*>(out + P::kCorrOff);
+    for (int p = 0; p < P::kCorr; ++p)
+      for (int r = 0; r < 8; ++r) {
+        if constexpr (P::kSix) {  // -32 * scale: the unsigned-code offset, against bsums (16s)
+          cv[16 * p + 2 * r] = int16_t(-32 * sc[r][2 * p]);
+          cv[16 * p + 2 * r + 1] = int16_t(-32 * sc[r][2 * p + 1]);
+        } else {  // mins, against sums over 32
+          cv[16 * p + 2 * r] = mn[r][2 * p];
+          cv[16 * p + 2 * r + 1] = mn[r][2 * p + 1];
+        }
+      }
+    std::memcpy(out + P::kDOff, d, 32);
+    if constexpr (!P::kSix) std::memcpy(out + P::kDOff + 32, dmin, 32);
+  }
+}
+
+template <int kKind, int T>
+void k_panel_tokens(const uint8_t* panel, int64_t nb, const ActBuffer& a, int64_t t0, float* y, int64_t ldy) {
+  using P = KPanel<kKind>;
+  __m256 acc[T];
+  const int8_t* yq[T];
+  const float* yd[T];
+  const int16_t* ybs[T];
+  for (int t = 0; t < T; ++t) {
+    acc[t] = _mm256_setzero_ps();
+    yq[t] = a.qs(t0 + t);
+    yd[t] = a.d(t0 + t);
+    ybs[t] = a.bsums(t0 + t);
+  }
+  for (int64_t k = 0; k < nb; ++k) {
+    const uint8_t* pb = panel + size_t(k) * P::kBlockBytes;
+    __m256i isum[T];
+    for (int t = 0; t < T; ++t) isum[t] = _mm256_setzero_si256();
+    for (int g0 = 0; g0 < 64; g0 += P::kSpan) {
+      __m256i s16[T];
+      for (int t = 0; t < T; ++t) s16[t] = _mm256_setzero_si256();
+      for (int g = g0; g < g0 + P::kSpan; ++g) {
+        const __m256i wv = _mm256_load_si256(reinterpret_cast<const __m256i*>(pb + 32 * g));
+        for (int t = 0; t < T; ++t)
+          s16[t] = _mm256_add_epi16(s16[t], _mm256_maddubs_epi16(wv, bcast4(yq[t] + 256 * k + 4 * g)));
+      }
+      const __m256i sc =
+          _mm256_load_si256(reinterpret_cast<const __m256i*>(pb + P::kScaleOff + 32 * (g0 / P::kScaleGroups)));
+      for (int t = 0; t < T; ++t) isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(s16[t], sc));
+    }
+    const __m256 dx = _mm256_load_ps(reinterpret_cast<const float*>(pb + P::kDOff));
+    for (int t = 0; t < T; ++t) {
+      const int16_t* bs = ybs[t] + 16 * k;
+      __m256i corr = _mm256_setzero_si256();
+      if constexpr (P::kSix) {
+        for (int p = 0; p < 8; ++p)
+          corr = _mm256_add_epi32(corr, _mm256_madd_epi16(_mm256_load_si256(reinterpret_cast<const __m256i*>(
+                                                             pb + P::kCorrOff + 32 * p)),
+                                                         bcast4(reinterpret_cast<const int8_t*>(bs + 2 * p))));
+        isum[t] = _mm256_add_epi32(isum[t], corr);
+      } else {
+        int16_t bs32[8];
+        for (int j = 0; j < 8; ++j) bs32[j] = int16_t(bs[2 * j] + bs[2 * j + 1]);
+        for (int p = 0; p < 4; ++p)
+          corr = _mm256_add_epi32(corr, _mm256_madd_epi16(_mm256_load_si256(reinterpret_cast<const __m256i*>(
+                                                             pb + P::kCorrOff + 32 * p)),
+                                                         bcast4(reinterpret_cast<const int8_t*>(bs32 + 2 * p))));
+      }
+      const __m256 dy = _mm256_set1_ps(yd[t][k]);
+      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), _mm256_mul_ps(dx, dy), acc[t]);
+      if constexpr (!P::kSix) {
+        const __m256 dm = _mm256_load_ps(reinterpret_cast<const float*>(pb + P::kDOff + 32));
+        acc[t] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(corr), _mm256_mul_ps(dm, dy), acc[t]);
+      }
+    }
+  }
+  for (int t = 0; t < T; ++t) _mm256_storeu_ps(y + t * ldy, acc[t]);
+}
+
+// The packed driver's view of the K-quant panels.
+template <int kKind>
+struct KPanelOps {
+  static constexpr size_t kBlockBytes = KPanel<kKind>::kBlockBytes;
+  static constexpr int64_t kBlockElems = 256;
+  static void pack(const uint8_t* w, size_t row_bytes, int64_t nb, uint8_t* panel) {
+    pack_k_panel<kKind>(w, row_bytes, nb, panel);
+  }
+  template <int T>
+  static constexpr auto tokens = k_panel_tokens<kKind, T>;
+};
 
 // ---- K-quants against Q8_K (256-element super-blocks) -------------------------------------------
 // Sub-block scales multiply inside vpmaddwd, so each 32 codes cost maddubs + madd + add per pair and
@@ -524,7 +705,7 @@ struct Legacy {
   template <int R, int T>
   struct Tile {
     static constexpr TileFn fn = tile_legacy<W, R, T>;
-    static constexpr auto kPacked = run_packed_legacy<W, 4>;
+    static constexpr auto kPacked = run_packed<LegacyPanelOps<W>, 4>;
   };
 };
 template <bool kFive>
@@ -532,11 +713,13 @@ struct Q45K {
   template <int R, int T>
   struct Tile {
     static constexpr TileFn fn = tile_q45k<kFive, R, T>;
+    static constexpr auto kPacked = run_packed<KPanelOps<kFive ? 5 : 4>, 4>;
   };
 };
 template <int R, int T>
 struct Q6KTile {
   static constexpr TileFn fn = tile_q6k<R, T>;
+  static constexpr auto kPacked = run_packed<KPanelOps<6>, 4>;
 };
 template <class W>
 struct Float {

@@ -73,6 +73,7 @@ TEST(MatmulBench, DISABLED_ModelShapes) {
     bench(GgmlType::Q6_K, 2048, 640, n, pool);
   }
   bench(GgmlType::Q8_0, 576, 49152, 1, pool);
+  bench(GgmlType::Q8_0, 640, 262144, 1, pool);  // Gemma 3 270M tied LM head (decode)
 }
 
 }  // namespace
