@@ -1,6 +1,8 @@
 #include "ops/norm.h"
 
 #include <cmath>
+#include <cstdint>
+#include <vector>
 
 #include "ops/fp16.h"
 
@@ -26,9 +28,28 @@ void silu_mul(float* gate, const float* up, int64_t n) {
 
 // ggml evaluates GELU through a table indexed by the f16 input holding f16 outputs (GGML_GELU_FP16),
 // with |x| >= 10 short-cut; we compute the same values directly: gelu(f16(x)) rounded to f16.
+namespace {
+
+// gelu(h) for every binary16 value h, rounded to binary16 and stored as float: one table lookup per
+// element replaces tanh, exactly as fast as llama.cpp's own table and with the same values.
+const float* gelu_f16_table() {
+  static const std::vector<float> table = [] {
+    constexpr float kSqrt2OverPi = 0.7978845608028654f;
+    constexpr float kCoef = 0.044715f;
+    std::vector<float> t(65536);
+    for (uint32_t i = 0; i < 65536; ++i) {
+      const float h = fp16_to_f32(uint16_t(i));
+      t[i] = round_through_fp16(0.5f * h * (1.0f + std::tanh(kSqrt2OverPi * h * (1.0f + kCoef * h * h))));
+    }
+    return t;
+  }();
+  return table.data();
+}
+
+}  // namespace
+
 void gelu_tanh_mul(float* gate, const float* up, int64_t n) {
-  constexpr float kSqrt2OverPi = 0.7978845608028654f;
-  constexpr float kCoef = 0.044715f;
+  const float* table = gelu_f16_table();
   for (int64_t i = 0; i < n; ++i) {
     const float g = gate[i];
     float v;
@@ -37,8 +58,7 @@ void gelu_tanh_mul(float* gate, const float* up, int64_t n) {
     } else if (g >= 10.0f) {
       v = g;
     } else {
-      const float h = round_through_fp16(g);
-      v = round_through_fp16(0.5f * h * (1.0f + std::tanh(kSqrt2OverPi * h * (1.0f + kCoef * h * h))));
+      v = table[f32_to_fp16(g)];
     }
     gate[i] = v * up[i];
   }
