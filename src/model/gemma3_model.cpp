@@ -51,16 +51,12 @@ class Gemma3Model final : public Model {
         att(n * c.q_dim()), gate(n * c.n_ff), up(n * c.n_ff);
     embed_tokens(embd_, b, std::sqrt(float(d)), x.data(), pool);
     const float kq_scale = 1.0f / std::sqrt(float(hd));
-    auto norm_rows = [&](const float* src, const float* w, float* dst) {
-      pool.parallel_for(n, 8, [&](int64_t t0, int64_t t1) {
-        for (int64_t t = t0; t < t1; ++t) rms_norm(src + t * d, w, dst + t * d, d, c.rms_eps);
-      });
-    };
+    auto norm = [&](const float* src, const float* w, float* dst) { norm_rows(src, w, dst, n, d, c.rms_eps, pool); };
     for (int il = 0; il < c.n_layer; ++il) {
       const Gemma3Layer& L = layers_[il];
       const bool swa = c.layer_is_swa[il] != 0;
       const Rope& rope = swa ? rope_local_ : rope_global_;
-      norm_rows(x.data(), L.attn_norm, h.data());
+      norm(x.data(), L.attn_norm, h.data());
       matmul(L.wq, h.data(), n, q.data(), pool);
       matmul(L.wk, h.data(), n, k.data(), pool);
       matmul(L.wv, h.data(), n, v.data(), pool);
@@ -77,15 +73,15 @@ class Gemma3Model final : public Model {
       write_kv(b, kv, il, k.data(), v.data());
       attention(c, b, kv, il, q.data(), swa ? c.sliding_window : 0, kq_scale, att.data(), pool);
       matmul(L.wo, att.data(), n, h.data(), pool);
-      norm_rows(h.data(), L.post_attn_norm, h.data());
+      norm(h.data(), L.post_attn_norm, h.data());
       add_inplace(x.data(), h.data(), n * d);
 
-      norm_rows(x.data(), L.ffn_norm, h.data());
+      norm(x.data(), L.ffn_norm, h.data());
       matmul(L.w_gate, h.data(), n, gate.data(), pool);
       matmul(L.w_up, h.data(), n, up.data(), pool);
       gelu_tanh_mul(gate.data(), up.data(), n * c.n_ff);
       matmul(L.w_down, gate.data(), n, h.data(), pool);
-      norm_rows(h.data(), L.post_ffw_norm, h.data());
+      norm(h.data(), L.post_ffw_norm, h.data());
       add_inplace(x.data(), h.data(), n * d);
     }
     lm_head(embd_, out_norm_, c.rms_eps, b, x.data(), d, logits, pool);

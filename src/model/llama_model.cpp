@@ -42,9 +42,7 @@ class LlamaModel final : public Model {
     const float kq_scale = 1.0f / std::sqrt(float(c.head_dim));
     for (int il = 0; il < c.n_layer; ++il) {
       const LlamaLayer& L = layers_[il];
-      pool.parallel_for(n, 8, [&](int64_t t0, int64_t t1) {
-        for (int64_t t = t0; t < t1; ++t) rms_norm(&x[t * d], L.attn_norm, &h[t * d], d, c.rms_eps);
-      });
+      norm_rows(x.data(), L.attn_norm, h.data(), n, d, c.rms_eps, pool);
       matmul(L.wq, h.data(), n, q.data(), pool);
       matmul(L.wk, h.data(), n, k.data(), pool);
       matmul(L.wv, h.data(), n, v.data(), pool);
@@ -59,9 +57,7 @@ class LlamaModel final : public Model {
       matmul(L.wo, att.data(), n, h.data(), pool);
       add_inplace(x.data(), h.data(), n * d);
 
-      pool.parallel_for(n, 8, [&](int64_t t0, int64_t t1) {
-        for (int64_t t = t0; t < t1; ++t) rms_norm(&x[t * d], L.ffn_norm, &h[t * d], d, c.rms_eps);
-      });
+      norm_rows(x.data(), L.ffn_norm, h.data(), n, d, c.rms_eps, pool);
       matmul(L.w_gate, h.data(), n, gate.data(), pool);
       matmul(L.w_up, h.data(), n, up.data(), pool);
       silu_mul(gate.data(), up.data(), n * c.n_ff);

@@ -53,6 +53,12 @@ void embed_tokens(const WeightView& emb, const Batch& b, float scale, float* x, 
   });
 }
 
+void norm_rows(const float* src, const float* w, float* dst, int64_t n_tokens, int d, float eps, ThreadPool& pool) {
+  pool.parallel_for(n_tokens, 8, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) rms_norm(src + t * d, w, dst + t * d, d, eps);
+  });
+}
+
 void write_kv(const Batch& b, const KvArena& kv, int il, const float* k, const float* v) {
   const PagedKvLayer l = kv.layer(il);
   const int bs = kv.block_size();

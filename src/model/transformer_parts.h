@@ -25,6 +25,9 @@ Result<const float*> find_vector(const GgufFile& f, const std::string& name, int
 // x[t][n_embd] = scale * embedding row of token t.
 void embed_tokens(const WeightView& emb, const Batch& b, float scale, float* x, ThreadPool& pool);
 
+// dst[t] = rms_norm(src[t]) * w for each of the n_tokens rows of width d (src may equal dst).
+void norm_rows(const float* src, const float* w, float* dst, int64_t n_tokens, int d, float eps, ThreadPool& pool);
+
 // Writes each token's K and V ([n_tokens][kv_dim]) into its slot of layer il.
 void write_kv(const Batch& b, const KvArena& kv, int il, const float* k, const float* v);
 
