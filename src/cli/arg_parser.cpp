@@ -1,6 +1,9 @@
 #include "cli/arg_parser.h"
 
+#include "cli/commands.h"
+
 #include <cerrno>
+#include <cstdio>
 #include <cmath>
 #include <cstdlib>
 #include <sstream>
@@ -116,6 +119,16 @@ Status ArgParser::parse(int argc, char** argv, int first, bool* help_requested) 
   for (auto& o : options_)
     if (o.required && !o.seen) return make_error("missing required option " + o.names.back());
   return {};
+}
+
+std::optional<int> ArgParser::parse_command(int argc, char** argv) {
+  bool help = false;
+  if (Status st = parse(argc, argv, 1, &help); !st.ok()) return cli_fail(st.error());
+  if (help) {
+    std::fputs(usage().c_str(), stdout);
+    return 0;
+  }
+  return std::nullopt;
 }
 
 std::string ArgParser::usage() const {

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,10 @@ class ArgParser {
   // is set for -h/--help (the caller prints usage() and exits 0).
   Status parse(int argc, char** argv, int first, bool* help_requested);
   std::string usage() const;
+
+  // parse() for a subcommand: on --help prints usage() and yields 0, on an error prints the one-line
+  // error and yields 1; yields nothing when the command should run.
+  std::optional<int> parse_command(int argc, char** argv);
 
  private:
   struct Option {

@@ -29,12 +29,7 @@ int cmd_bench(int argc, char** argv) {
   p.add_int("-n,--n-gen", &n_gen, "decode tokens", 1, 1 << 16);
   p.add_int("-t,--threads", &threads, "threads (0 = all cores)", 0, 1024);
   p.add_int("-r,--reps", &reps, "repetitions", 1, 1000);
-  bool help = false;
-  if (Status st = p.parse(argc, argv, 1, &help); !st.ok()) return cli_fail(st.error());
-  if (help) {
-    std::fputs(p.usage().c_str(), stdout);
-    return 0;
-  }
+  if (auto rc = p.parse_command(argc, argv)) return *rc;
   auto lm = load_model(model);
   if (!lm.ok()) return cli_fail(lm.error());
   const Model& m = *(*lm)->model;

@@ -28,12 +28,7 @@ int cmd_generate(int argc, char** argv) {
   p.add_int("--ctx", &ctx, "context size (0 = prompt + n)", 0, 1 << 24);
   p.add_int("-t,--threads", &threads, "threads (0 = all cores)", 0, 1024);
   p.add_flag("-q,--quiet", &quiet, "no timing line on stderr");
-  bool help = false;
-  if (Status st = p.parse(argc, argv, 1, &help); !st.ok()) return cli_fail(st.error());
-  if (help) {
-    std::fputs(p.usage().c_str(), stdout);
-    return 0;
-  }
+  if (auto rc = p.parse_command(argc, argv)) return *rc;
   auto lm = load_model(model);
   if (!lm.ok()) return cli_fail(lm.error());
   const Tokenizer& tok = *(*lm)->tokenizer;

@@ -16,12 +16,7 @@ int cmd_perplexity(int argc, char** argv) {
   p.add_string("-f,--file", &path, "text file", true);
   p.add_int("-c,--ctx", &ctx, "chunk / context size in tokens", 4, 1 << 20);
   p.add_int("-t,--threads", &threads, "threads (0 = all cores)", 0, 1024);
-  bool help = false;
-  if (Status st = p.parse(argc, argv, 1, &help); !st.ok()) return cli_fail(st.error());
-  if (help) {
-    std::fputs(p.usage().c_str(), stdout);
-    return 0;
-  }
+  if (auto rc = p.parse_command(argc, argv)) return *rc;
   std::ifstream f(path, std::ios::binary);
   if (!f) return cli_fail("cannot open '" + path + "'");
   std::stringstream ss;

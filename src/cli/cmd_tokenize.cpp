@@ -17,12 +17,7 @@ int cmd_tokenize(int argc, char** argv) {
   p.add_string("--jsonl", &jsonl, "input file, one JSON string per line ('-' = stdin)", true);
   p.add_flag("--bos", &bos, "prepend BOS when the model uses one");
   p.add_flag("--special", &special, "parse special-token text (e.g. <|im_start|>) into special ids");
-  bool help = false;
-  if (Status st = p.parse(argc, argv, 1, &help); !st.ok()) return cli_fail(st.error());
-  if (help) {
-    std::fputs(p.usage().c_str(), stdout);
-    return 0;
-  }
+  if (auto rc = p.parse_command(argc, argv)) return *rc;
   std::ifstream file;
   std::istream* in = &std::cin;
   if (jsonl != "-") {
