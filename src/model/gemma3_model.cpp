@@ -22,12 +22,12 @@ constexpr double kDefaultSwaRopeBase = 10000.0;
 
 struct Gemma3Layer {
   const float* attn_norm;
-  WeightView wq, wk, wv, wo;
+  AttentionWeights attn;
   const float* q_norm;
   const float* k_norm;
   const float* post_attn_norm;
   const float* ffn_norm;
-  WeightView w_gate, w_up, w_down;
+  FfnWeights ffn;
   const float* post_ffw_norm;
 };
 
@@ -57,9 +57,9 @@ class Gemma3Model final : public Model {
       const bool swa = c.layer_is_swa[il] != 0;
       const Rope& rope = swa ? rope_local_ : rope_global_;
       norm(x.data(), L.attn_norm, h.data());
-      matmul(L.wq, h.data(), n, q.data(), pool);
-      matmul(L.wk, h.data(), n, k.data(), pool);
-      matmul(L.wv, h.data(), n, v.data(), pool);
+      matmul(L.attn.wq, h.data(), n, q.data(), pool);
+      matmul(L.attn.wk, h.data(), n, k.data(), pool);
+      matmul(L.attn.wv, h.data(), n, v.data(), pool);
       pool.parallel_for(n, 8, [&](int64_t t0, int64_t t1) {
         for (int64_t t = t0; t < t1; ++t) {
           float* qt = &q[t * c.q_dim()];
@@ -72,15 +72,15 @@ class Gemma3Model final : public Model {
       });
       write_kv(b, kv, il, k.data(), v.data());
       attention(c, b, kv, il, q.data(), swa ? c.sliding_window : 0, kq_scale, att.data(), pool);
-      matmul(L.wo, att.data(), n, h.data(), pool);
+      matmul(L.attn.wo, att.data(), n, h.data(), pool);
       norm(h.data(), L.post_attn_norm, h.data());
       add_inplace(x.data(), h.data(), n * d);
 
       norm(x.data(), L.ffn_norm, h.data());
-      matmul(L.w_gate, h.data(), n, gate.data(), pool);
-      matmul(L.w_up, h.data(), n, up.data(), pool);
+      matmul(L.ffn.gate, h.data(), n, gate.data(), pool);
+      matmul(L.ffn.up, h.data(), n, up.data(), pool);
       gelu_tanh_mul(gate.data(), up.data(), n * c.n_ff);
-      matmul(L.w_down, gate.data(), n, h.data(), pool);
+      matmul(L.ffn.down, gate.data(), n, h.data(), pool);
       norm(h.data(), L.post_ffw_norm, h.data());
       add_inplace(x.data(), h.data(), n * d);
     }
@@ -97,9 +97,8 @@ class Gemma3Model final : public Model {
 }  // namespace
 
 Result<std::unique_ptr<Model>> create_gemma3_model(const GgufFile& f, ModelConfig cfg) {
-  const GgufTensorInfo* emb = f.tensor("token_embd.weight");
-  if (!emb || emb->n_dims != 2) return make_error("tensor 'token_embd.weight' missing or not 2-D");
-  cfg.n_vocab = int(emb->ne[1]);
+  WeightView embd;
+  AGENTKV_ASSIGN_OR_RETURN(embd, find_embedding(f, cfg));
   cfg.rope_base_swa = float(f.get_float_or("gemma3.rope.freq_base_swa", kDefaultSwaRopeBase));
   if (cfg.sliding_window > 0)
     for (int il = 0; il < cfg.n_layer; ++il) cfg.layer_is_swa[il] = (il % kSwaPattern) < kSwaPattern - 1;
@@ -110,22 +109,15 @@ Result<std::unique_ptr<Model>> create_gemma3_model(const GgufFile& f, ModelConfi
     const std::string p = "blk." + std::to_string(il) + ".";
     Gemma3Layer& L = layers[il];
     AGENTKV_ASSIGN_OR_RETURN(L.attn_norm, find_vector(f, p + "attn_norm.weight", d));
-    AGENTKV_ASSIGN_OR_RETURN(L.wq, find_matrix(f, p + "attn_q.weight", d, cfg.q_dim()));
-    AGENTKV_ASSIGN_OR_RETURN(L.wk, find_matrix(f, p + "attn_k.weight", d, cfg.kv_dim()));
-    AGENTKV_ASSIGN_OR_RETURN(L.wv, find_matrix(f, p + "attn_v.weight", d, cfg.kv_dim()));
-    AGENTKV_ASSIGN_OR_RETURN(L.wo, find_matrix(f, p + "attn_output.weight", cfg.q_dim(), d));
+    AGENTKV_ASSIGN_OR_RETURN(L.attn, find_attention(f, p, cfg));
     AGENTKV_ASSIGN_OR_RETURN(L.q_norm, find_vector(f, p + "attn_q_norm.weight", hd));
     AGENTKV_ASSIGN_OR_RETURN(L.k_norm, find_vector(f, p + "attn_k_norm.weight", hd));
     AGENTKV_ASSIGN_OR_RETURN(L.post_attn_norm, find_vector(f, p + "post_attention_norm.weight", d));
     AGENTKV_ASSIGN_OR_RETURN(L.ffn_norm, find_vector(f, p + "ffn_norm.weight", d));
-    AGENTKV_ASSIGN_OR_RETURN(L.w_gate, find_matrix(f, p + "ffn_gate.weight", d, cfg.n_ff));
-    AGENTKV_ASSIGN_OR_RETURN(L.w_up, find_matrix(f, p + "ffn_up.weight", d, cfg.n_ff));
-    AGENTKV_ASSIGN_OR_RETURN(L.w_down, find_matrix(f, p + "ffn_down.weight", cfg.n_ff, d));
+    AGENTKV_ASSIGN_OR_RETURN(L.ffn, find_ffn(f, p, cfg));
     AGENTKV_ASSIGN_OR_RETURN(L.post_ffw_norm, find_vector(f, p + "post_ffw_norm.weight", d));
   }
-  WeightView embd;
   const float* out_norm;
-  AGENTKV_ASSIGN_OR_RETURN(embd, find_matrix(f, "token_embd.weight", d, cfg.n_vocab));
   AGENTKV_ASSIGN_OR_RETURN(out_norm, find_vector(f, "output_norm.weight", d));
   return std::unique_ptr<Model>(new Gemma3Model(std::move(cfg), std::move(layers), embd, out_norm));
 }

@@ -15,9 +15,9 @@ namespace {
 
 struct LlamaLayer {
   const float* attn_norm;
-  WeightView wq, wk, wv, wo;
+  AttentionWeights attn;
   const float* ffn_norm;
-  WeightView w_gate, w_up, w_down;
+  FfnWeights ffn;
 };
 
 class LlamaModel final : public Model {
@@ -43,9 +43,9 @@ class LlamaModel final : public Model {
     for (int il = 0; il < c.n_layer; ++il) {
       const LlamaLayer& L = layers_[il];
       norm_rows(x.data(), L.attn_norm, h.data(), n, d, c.rms_eps, pool);
-      matmul(L.wq, h.data(), n, q.data(), pool);
-      matmul(L.wk, h.data(), n, k.data(), pool);
-      matmul(L.wv, h.data(), n, v.data(), pool);
+      matmul(L.attn.wq, h.data(), n, q.data(), pool);
+      matmul(L.attn.wk, h.data(), n, k.data(), pool);
+      matmul(L.attn.wv, h.data(), n, v.data(), pool);
       pool.parallel_for(n, 8, [&](int64_t t0, int64_t t1) {
         for (int64_t t = t0; t < t1; ++t) {
           rope_.apply(&q[t * c.q_dim()], c.n_head, b.positions[t]);
@@ -54,14 +54,14 @@ class LlamaModel final : public Model {
       });
       write_kv(b, kv, il, k.data(), v.data());
       attention(c, b, kv, il, q.data(), 0, kq_scale, att.data(), pool);
-      matmul(L.wo, att.data(), n, h.data(), pool);
+      matmul(L.attn.wo, att.data(), n, h.data(), pool);
       add_inplace(x.data(), h.data(), n * d);
 
       norm_rows(x.data(), L.ffn_norm, h.data(), n, d, c.rms_eps, pool);
-      matmul(L.w_gate, h.data(), n, gate.data(), pool);
-      matmul(L.w_up, h.data(), n, up.data(), pool);
+      matmul(L.ffn.gate, h.data(), n, gate.data(), pool);
+      matmul(L.ffn.up, h.data(), n, up.data(), pool);
       silu_mul(gate.data(), up.data(), n * c.n_ff);
-      matmul(L.w_down, gate.data(), n, h.data(), pool);
+      matmul(L.ffn.down, gate.data(), n, h.data(), pool);
       add_inplace(x.data(), h.data(), n * d);
     }
     lm_head(head_, out_norm_, c.rms_eps, b, x.data(), d, logits, pool);
@@ -77,27 +77,20 @@ class LlamaModel final : public Model {
 }  // namespace
 
 Result<std::unique_ptr<Model>> create_llama_model(const GgufFile& f, ModelConfig cfg) {
-  const GgufTensorInfo* emb = f.tensor("token_embd.weight");
-  if (!emb || emb->n_dims != 2) return make_error("tensor 'token_embd.weight' missing or not 2-D");
-  cfg.n_vocab = int(emb->ne[1]);
+  WeightView embd;
+  AGENTKV_ASSIGN_OR_RETURN(embd, find_embedding(f, cfg));
   const int d = cfg.n_embd;
   std::vector<LlamaLayer> layers(cfg.n_layer);
   for (int il = 0; il < cfg.n_layer; ++il) {
     const std::string p = "blk." + std::to_string(il) + ".";
     LlamaLayer& L = layers[il];
     AGENTKV_ASSIGN_OR_RETURN(L.attn_norm, find_vector(f, p + "attn_norm.weight", d));
-    AGENTKV_ASSIGN_OR_RETURN(L.wq, find_matrix(f, p + "attn_q.weight", d, cfg.q_dim()));
-    AGENTKV_ASSIGN_OR_RETURN(L.wk, find_matrix(f, p + "attn_k.weight", d, cfg.kv_dim()));
-    AGENTKV_ASSIGN_OR_RETURN(L.wv, find_matrix(f, p + "attn_v.weight", d, cfg.kv_dim()));
-    AGENTKV_ASSIGN_OR_RETURN(L.wo, find_matrix(f, p + "attn_output.weight", cfg.q_dim(), d));
+    AGENTKV_ASSIGN_OR_RETURN(L.attn, find_attention(f, p, cfg));
     AGENTKV_ASSIGN_OR_RETURN(L.ffn_norm, find_vector(f, p + "ffn_norm.weight", d));
-    AGENTKV_ASSIGN_OR_RETURN(L.w_gate, find_matrix(f, p + "ffn_gate.weight", d, cfg.n_ff));
-    AGENTKV_ASSIGN_OR_RETURN(L.w_up, find_matrix(f, p + "ffn_up.weight", d, cfg.n_ff));
-    AGENTKV_ASSIGN_OR_RETURN(L.w_down, find_matrix(f, p + "ffn_down.weight", cfg.n_ff, d));
+    AGENTKV_ASSIGN_OR_RETURN(L.ffn, find_ffn(f, p, cfg));
   }
-  WeightView embd, head;
+  WeightView head;
   const float* out_norm;
-  AGENTKV_ASSIGN_OR_RETURN(embd, find_matrix(f, "token_embd.weight", d, cfg.n_vocab));
   AGENTKV_ASSIGN_OR_RETURN(out_norm, find_vector(f, "output_norm.weight", d));
   if (f.tensor("output.weight")) {
     AGENTKV_ASSIGN_OR_RETURN(head, find_matrix(f, "output.weight", d, cfg.n_vocab));

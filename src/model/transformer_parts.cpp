@@ -41,6 +41,32 @@ Result<const float*> find_vector(const GgufFile& f, const std::string& name, int
   return reinterpret_cast<const float*>(t->data);
 }
 
+Result<AttentionWeights> find_attention(const GgufFile& f, const std::string& p, const ModelConfig& c) {
+  AttentionWeights a;
+  AGENTKV_ASSIGN_OR_RETURN(a.wq, find_matrix(f, p + "attn_q.weight", c.n_embd, c.q_dim()));
+  AGENTKV_ASSIGN_OR_RETURN(a.wk, find_matrix(f, p + "attn_k.weight", c.n_embd, c.kv_dim()));
+  AGENTKV_ASSIGN_OR_RETURN(a.wv, find_matrix(f, p + "attn_v.weight", c.n_embd, c.kv_dim()));
+  AGENTKV_ASSIGN_OR_RETURN(a.wo, find_matrix(f, p + "attn_output.weight", c.q_dim(), c.n_embd));
+  return a;
+}
+
+Result<FfnWeights> find_ffn(const GgufFile& f, const std::string& p, const ModelConfig& c) {
+  FfnWeights w;
+  AGENTKV_ASSIGN_OR_RETURN(w.gate, find_matrix(f, p + "ffn_gate.weight", c.n_embd, c.n_ff));
+  AGENTKV_ASSIGN_OR_RETURN(w.up, find_matrix(f, p + "ffn_up.weight", c.n_embd, c.n_ff));
+  AGENTKV_ASSIGN_OR_RETURN(w.down, find_matrix(f, p + "ffn_down.weight", c.n_ff, c.n_embd));
+  return w;
+}
+
+Result<WeightView> find_embedding(const GgufFile& f, ModelConfig& cfg) {
+  const GgufTensorInfo* emb = f.tensor("token_embd.weight");
+  if (!emb || emb->n_dims != 2) return make_error("tensor 'token_embd.weight' missing or not 2-D");
+  if (emb->ne[1] < 1 || emb->ne[1] > (int64_t(1) << 24))
+    return make_error("tensor 'token_embd.weight' has an unsupported vocabulary size " + std::to_string(emb->ne[1]));
+  cfg.n_vocab = int(emb->ne[1]);
+  return find_matrix(f, "token_embd.weight", cfg.n_embd, cfg.n_vocab);
+}
+
 void embed_tokens(const WeightView& emb, const Batch& b, float scale, float* x, ThreadPool& pool) {
   const int64_t n_embd = emb.cols;
   pool.parallel_for(b.size(), 16, [&](int64_t t0, int64_t t1) {

@@ -22,6 +22,19 @@ Result<WeightView> find_matrix(const GgufFile& f, const std::string& name, int64
 // A 1-D F32 vector of length n (norm weights).
 Result<const float*> find_vector(const GgufFile& f, const std::string& name, int64_t n);
 
+// The projections every block has, looked up as blk.N.{attn_q,attn_k,attn_v,attn_output} and
+// blk.N.{ffn_gate,ffn_up,ffn_down} with their shapes checked against the config.
+struct AttentionWeights {
+  WeightView wq, wk, wv, wo;
+};
+struct FfnWeights {
+  WeightView gate, up, down;
+};
+Result<AttentionWeights> find_attention(const GgufFile& f, const std::string& prefix, const ModelConfig& cfg);
+Result<FfnWeights> find_ffn(const GgufFile& f, const std::string& prefix, const ModelConfig& cfg);
+// token_embd.weight; sets cfg.n_vocab from its shape.
+Result<WeightView> find_embedding(const GgufFile& f, ModelConfig& cfg);
+
 // x[t][n_embd] = scale * embedding row of token t.
 void embed_tokens(const WeightView& emb, const Batch& b, float scale, float* x, ThreadPool& pool);
 
