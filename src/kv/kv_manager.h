@@ -1,0 +1,102 @@
+// The one owner of all KV memory of one model: the arena that holds the values, the BlockPool that
+// tracks them, and KvSequence, the only way a sequence gets, shares, copies or frees blocks.
+// Blocks of different models never mix: each model has its own manager, and the model fingerprint
+// is part of every block hash.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "kv/block_pool.h"
+#include "model/kv_arena.h"
+#include "model/model_config.h"
+#include "util/status.h"
+
+namespace agentkv {
+
+struct KvManagerOptions {
+  int block_size = 16;
+  int64_t mem_bytes = 0;        // budget for K/V values; 0: default_kv_mem_bytes()
+  bool prefix_caching = true;
+  BlockHashFn hash = hash_block_tokens;
+};
+
+// A quarter of physical RAM: leaves room for weights, logits and the rest of the system.
+int64_t default_kv_mem_bytes();
+// "1073741824", "512M", "4G", "1.5GiB", "64k" → bytes; an error names the malformed text.
+Result<int64_t> parse_byte_size(std::string_view text);
+
+class KvManager {
+ public:
+  // Fails (one line naming the sizes) when the budget holds less than one block.
+  static Result<std::unique_ptr<KvManager>> create(const ModelConfig& cfg, uint64_t fingerprint,
+                                                   const KvManagerOptions& opt);
+
+  const KvArena& arena() const { return *arena_; }
+  BlockPool& pool() { return pool_; }
+  const BlockPool& pool() const { return pool_; }
+  int block_size() const { return pool_.block_size(); }
+  bool prefix_caching() const { return prefix_caching_; }
+  int64_t bytes_per_block() const { return arena_->bytes_per_block(); }
+  int64_t budget_bytes() const { return pool_.n_blocks() * bytes_per_block(); }
+  int64_t used_bytes() const { return pool_.stats().n_used * bytes_per_block(); }
+
+  // Copies every layer's K and V of block src into block dst.
+  void copy_block(int32_t src, int32_t dst);
+
+ private:
+  KvManager(std::unique_ptr<KvArena> arena, int64_t n_blocks, int block_size, uint64_t fingerprint,
+            const KvManagerOptions& opt);
+  std::unique_ptr<KvArena> arena_;
+  BlockPool pool_;
+  bool prefix_caching_;
+};
+
+// A sequence's tokens-with-KV and its block table. Slot i (token i) lives in blocks()[i / block_size].
+// Move-only; the destructor releases its blocks.
+class KvSequence {
+ public:
+  explicit KvSequence(KvManager& m, uint64_t salt = 0);
+  ~KvSequence();
+  KvSequence(KvSequence&& o) noexcept;
+  KvSequence& operator=(KvSequence&& o) noexcept;
+  KvSequence(const KvSequence&) = delete;
+  KvSequence& operator=(const KvSequence&) = delete;
+
+  const std::vector<int32_t>& blocks() const { return blocks_; }
+  // Tokens whose K/V is in the blocks (slots [0, n_tokens())).
+  const std::vector<int32_t>& tokens() const { return tokens_; }
+  int64_t n_tokens() const { return int64_t(tokens_.size()); }
+  uint64_t salt() const { return salt_; }
+
+  // Only on an empty sequence: takes the longest chain of cached full blocks that starts `prompt`,
+  // at most (prompt.size() - 1) / block_size blocks so that at least one token is left to compute
+  // (its logits are needed). Returns the number of tokens reused. No-op when prefix caching is off.
+  int64_t match_prefix(std::span<const int32_t> prompt);
+
+  // Blocks that reserve(n) would allocate (new blocks plus a copy of a shared partial last block).
+  int64_t blocks_needed(int64_t n) const;
+  // Makes slots [n_tokens(), n_tokens() + n) writable: allocates blocks and copies a shared partial
+  // last block (copy on write). Returns false and changes nothing when the pool is short.
+  bool reserve(int64_t n);
+  // After the forward pass wrote K/V of `tokens` at slots [n_tokens(), ...): appends them and
+  // registers every newly full block in the prefix index (when prefix caching is on).
+  void commit(std::span<const int32_t> tokens);
+  // A sequence sharing every block (refcounts +1) and the same tokens. Whichever of the two writes
+  // next into a shared partial last block copies it first (reserve does).
+  KvSequence fork() const;
+  // Returns every block to the pool (tail first) and empties the sequence.
+  void release();
+
+ private:
+  KvManager* m_;
+  uint64_t salt_;
+  std::vector<int32_t> blocks_;
+  std::vector<int32_t> tokens_;
+  std::vector<uint64_t> hashes_;  // chained hash of each full block, in order
+};
+
+}  // namespace agentkv
