@@ -3,6 +3,7 @@
 #include <chrono>
 
 #include "engine/single_sequence.h"
+#include "engine/text_stream.h"
 
 namespace agentkv {
 
@@ -11,21 +12,6 @@ double now_seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 }  // namespace
-
-size_t complete_utf8_prefix(std::string_view s) {
-  // Walk back over at most 3 continuation bytes to the last lead byte and check its length.
-  size_t n = s.size();
-  size_t i = n;
-  int cont = 0;
-  while (i > 0 && cont < 4 && (static_cast<unsigned char>(s[i - 1]) & 0xC0) == 0x80) {
-    --i;
-    ++cont;
-  }
-  if (i == 0) return n;
-  const unsigned char lead = static_cast<unsigned char>(s[i - 1]);
-  int need = lead < 0x80 ? 1 : (lead >> 5) == 0x6 ? 2 : (lead >> 4) == 0xE ? 3 : (lead >> 3) == 0x1E ? 4 : 1;
-  return (cont + 1 < need) ? i - 1 : n;
-}
 
 Result<GenerateResult> generate(const LoadedModel& lm, const std::vector<int32_t>& prompt,
                                 const GenerateOptions& opt, ThreadPool& pool,
@@ -51,10 +37,7 @@ Result<GenerateResult> generate(const LoadedModel& lm, const std::vector<int32_t
   double t1 = now_seconds();
   res.prefill_seconds = t1 - t0;
   res.finish_reason = "length";
-  std::string text;      // all generated text
-  size_t emitted = 0;    // bytes of text already passed to on_text
-  size_t max_stop = 0;
-  for (auto& s : opt.stop) max_stop = std::max(max_stop, s.size());
+  TextStream stream(*lm.tokenizer, opt.stop);
   for (int i = 0; i < opt.max_tokens; ++i) {
     const int32_t tok = sampler.sample(logits.data(), cfg.n_vocab, history);
     if (lm.tokenizer->is_eog(tok)) {
@@ -63,25 +46,9 @@ Result<GenerateResult> generate(const LoadedModel& lm, const std::vector<int32_t
     }
     res.tokens.push_back(tok);
     history.push_back(tok);
-    text += lm.tokenizer->token_to_piece(tok, false);
-    // Stop strings: cut the text at the first occurrence.
-    bool stopped = false;
-    for (auto& s : opt.stop) {
-      if (s.empty()) continue;
-      size_t at = text.find(s, emitted > s.size() ? emitted - s.size() : 0);
-      if (at != std::string::npos) {
-        text.resize(at);
-        stopped = true;
-      }
-    }
-    // Emit what is complete UTF-8 and cannot be the start of a stop string.
-    size_t safe = stopped ? text.size() : complete_utf8_prefix(text);
-    if (!stopped && max_stop > 0) safe = std::min(safe, text.size() > max_stop - 1 ? text.size() - (max_stop - 1) : 0);
-    if (on_text && safe > emitted) {
-      on_text(std::string_view(text).substr(emitted, safe - emitted));
-      emitted = safe;
-    }
-    if (stopped) {
+    const std::string piece = stream.push(tok);
+    if (on_text && !piece.empty()) on_text(piece);
+    if (stream.stopped()) {
       res.finish_reason = "stop";
       break;
     }
@@ -89,8 +56,9 @@ Result<GenerateResult> generate(const LoadedModel& lm, const std::vector<int32_t
     const int32_t next[1] = {tok};
     AGENTKV_TRY(seq.eval(next, 0, logits, pool));
   }
-  if (on_text && text.size() > emitted) on_text(std::string_view(text).substr(emitted));
-  res.text = std::move(text);
+  const std::string rest = stream.finish();
+  if (on_text && !rest.empty()) on_text(rest);
+  res.text = stream.text();
   res.decode_seconds = now_seconds() - t1;
   return res;
 }

@@ -28,9 +28,6 @@ struct GenerateResult {
   double decode_seconds = 0;
 };
 
-// Length of the longest prefix of s that is complete UTF-8 (an incomplete trailing sequence is held back).
-size_t complete_utf8_prefix(std::string_view s);
-
 Result<GenerateResult> generate(const LoadedModel& lm, const std::vector<int32_t>& prompt,
                                 const GenerateOptions& opt, ThreadPool& pool,
                                 const std::function<void(std::string_view)>& on_text = {});

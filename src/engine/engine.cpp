@@ -1,0 +1,343 @@
+#include "engine/engine.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <limits>
+
+namespace agentkv {
+
+namespace {
+
+double now_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// log-softmax of the raw logits (before penalties and temperature), as OpenAI reports logprobs.
+TokenLogprob logprobs_of(const float* logits, int32_t n_vocab, int32_t chosen, int top) {
+  float mx = -std::numeric_limits<float>::infinity();
+  for (int32_t i = 0; i < n_vocab; ++i) mx = std::max(mx, logits[i]);
+  double sum = 0;
+  for (int32_t i = 0; i < n_vocab; ++i) sum += std::exp(double(logits[i]) - mx);
+  const float log_z = float(mx + std::log(sum));
+  TokenLogprob lp;
+  lp.token = chosen;
+  lp.logprob = logits[chosen] - log_z;
+  if (top > 0) {
+    std::vector<std::pair<float, int32_t>> best;
+    best.reserve(size_t(top) + 1);
+    for (int32_t i = 0; i < n_vocab; ++i) {
+      if (int(best.size()) == top && logits[i] <= best.back().first) continue;
+      auto pos = std::find_if(best.begin(), best.end(), [&](const auto& b) { return logits[i] > b.first; });
+      best.insert(pos, {logits[i], i});
+      if (int(best.size()) > top) best.pop_back();
+    }
+    for (auto& [v, id] : best) lp.top.emplace_back(id, v - log_z);
+  }
+  return lp;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Engine>> Engine::create(const LoadedModel& model, const EngineOptions& opt, ThreadPool& pool) {
+  if (opt.scheduler.max_batch_tokens < 1) return make_error("max batch tokens must be >= 1");
+  if (opt.scheduler.max_running < 1) return make_error("max running sequences must be >= 1");
+  if (opt.n_ctx < 0) return make_error("n_ctx must be >= 0");
+  std::unique_ptr<KvManager> kv;
+  AGENTKV_ASSIGN_OR_RETURN(kv, KvManager::create(model.config(), model.fingerprint, opt.kv));
+  return std::unique_ptr<Engine>(new Engine(model, opt, pool, std::move(kv)));
+}
+
+Engine::Engine(const LoadedModel& model, const EngineOptions& opt, ThreadPool& pool, std::unique_ptr<KvManager> kv)
+    : lm_(model),
+      opt_(opt),
+      pool_(pool),
+      kv_(std::move(kv)),
+      scheduler_(*kv_, opt.scheduler),
+      n_ctx_(opt.n_ctx > 0 ? std::min(opt.n_ctx, model.config().n_ctx_train) : model.config().n_ctx_train) {}
+
+Engine::~Engine() {
+  // Sequences release their blocks in their destructors; the manager must outlive them.
+  requests_.clear();
+}
+
+Status Engine::validate(const RequestParams& p) const {
+  if (p.prompt.empty()) return make_error("prompt is empty");
+  const int32_t n_vocab = lm_.config().n_vocab;
+  for (int32_t t : p.prompt)
+    if (t < 0 || t >= n_vocab)
+      return make_error("prompt token id " + std::to_string(t) + " out of range [0, " + std::to_string(n_vocab) + ")");
+  if (int64_t(p.prompt.size()) >= n_ctx_)
+    return make_error("prompt of " + std::to_string(p.prompt.size()) + " tokens does not fit the context of " +
+                      std::to_string(n_ctx_) + " tokens");
+  if (p.max_tokens < 0) return make_error("max_tokens must be >= 0");
+  if (p.min_tokens < 0 || p.min_tokens > p.max_tokens) return make_error("min_tokens must be in [0, max_tokens]");
+  if (p.n < 1 || p.n > opt_.max_n) return make_error("n must be in [1, " + std::to_string(opt_.max_n) + "]");
+  if (p.top_logprobs < -1 || p.top_logprobs > opt_.max_top_logprobs)
+    return make_error("top_logprobs must be in [0, " + std::to_string(opt_.max_top_logprobs) + "]");
+  AGENTKV_TRY(p.sampling.validate());
+  // The request must fit the KV budget on its own, or it could never finish (preemption frees
+  // other sequences' blocks, not the request's own).
+  const int64_t bs = kv_->block_size();
+  const int64_t total = std::min<int64_t>(int64_t(p.prompt.size()) + p.max_tokens, n_ctx_);
+  const int64_t gen = total - int64_t(p.prompt.size());
+  const int64_t blocks = ceil_div(total, bs) + int64_t(p.n - 1) * (ceil_div(gen, bs) + 1);
+  if (blocks > kv_->pool().n_blocks())
+    return make_error("request needs " + std::to_string(blocks) + " KV blocks (" +
+                      std::to_string(blocks * kv_->bytes_per_block()) + " bytes) but the KV budget holds " +
+                      std::to_string(kv_->pool().n_blocks()) + " (" + std::to_string(kv_->budget_bytes()) +
+                      " bytes; raise --kv-mem)");
+  return {};
+}
+
+std::unique_ptr<Sequence> Engine::make_sequence(const RequestState& r, uint64_t id, int index, uint64_t arrival) {
+  auto s = std::make_unique<Sequence>(*kv_, r.params.cache_salt);
+  s->request_id = id;
+  s->index = index;
+  s->arrival = arrival;
+  SamplingParams sp = r.params.sampling;
+  sp.seed += uint64_t(index);  // n samples of one seeded request differ, and are reproducible
+  s->sampler = std::make_unique<Sampler>(sp);
+  s->text = std::make_unique<TextStream>(*lm_.tokenizer, r.params.stop);
+  return s;
+}
+
+Result<uint64_t> Engine::add_request(RequestParams p, RequestCallback cb) {
+  const uint64_t id = next_request_id();
+  AGENTKV_TRY(add_request_with_id(id, std::move(p), std::move(cb)));
+  return id;
+}
+
+Status Engine::add_request_with_id(uint64_t id, RequestParams p, RequestCallback cb) {
+  AGENTKV_TRY(validate(p));
+  if (requests_.count(id)) return make_error("request id " + std::to_string(id) + " is already in use");
+  RequestState& r = requests_[id];
+  r.params = std::move(p);
+  r.cb = std::move(cb);
+  r.arrival_time = now_seconds();
+  auto s = make_sequence(r, id, 0, next_arrival_++);
+  s->tokens = r.params.prompt;
+  s->n_prompt = int(s->tokens.size());
+  scheduler_.add_waiting(s.get());
+  r.seqs.push_back(std::move(s));
+  ++m_.requests_added;
+  return {};
+}
+
+void Engine::finish_sequence(RequestState& r, Sequence* s, RequestEvent& ev, const std::string& reason) {
+  ev.text += s->text->finish();
+  ev.seq_finished = true;
+  ev.finish_reason = reason;
+  scheduler_.remove(s);  // blocks go back at once
+  s->state = Sequence::State::kFinished;
+  ++r.n_finished;
+  // The fork adds the other n-1 sequences before sequence 0 samples, so "all of r.seqs" is right
+  // both before and after it.
+  ev.request_finished = size_t(r.n_finished) == r.seqs.size();
+}
+
+void Engine::sample_and_emit(RequestState& r, Sequence* s, float* logits) {
+  const int32_t n_vocab = lm_.config().n_vocab;
+  RequestEvent ev;
+  ev.request_id = s->request_id;
+  ev.seq_index = s->index;
+  ev.n_prompt = s->n_prompt;
+  ev.n_cached_prompt = std::max(0, r.seqs.front()->n_cached_prompt);
+  const double now = now_seconds();
+  if (r.params.max_tokens == 0) {
+    ev.n_generated = 0;
+    finish_sequence(r, s, ev, "length");
+    if (r.cb) r.cb(ev);
+    if (ev.request_finished) finished_ids_.push_back(s->request_id);
+    return;
+  }
+  const bool block_eog = r.params.ignore_eos || s->n_generated < r.params.min_tokens;
+  if (block_eog)
+    for (int32_t e : lm_.tokenizer->eog_ids())
+      if (e >= 0 && e < n_vocab) logits[e] = -std::numeric_limits<float>::infinity();
+  if (r.params.top_logprobs >= 0) {
+    // Logprobs describe the model's distribution, so they are taken before penalties / temperature.
+    scratch_logits_.assign(logits, logits + n_vocab);
+  }
+  const int32_t tok = s->sampler->sample(logits, n_vocab, s->tokens);
+  ev.has_token = true;
+  ev.token = tok;
+  if (r.params.top_logprobs >= 0) ev.logprob = logprobs_of(scratch_logits_.data(), n_vocab, tok, r.params.top_logprobs);
+  if (!r.first_token_seen) {
+    r.first_token_seen = true;
+    m_.ttft.observe(now - r.arrival_time);
+  } else if (s->n_generated > 0) {
+    m_.inter_token.observe(now - s->last_token_time);
+  }
+  s->last_token_time = now;
+  ++m_.tokens_decoded;
+  if (!block_eog && lm_.tokenizer->is_eog(tok)) {
+    ev.n_generated = s->n_generated;
+    finish_sequence(r, s, ev, "stop");
+  } else {
+    s->tokens.push_back(tok);
+    ++s->n_generated;
+    ev.n_generated = s->n_generated;
+    ev.text = s->text->push(tok);
+    if (s->text->stopped())
+      finish_sequence(r, s, ev, "stop");
+    else if (s->n_generated >= r.params.max_tokens || int64_t(s->tokens.size()) >= n_ctx_)
+      finish_sequence(r, s, ev, "length");
+  }
+  if (r.cb) r.cb(ev);
+  if (ev.request_finished) finished_ids_.push_back(s->request_id);
+}
+
+void Engine::on_logits(Sequence* s, const float* row) {
+  RequestState& r = requests_.at(s->request_id);
+  const int32_t n_vocab = lm_.config().n_vocab;
+  std::vector<Sequence*> targets{s};
+  if (r.params.n > 1 && !r.forked && r.params.max_tokens > 0) {
+    // The prompt was prefilled once; the other n-1 samples share its blocks (the partly filled
+    // last block is copied when each writes its first token).
+    r.forked = true;
+    for (int i = 1; i < r.params.n; ++i) {
+      auto child = make_sequence(r, s->request_id, i, s->arrival);
+      child->kv = s->kv.fork();
+      child->tokens = s->tokens;
+      child->n_prompt = s->n_prompt;
+      child->n_cached_prompt = s->n_cached_prompt;
+      scheduler_.add_running(child.get());
+      targets.push_back(child.get());
+      r.seqs.push_back(std::move(child));
+    }
+  }
+  std::vector<float> row_copy;
+  for (Sequence* t : targets) {
+    row_copy.assign(row, row + n_vocab);
+    sample_and_emit(r, t, row_copy.data());
+  }
+}
+
+Status Engine::step() {
+  std::vector<ScheduledChunk> chunks = scheduler_.schedule();
+  ++m_.steps;
+  if (chunks.empty()) {
+    if (scheduler_.n_running() == 0 && scheduler_.n_waiting() > 0) {
+      // Nothing runs and the head of the queue cannot get blocks: only blocks pinned outside the
+      // scheduler could cause this; fail the request instead of spinning.
+      fail_request(scheduler_.waiting().front()->request_id,
+                   "not enough free KV blocks to admit the request (raise --kv-mem)");
+    }
+    for (uint64_t id : finished_ids_) requests_.erase(id);
+    finished_ids_.clear();
+    return {};
+  }
+  batch_.clear();
+  int64_t n_decode = 0;
+  int64_t n_prefill = 0;
+  for (size_t ci = 0; ci < chunks.size(); ++ci) {
+    const ScheduledChunk& c = chunks[ci];
+    const KvSequence& kv = c.seq->kv;
+    batch_.seqs.push_back(SeqBlocks{kv.blocks().data(), int32_t(kv.blocks().size())});
+    for (int64_t i = 0; i < c.n; ++i) {
+      const int32_t pos = int32_t(c.start + i);
+      batch_.add(c.seq->tokens[size_t(pos)], pos, int32_t(ci), pos, c.wants_logits && i + 1 == c.n);
+    }
+    if (c.n == 1 && c.start >= c.seq->n_prompt)
+      ++n_decode;
+    else
+      n_prefill += c.n;
+  }
+  const int32_t n_vocab = lm_.config().n_vocab;
+  logits_.resize(batch_.logit_rows.size() * size_t(n_vocab));
+  const double t0 = now_seconds();
+  Status st = lm_.model->forward(batch_, kv_->arena(), logits_.data(), pool_);
+  const double dt = now_seconds() - t0;
+  if (!st.ok()) return st;
+  m_.forward_seconds += dt;
+  m_.prefill_seconds += dt * double(n_prefill) / double(n_prefill + n_decode);
+  m_.tokens_prefilled += uint64_t(n_prefill);
+  size_t row = 0;
+  for (const ScheduledChunk& c : chunks) {
+    c.seq->kv.commit(std::span<const int32_t>(c.seq->tokens).subspan(size_t(c.start), size_t(c.n)));
+  }
+  for (const ScheduledChunk& c : chunks) {
+    if (!c.wants_logits) continue;
+    on_logits(c.seq, logits_.data() + row * size_t(n_vocab));
+    ++row;
+  }
+  for (uint64_t id : finished_ids_) requests_.erase(id);
+  finished_ids_.clear();
+  return {};
+}
+
+Status Engine::run_until_idle() {
+  while (has_work()) AGENTKV_TRY(step());
+  return {};
+}
+
+void Engine::fail_request(uint64_t id, const std::string& error) {
+  auto it = requests_.find(id);
+  if (it == requests_.end()) return;
+  RequestState& r = it->second;
+  ++m_.requests_failed;
+  for (auto& s : r.seqs) {
+    if (s->state == Sequence::State::kFinished) continue;
+    scheduler_.remove(s.get());
+    s->state = Sequence::State::kFinished;
+  }
+  RequestEvent ev;
+  ev.request_id = id;
+  ev.seq_finished = true;
+  ev.request_finished = true;
+  ev.finish_reason = "error";
+  ev.error = error;
+  if (r.cb) r.cb(ev);
+  finished_ids_.push_back(id);
+}
+
+void Engine::cancel(uint64_t id) {
+  auto it = requests_.find(id);
+  if (it == requests_.end()) return;
+  RequestState& r = it->second;
+  ++m_.requests_cancelled;
+  std::vector<Sequence*> live;
+  for (auto& s : r.seqs)
+    if (s->state != Sequence::State::kFinished) live.push_back(s.get());
+  for (size_t i = 0; i < live.size(); ++i) {
+    Sequence* s = live[i];
+    RequestEvent ev;
+    ev.request_id = id;
+    ev.seq_index = s->index;
+    ev.n_prompt = s->n_prompt;
+    ev.n_generated = s->n_generated;
+    ev.text = s->text->finish();
+    ev.seq_finished = true;
+    ev.finish_reason = "cancelled";
+    scheduler_.remove(s);
+    s->state = Sequence::State::kFinished;
+    ev.request_finished = i + 1 == live.size();
+    if (r.cb) r.cb(ev);
+  }
+  requests_.erase(it);
+}
+
+EngineMetrics Engine::metrics() const {
+  EngineMetrics m = m_;
+  const ScheduleStats& ss = scheduler_.stats();
+  m.preemptions = ss.preemptions;
+  m.prefix_query_tokens = ss.prefix_query_tokens;
+  m.prefix_hit_tokens = ss.prefix_hit_tokens;
+  const BlockPoolStats ps = kv_->pool().stats();
+  m.prefix_query_blocks = uint64_t(ps.lookups);
+  m.prefix_hit_blocks = uint64_t(ps.hits);
+  m.blocks_total = ps.n_blocks;
+  m.blocks_used = ps.n_used;
+  m.blocks_free = ps.n_free;
+  m.blocks_cached = ps.n_cached;
+  m.blocks_peak_used = ps.peak_used;
+  m.bytes_per_block = kv_->bytes_per_block();
+  m.requests_running = int64_t(scheduler_.n_running());
+  m.requests_waiting = int64_t(scheduler_.n_waiting());
+  return m;
+}
+
+}  // namespace agentkv

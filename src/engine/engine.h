@@ -1,0 +1,97 @@
+// The serving core for one model: requests and their sequences, the scheduler, the KV manager, one
+// batched forward pass per step, sampling and per-token events. Single-threaded by design: exactly
+// one thread (EngineLoop's, or a benchmark's / test's own) calls add_request / cancel / step.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/engine_metrics.h"
+#include "engine/request.h"
+#include "engine/scheduler.h"
+#include "engine/sequence.h"
+#include "kv/kv_manager.h"
+#include "model/loaded_model.h"
+#include "util/thread_pool.h"
+
+namespace agentkv {
+
+struct EngineOptions {
+  KvManagerOptions kv;
+  SchedulerOptions scheduler;
+  int n_ctx = 0;          // longest sequence (prompt + generated); 0: the model's training context
+  int max_n = 64;         // largest n per request
+  int max_top_logprobs = 20;
+};
+
+class Engine {
+ public:
+  static Result<std::unique_ptr<Engine>> create(const LoadedModel& model, const EngineOptions& opt,
+                                                ThreadPool& pool);
+  ~Engine();
+
+  const LoadedModel& model() const { return lm_; }
+  int n_ctx() const { return n_ctx_; }
+  KvManager& kv() { return *kv_; }
+  const KvManager& kv() const { return *kv_; }
+
+  // Checks a request against the model and the KV budget; the error names the bad field. Const and
+  // thread-safe, so server threads can reject bad requests without a round trip to the engine.
+  Status validate(const RequestParams& p) const;
+  // Ids are unique per engine; thread-safe.
+  uint64_t next_request_id() { return next_id_.fetch_add(1) + 1; }
+
+  // Queues a request (validated again); events go to cb on the calling (engine) thread.
+  Result<uint64_t> add_request(RequestParams p, RequestCallback cb);
+  Status add_request_with_id(uint64_t id, RequestParams p, RequestCallback cb);
+  // Stops a request now: its blocks are freed and it gets a final "cancelled" event. Unknown ids
+  // (already finished) are ignored.
+  void cancel(uint64_t id);
+
+  bool has_work() const { return !requests_.empty(); }
+  // One scheduling step and forward pass. An error is an engine bug (inputs were validated).
+  Status step();
+  // Steps until every request has finished.
+  Status run_until_idle();
+
+  EngineMetrics metrics() const;
+
+ private:
+  struct RequestState {
+    RequestParams params;
+    RequestCallback cb;
+    std::vector<std::unique_ptr<Sequence>> seqs;
+    int n_finished = 0;
+    bool forked = false;
+    double arrival_time = 0;
+    bool first_token_seen = false;
+  };
+
+  Engine(const LoadedModel& model, const EngineOptions& opt, ThreadPool& pool, std::unique_ptr<KvManager> kv);
+  std::unique_ptr<Sequence> make_sequence(const RequestState& r, uint64_t id, int index, uint64_t arrival);
+  void on_logits(Sequence* s, const float* logits);
+  void sample_and_emit(RequestState& r, Sequence* s, float* logits);
+  void finish_sequence(RequestState& r, Sequence* s, RequestEvent& ev, const std::string& reason);
+  void fail_request(uint64_t id, const std::string& error);
+
+  const LoadedModel& lm_;
+  EngineOptions opt_;
+  ThreadPool& pool_;
+  std::unique_ptr<KvManager> kv_;
+  Scheduler scheduler_;
+  int n_ctx_;
+  std::map<uint64_t, RequestState> requests_;
+  std::vector<uint64_t> finished_ids_;
+  std::atomic<uint64_t> next_id_{0};
+  uint64_t next_arrival_ = 0;
+  Batch batch_;
+  std::vector<float> logits_;
+  std::vector<float> scratch_logits_;
+  EngineMetrics m_;
+};
+
+}  // namespace agentkv

@@ -1,0 +1,57 @@
+// Counters and gauges of one engine, read by bench-agents and exported by the server's /metrics.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <vector>
+
+namespace agentkv {
+
+// Cumulative histogram with fixed bucket bounds (seconds), Prometheus style.
+class LatencyHistogram {
+ public:
+  LatencyHistogram();
+  void observe(double seconds);
+  const std::vector<double>& bounds() const { return bounds_; }
+  const std::vector<uint64_t>& counts() const { return counts_; }  // per bucket, not cumulative; last = +Inf
+  uint64_t count() const { return count_; }
+  double sum() const { return sum_; }
+
+ private:
+  std::vector<double> bounds_;
+  std::vector<uint64_t> counts_;
+  uint64_t count_ = 0;
+  double sum_ = 0;
+};
+
+struct EngineMetrics {
+  // Counters.
+  uint64_t requests_added = 0;
+  uint64_t requests_finished = 0;
+  uint64_t requests_cancelled = 0;
+  uint64_t requests_failed = 0;
+  uint64_t prefix_query_tokens = 0;   // prompt tokens looked up in the prefix cache at admission
+  uint64_t prefix_hit_tokens = 0;     // of those, reused from cached blocks
+  uint64_t prefix_query_blocks = 0;
+  uint64_t prefix_hit_blocks = 0;
+  uint64_t tokens_prefilled = 0;      // tokens computed without sampling from them (prompt / recompute)
+  uint64_t tokens_decoded = 0;        // tokens sampled
+  uint64_t preemptions = 0;
+  uint64_t steps = 0;
+  double forward_seconds = 0;
+  double prefill_seconds = 0;         // forward time attributed to prefill tokens (by token share)
+  // Gauges.
+  int64_t blocks_total = 0;
+  int64_t blocks_used = 0;
+  int64_t blocks_free = 0;
+  int64_t blocks_cached = 0;
+  int64_t blocks_peak_used = 0;
+  int64_t bytes_per_block = 0;
+  int64_t requests_running = 0;
+  int64_t requests_waiting = 0;
+  // Latencies.
+  LatencyHistogram ttft;
+  LatencyHistogram inter_token;
+};
+
+}  // namespace agentkv

@@ -1,0 +1,53 @@
+// What a client asks the engine for, and what it hears back. Sampling parameters are per request.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "engine/sampler.h"
+
+namespace agentkv {
+
+struct RequestParams {
+  std::vector<int32_t> prompt;      // token ids (BOS included if the model wants one)
+  SamplingParams sampling;
+  int max_tokens = 128;
+  int min_tokens = 0;               // end-of-generation tokens are ignored before this many
+  int n = 1;                        // parallel samples: the prompt is prefilled once, then forked
+  std::vector<std::string> stop;    // stop strings (cut from the text)
+  bool ignore_eos = false;
+  int top_logprobs = -1;            // -1: no logprobs; 0: the chosen token's; k: also the top k
+  uint64_t cache_salt = 0;          // isolates prefix-cache entries (e.g. per tenant)
+};
+
+struct TokenLogprob {
+  int32_t token = 0;
+  float logprob = 0;
+  std::vector<std::pair<int32_t, float>> top;  // (token, logprob), best first
+};
+
+// One event per sampled token of one sequence, plus the final one of each sequence. Delivered on
+// the engine thread; the receiver must not block.
+struct RequestEvent {
+  uint64_t request_id = 0;
+  int seq_index = 0;              // 0..n-1
+  bool has_token = false;
+  int32_t token = -1;             // the sampled token (also when it ends the sequence)
+  std::string text;               // newly releasable text (complete UTF-8, stop strings cut)
+  TokenLogprob logprob;           // when requested
+  bool seq_finished = false;
+  std::string finish_reason;      // "stop", "length", "cancelled", "error"
+  bool request_finished = false;  // the last event of the request
+  std::string error;              // set with finish_reason "error"
+  // Usage, filled on every event.
+  int n_prompt = 0;
+  int n_cached_prompt = 0;        // prompt tokens whose KV came from the prefix cache
+  int n_generated = 0;            // this sequence's tokens so far
+};
+
+using RequestCallback = std::function<void(const RequestEvent&)>;
+
+}  // namespace agentkv

@@ -1,0 +1,102 @@
+#include "engine/scheduler.h"
+
+#include <algorithm>
+
+#include "util/status.h"
+
+namespace agentkv {
+
+Scheduler::Scheduler(KvManager& kv, SchedulerOptions opt) : kv_(kv), opt_(opt) {
+  AGENTKV_CHECK(opt_.max_batch_tokens > 0 && opt_.max_running > 0);
+}
+
+void Scheduler::add_waiting(Sequence* s) {
+  s->state = Sequence::State::kWaiting;
+  waiting_.push_back(s);
+}
+
+void Scheduler::add_running(Sequence* s) {
+  s->state = Sequence::State::kRunning;
+  running_.push_back(s);
+}
+
+void Scheduler::remove(Sequence* s) {
+  std::erase(running_, s);
+  std::erase(waiting_, s);
+  s->kv.release();
+  s->scheduled = false;
+}
+
+void Scheduler::preempt(Sequence* s) {
+  // Recompute later: the blocks go back to the pool but stay in the prefix cache until evicted, so
+  // a resumed sequence usually finds most of its prefix again.
+  std::erase(running_, s);
+  s->kv.release();
+  s->state = Sequence::State::kWaiting;
+  ++s->n_preemptions;
+  ++stats_.preemptions;
+  waiting_.push_front(s);
+}
+
+bool Scheduler::reserve_or_preempt(Sequence* s, int64_t n) {
+  while (s->kv.blocks_needed(n) > kv_.pool().num_free()) {
+    Sequence* victim = nullptr;
+    for (Sequence* r : running_)
+      if (!r->scheduled && (!victim || r->arrival > victim->arrival)) victim = r;
+    AGENTKV_CHECK(victim != nullptr);  // s itself is running and not yet scheduled
+    preempt(victim);
+    if (victim == s) return false;
+  }
+  AGENTKV_CHECK(s->kv.reserve(n));
+  return true;
+}
+
+std::vector<ScheduledChunk> Scheduler::schedule() {
+  std::vector<ScheduledChunk> out;
+  int64_t budget = opt_.max_batch_tokens;
+  const uint64_t preemptions_before = stats_.preemptions;
+  for (Sequence* s : running_) s->scheduled = false;
+  auto take = [&](Sequence* s, int64_t n) {
+    out.push_back(ScheduledChunk{s, s->kv.n_tokens(), n, s->kv.n_tokens() + n == int64_t(s->tokens.size())});
+    s->scheduled = true;
+    budget -= n;
+  };
+  // Decode tokens first, then chunks of unfinished prefills, both in arrival order.
+  for (int pass = 0; pass < 2 && budget > 0; ++pass) {
+    std::vector<Sequence*> snapshot = running_;
+    std::sort(snapshot.begin(), snapshot.end(), [](Sequence* a, Sequence* b) { return a->arrival < b->arrival; });
+    for (Sequence* s : snapshot) {
+      if (budget <= 0) break;
+      if (s->state != Sequence::State::kRunning || s->scheduled) continue;
+      const int64_t need = s->n_uncomputed();
+      if (need <= 0 || (pass == 0) != (need == 1)) continue;
+      const int64_t n = std::min(need, budget);
+      if (reserve_or_preempt(s, n)) take(s, n);
+    }
+  }
+  // Admit waiting sequences while nothing had to be preempted in this step.
+  if (stats_.preemptions != preemptions_before) return out;
+  // Keep a few blocks free for the decode steps of running sequences, so that admitting does not
+  // immediately force a preemption.
+  const int64_t watermark = running_.empty() ? 0 : std::max<int64_t>(1, kv_.pool().n_blocks() / 100);
+  while (!waiting_.empty() && budget > 0 && running_.size() < size_t(opt_.max_running)) {
+    Sequence* s = waiting_.front();
+    int64_t hit = 0;
+    if (s->kv.n_tokens() == 0) hit = s->kv.match_prefix(s->tokens);
+    const int64_t n = std::min(s->n_uncomputed(), budget);
+    if (s->kv.blocks_needed(n) + watermark > kv_.pool().num_free()) {
+      s->kv.release();  // hits are given back; they stay cached for the next attempt
+      break;
+    }
+    waiting_.pop_front();
+    stats_.prefix_query_tokens += s->tokens.size();
+    stats_.prefix_hit_tokens += uint64_t(hit);
+    if (s->n_cached_prompt < 0) s->n_cached_prompt = int(std::min<int64_t>(hit, s->n_prompt));
+    AGENTKV_CHECK(s->kv.reserve(n));
+    add_running(s);
+    take(s, n);
+  }
+  return out;
+}
+
+}  // namespace agentkv

@@ -1,0 +1,38 @@
+// One sequence the engine is generating: its tokens (prompt + generated), its KV blocks and its
+// per-sequence sampling and text state. A request with n > 1 owns n of them after the fork.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "engine/sampler.h"
+#include "engine/text_stream.h"
+#include "kv/kv_manager.h"
+
+namespace agentkv {
+
+struct Sequence {
+  enum class State { kWaiting, kRunning, kFinished };
+
+  Sequence(KvManager& kv_manager, uint64_t salt) : kv(kv_manager, salt) {}
+
+  uint64_t request_id = 0;
+  int index = 0;                 // 0..n-1 within the request
+  uint64_t arrival = 0;          // request arrival order: later arrivals are preempted first
+  bool scheduled = false;        // picked in the step being built
+  State state = State::kWaiting;
+  KvSequence kv;                 // tokens whose K/V is computed, and their blocks
+  std::vector<int32_t> tokens;   // prompt + generated; kv catches up with it
+  int n_prompt = 0;
+  int n_generated = 0;
+  int n_cached_prompt = -1;      // prefix-cache hit of the first admission (-1: not admitted yet)
+  int n_preemptions = 0;
+  std::unique_ptr<Sampler> sampler;
+  std::unique_ptr<TextStream> text;
+  double last_token_time = 0;
+
+  int64_t n_uncomputed() const { return int64_t(tokens.size()) - kv.n_tokens(); }
+};
+
+}  // namespace agentkv
