@@ -136,6 +136,7 @@ void Engine::finish_sequence(RequestState& r, Sequence* s, RequestEvent& ev, con
   // The fork adds the other n-1 sequences before sequence 0 samples, so "all of r.seqs" is right
   // both before and after it.
   ev.request_finished = size_t(r.n_finished) == r.seqs.size();
+  if (ev.request_finished && reason != "cancelled" && reason != "error") ++m_.requests_finished;
 }
 
 void Engine::sample_and_emit(RequestState& r, Sequence* s, float* logits) {

@@ -1,0 +1,70 @@
+// bench-agents: runs a multi-agent workload round by round on the engine, in one or more KV modes,
+// and measures what each mode costs: prefill computed vs reused, prefill time, round latency, TTFT,
+// KV bytes per agent, cache hit rate, and how many agents a KV budget holds without preemption.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "model/loaded_model.h"
+#include "util/json.h"
+#include "util/status.h"
+#include "util/thread_pool.h"
+#include "chart_png.h"
+#include "workload.h"
+
+namespace agentkv {
+
+struct BenchAgentsOptions {
+  std::string workload = "generative-agents";
+  WorkloadOptions workload_opt;
+  std::vector<std::string> modes{"prefix"};   // "nocache", "prefix"
+  int64_t kv_mem = 0;                        // 0: default share of RAM
+  int block_size = 16;
+  int max_batch_tokens = 512;
+  bool progress = true;
+};
+
+struct RoundStats {
+  int round = 0;
+  int agents = 0;                 // turns in the round
+  int64_t prompt_tokens = 0;
+  int64_t prefill_computed = 0;   // prompt tokens run through the model
+  int64_t prefill_reused = 0;     // prompt tokens whose KV came from the prefix cache
+  int64_t generated_tokens = 0;
+  double prefill_seconds = 0;     // forward time attributed to prefill tokens
+  double round_seconds = 0;       // wall time from submitting the round to its last token
+  double ttft_p50 = 0, ttft_p99 = 0;
+  double kv_bytes_per_agent_resident = 0;  // all agents' final contexts resident at once, shared blocks once
+  double kv_bytes_per_agent_peak = 0;      // peak blocks in use during the round / agents
+  double hit_rate = 0;            // prefill_reused / prompt_tokens
+  int64_t preemptions = 0;
+  int64_t max_agents_fit = 0;     // agents like these whose contexts fit the budget at once
+  std::vector<std::string> replies;
+};
+
+struct ModeReport {
+  std::string mode;
+  std::vector<RoundStats> rounds;
+  RoundStats overall;             // sums, and TTFT percentiles over all requests
+};
+
+struct BenchAgentsReport {
+  std::string model;
+  std::string workload;
+  int n_agents = 0;
+  int n_rounds = 0;
+  int64_t kv_budget_bytes = 0;
+  int64_t bytes_per_block = 0;
+  int threads = 0;
+  std::vector<ModeReport> modes;
+};
+
+Result<BenchAgentsReport> run_bench_agents(const LoadedModel& lm, ThreadPool& pool, const BenchAgentsOptions& opt);
+
+Json bench_agents_json(const BenchAgentsReport& r);
+std::string bench_agents_table(const BenchAgentsReport& r);
+Status bench_agents_plot(const BenchAgentsReport& r, const std::string& png_path);
+
+}  // namespace agentkv
