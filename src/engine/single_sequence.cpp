@@ -16,6 +16,9 @@ SingleSequence::SingleSequence(const Model& model, int n_ctx, int chunk, int blo
 
 Status SingleSequence::eval(std::span<const int32_t> tokens, size_t logits_from, std::vector<float>& logits,
                             ThreadPool& pool) {
+  if (!arena_.valid())
+    return make_error("eval: could not map " + std::to_string(arena_.n_blocks() * arena_.bytes_per_block()) +
+                      " bytes of KV memory for a context of " + std::to_string(n_ctx_));
   if (tokens.empty()) return make_error("eval: no tokens");
   if (logits_from >= tokens.size()) return make_error("eval: logits_from past the last token");
   if (int64_t(n_past_) + int64_t(tokens.size()) > n_ctx_)

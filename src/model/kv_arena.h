@@ -4,6 +4,7 @@
 // after RoPE.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 
@@ -14,7 +15,12 @@ namespace agentkv {
 
 class KvArena {
  public:
+  // Reserves the memory lazily (anonymous mmap, no swap reservation): pages are touched only when a
+  // block is first written, so a budget of many GB costs nothing up front. If the mapping fails the
+  // arena is not valid() and must not be used.
   KvArena(const ModelConfig& cfg, int block_size, int64_t n_blocks);
+
+  bool valid() const { return data_ != nullptr; }
 
   int block_size() const { return block_size_; }
   int64_t n_blocks() const { return n_blocks_; }
@@ -43,7 +49,11 @@ class KvArena {
   int n_layer_;
   int kv_dim_;
   int64_t block_stride_;
-  std::unique_ptr<kv_t[]> data_;
+  struct Unmap {
+    size_t bytes;
+    void operator()(kv_t* p) const;
+  };
+  std::unique_ptr<kv_t[], Unmap> data_;
 };
 
 }  // namespace agentkv
