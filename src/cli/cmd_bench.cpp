@@ -5,6 +5,7 @@
 
 #include "cli/arg_parser.h"
 #include "cli/commands.h"
+#include "engine/engine.h"
 #include "engine/single_sequence.h"
 #include "model/loaded_model.h"
 #include "ops/cpu_features.h"
@@ -16,6 +17,42 @@ namespace {
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
+// Through the serving engine (block manager, scheduler, sampler): prefill = time to the first token
+// of an n_prompt request, decode = the time between the first and the last of n_gen tokens of a
+// 1-token request.
+Status engine_times(const LoadedModel& lm, ThreadPool& pool, const std::vector<int32_t>& prompt, int64_t n_gen,
+                    double* pp, double* tg) {
+  EngineOptions eo;
+  eo.kv.mem_bytes = KvArena::bytes_per_block(lm.config(), eo.kv.block_size) *
+                    ((int64_t(prompt.size()) + n_gen) / eo.kv.block_size + 8);
+  eo.kv.prefix_caching = false;  // repetitions must not hit the previous one's blocks
+  eo.scheduler.max_batch_tokens = int(prompt.size());
+  std::unique_ptr<Engine> engine;
+  AGENTKV_ASSIGN_OR_RETURN(engine, Engine::create(lm, eo, pool));
+  auto run = [&](std::vector<int32_t> p, int64_t max_tokens, double* first, double* last) -> Status {
+    RequestParams rp;
+    rp.prompt = std::move(p);
+    rp.max_tokens = int(max_tokens);
+    rp.ignore_eos = true;
+    const auto t0 = std::chrono::steady_clock::now();
+    *first = -1;
+    auto id = engine->add_request(std::move(rp), [&](const RequestEvent& ev) {
+      if (!ev.has_token) return;
+      const double t = seconds_since(t0);
+      if (*first < 0) *first = t;
+      *last = t;
+    });
+    if (!id.ok()) return make_error(id.error());
+    return engine->run_until_idle();
+  };
+  double first = 0, last = 0;
+  AGENTKV_TRY(run(prompt, 1, &first, &last));
+  *pp = first;
+  AGENTKV_TRY(run({prompt[0]}, n_gen + 1, &first, &last));
+  *tg = last - first;  // n_gen decode steps after the first token
+  return {};
+}
+
 }  // namespace
 
 // Mirrors llama-bench's pp/tg tests: prefill of n_prompt tokens into an empty context in one batch,
@@ -29,6 +66,8 @@ int cmd_bench(int argc, char** argv) {
   p.add_int("-n,--n-gen", &n_gen, "decode tokens", 1, 1 << 16);
   p.add_int("-t,--threads", &threads, "threads (0 = all cores)", 0, 1024);
   p.add_int("-r,--reps", &reps, "repetitions", 1, 1000);
+  bool use_engine = false;
+  p.add_flag("--engine", &use_engine, "run through the serving engine (paged KV manager, scheduler, sampler)");
   if (auto rc = p.parse_command(argc, argv)) return *rc;
   auto lm = load_model(model);
   if (!lm.ok()) return cli_fail(lm.error());
@@ -43,6 +82,15 @@ int cmd_bench(int argc, char** argv) {
   SingleSequence gseq(m, int(n_gen), int(n_gen));
   double pp_total = 0, tg_total = 0;
   for (int r = -1; r < reps; ++r) {  // r = -1 is the warm-up
+    if (use_engine) {
+      double pp = 0, tg = 0;
+      if (Status st = engine_times(**lm, pool, prompt, n_gen, &pp, &tg); !st.ok()) return cli_fail(st.error());
+      if (r >= 0) {
+        pp_total += pp;
+        tg_total += tg;
+      }
+      continue;
+    }
     pseq.reset();
     auto t0 = std::chrono::steady_clock::now();
     if (Status st = pseq.eval(prompt, prompt.size() - 1, logits, pool); !st.ok()) return cli_fail(st.error());
@@ -65,6 +113,7 @@ int cmd_bench(int argc, char** argv) {
   out.set("model", Json::string((*lm)->name));
   out.set("threads", Json::number(pool.size()));
   out.set("isa", Json::string(active_isa_name()));
+  out.set("path", Json::string(use_engine ? "engine" : "single-sequence"));
   out.set("n_prompt", Json::number(double(n_prompt)));
   out.set("n_gen", Json::number(double(n_gen)));
   out.set("reps", Json::number(double(reps)));

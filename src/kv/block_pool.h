@@ -45,6 +45,8 @@ class BlockPool {
   int32_t refcount(int32_t block) const;
   bool is_cached(int32_t block) const;
   BlockPoolStats stats() const;
+  // Starts a new peak_used window (e.g. per benchmark round) at the current use.
+  void reset_peak_used() { stats_.peak_used = n_blocks_ - n_free_; }
 
   // Takes the block at the head of the free queue (least recently freed; never-used blocks first,
   // in id order). A cached block taken this way is evicted from the prefix index. Refcount becomes 1.

@@ -72,7 +72,9 @@ inline std::vector<RequestOut> run_engine(const LoadedModel& lm, ThreadPool& poo
   for (size_t i = 0; i < reqs.size(); ++i) {
     auto id = (*engine)->add_request(reqs[i], collect_into(&outs[i], reinterpret_cast<bool*>(&done[i])));
     EXPECT_TRUE(id.ok()) << id.error();
-    if (one_at_a_time) EXPECT_TRUE((*engine)->run_until_idle().ok());
+    if (one_at_a_time) {
+      EXPECT_TRUE((*engine)->run_until_idle().ok());
+    }
   }
   EXPECT_TRUE((*engine)->run_until_idle().ok());
   for (size_t i = 0; i < reqs.size(); ++i) EXPECT_TRUE(done[i]) << "request " << i << " did not finish";
