@@ -17,6 +17,10 @@ struct WorkloadOptions {
   int n_agents = 0;   // 0: the workload's default
   int n_rounds = 0;   // 0: the workload's default
   uint64_t seed = 1;
+  // generative-agents / agent-society: the round digest quotes at most this many of the previous
+  // round's messages (a subset drawn from the seed and the round, the same for every agent), so a
+  // large town still fits the model's context.
+  int digest_messages = 32;
 };
 
 // One agent's request in a round. The prompt is the agent's whole context for this turn:
@@ -29,6 +33,8 @@ struct AgentTurn {
   int min_tokens = 0;        // the harness ignores end-of-generation before this many tokens
   // Character offsets of the segments inside prompt, so later sharing modes can mark them:
   // [0, private_end) private, [private_end, shared_end) shared by every agent of the round.
+  // Each segment ends with a newline and the next one starts with a non-space character, so a
+  // tokenizer splits the same way at the boundaries for every agent.
   size_t private_end = 0;
   size_t shared_end = 0;
 };
@@ -41,7 +47,11 @@ class Workload {
   virtual int n_rounds() const = 0;
   // The turns of round r (0-based), in agent order. Valid once rounds 0..r-1 were recorded.
   virtual std::vector<AgentTurn> round(int r) = 0;
-  // The generated text of round r's turns, same order as round(r) returned them.
+  // The generated text of round r's turns, same order as round(r) returned them. r must be the
+  // round just produced and not yet recorded, with one reply per turn (checked: a mismatch is a
+  // harness bug and aborts). Replies are cleaned (trimmed, cut at the first newline, whitespace
+  // collapsed; "(says nothing)" when empty) before they enter later prompts; chain keeps a few
+  // lines of its plan and step reports.
   virtual void record(int r, const std::vector<std::string>& replies) = 0;
 };
 

@@ -56,6 +56,13 @@ void append(KvSequence& s, const Tokens& t) {
   s.commit(t);
 }
 
+// A sequence that commits tokens and is released: its full blocks stay cached in the free queue.
+Ids cache_and_release(KvManager& m, const Tokens& t) {
+  KvSequence s(m);
+  append(s, t);
+  return s.blocks();
+}
+
 uint64_t constant_hash(uint64_t, std::span<const int32_t>, uint64_t, uint64_t) { return 42; }
 
 int64_t resident_bytes() {
@@ -235,9 +242,8 @@ TEST(KvSequence, MatchPrefixReusesFullBlocksAndLeavesATokenToCompute) {
   {
     KvSequence a(*m);
     EXPECT_EQ(a.match_prefix(prompt), 0);  // nothing cached yet
-    append(a, prompt);
-    EXPECT_EQ(a.blocks(), (Ids{0, 1, 2}));
-  }  // released tail first
+  }
+  EXPECT_EQ(cache_and_release(*m, prompt), (Ids{0, 1, 2}));  // released tail first
   EXPECT_EQ(p.free_queue(), (Ids{3, 4, 5, 6, 7, 8, 9, 2, 1, 0}));
   EXPECT_EQ(p.stats().n_cached, 2);
 
@@ -282,11 +288,7 @@ TEST(KvSequence, MatchPrefixMissesAfterEvictionInLruOrder) {
   auto m = make_manager(4);
   BlockPool& p = m->pool();
   const Tokens prompt = iota_tokens(13);
-  {
-    KvSequence a(*m);
-    append(a, Tokens(prompt.begin(), prompt.begin() + 12));
-    EXPECT_EQ(a.blocks(), (Ids{0, 1, 2}));
-  }
+  EXPECT_EQ(cache_and_release(*m, Tokens(prompt.begin(), prompt.begin() + 12)), (Ids{0, 1, 2}));
   EXPECT_EQ(p.free_queue(), (Ids{3, 2, 1, 0}));
   // Two new blocks: the never-used one, then the last block of the released sequence.
   KvSequence other(*m);
@@ -304,10 +306,7 @@ TEST(KvSequence, MatchPrefixMissesAfterEvictionInLruOrder) {
 TEST(KvSequence, PrefixCachingOffIndexesAndMatchesNothing) {
   auto m = make_manager(6, /*prefix_caching=*/false);
   const Tokens prompt = iota_tokens(9);
-  {
-    KvSequence a(*m);
-    append(a, prompt);
-  }
+  cache_and_release(*m, prompt);
   EXPECT_EQ(m->pool().stats().n_cached, 0);
   KvSequence b(*m);
   EXPECT_EQ(b.match_prefix(prompt), 0);
