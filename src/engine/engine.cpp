@@ -231,17 +231,30 @@ Status Engine::step() {
     finished_ids_.clear();
     return {};
   }
+  // Batch-invariant numerics: generated tokens (decode, or recomputed after a preemption) go first
+  // and always take the decode kernels; prompt tokens follow and always take the prefill kernels.
+  // A token's logits then do not depend on what else is batched with it, so batched, one-at-a-time,
+  // prefix-cached and preempted runs generate the same tokens.
   batch_.clear();
+  std::vector<int32_t> logit_row(chunks.size(), -1);
+  for (const ScheduledChunk& c : chunks)
+    batch_.seqs.push_back(SeqBlocks{c.seq->kv.blocks().data(), int32_t(c.seq->kv.blocks().size())});
+  for (int pass = 0; pass < 2; ++pass) {
+    for (size_t ci = 0; ci < chunks.size(); ++ci) {
+      const ScheduledChunk& c = chunks[ci];
+      for (int64_t i = 0; i < c.n; ++i) {
+        const int32_t pos = int32_t(c.start + i);
+        if ((pos >= c.seq->n_prompt) != (pass == 0)) continue;
+        const bool want = c.wants_logits && i + 1 == c.n;
+        if (want) logit_row[ci] = int32_t(batch_.logit_rows.size());
+        batch_.add(c.seq->tokens[size_t(pos)], pos, int32_t(ci), pos, want);
+      }
+    }
+    if (pass == 0) batch_.n_tile_tokens = batch_.size();
+  }
   int64_t n_decode = 0;
   int64_t n_prefill = 0;
-  for (size_t ci = 0; ci < chunks.size(); ++ci) {
-    const ScheduledChunk& c = chunks[ci];
-    const KvSequence& kv = c.seq->kv;
-    batch_.seqs.push_back(SeqBlocks{kv.blocks().data(), int32_t(kv.blocks().size())});
-    for (int64_t i = 0; i < c.n; ++i) {
-      const int32_t pos = int32_t(c.start + i);
-      batch_.add(c.seq->tokens[size_t(pos)], pos, int32_t(ci), pos, c.wants_logits && i + 1 == c.n);
-    }
+  for (const ScheduledChunk& c : chunks) {
     if (c.n == 1 && c.start >= c.seq->n_prompt)
       ++n_decode;
     else
@@ -256,14 +269,12 @@ Status Engine::step() {
   m_.forward_seconds += dt;
   m_.prefill_seconds += dt * double(n_prefill) / double(n_prefill + n_decode);
   m_.tokens_prefilled += uint64_t(n_prefill);
-  size_t row = 0;
   for (const ScheduledChunk& c : chunks) {
     c.seq->kv.commit(std::span<const int32_t>(c.seq->tokens).subspan(size_t(c.start), size_t(c.n)));
   }
-  for (const ScheduledChunk& c : chunks) {
-    if (!c.wants_logits) continue;
-    on_logits(c.seq, logits_.data() + row * size_t(n_vocab));
-    ++row;
+  for (size_t ci = 0; ci < chunks.size(); ++ci) {
+    if (!chunks[ci].wants_logits) continue;
+    on_logits(chunks[ci].seq, logits_.data() + size_t(logit_row[ci]) * size_t(n_vocab));
   }
   for (uint64_t id : finished_ids_) requests_.erase(id);
   finished_ids_.clear();

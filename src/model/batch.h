@@ -23,6 +23,11 @@ struct Batch {
   std::vector<SeqBlocks> seqs;
   // Token indices whose logits are wanted, in the order they are written to the output.
   std::vector<int32_t> logit_rows;
+  // -1: matmul kernels are chosen by batch size (fastest for one sequence). >= 0: batch-invariant
+  // mode (see ops/matmul.h): tokens [0, n_tile_tokens) use the decode kernels, the rest the prefill
+  // kernels, so each token's numerics are independent of the batch. The serving engine puts
+  // generated tokens first and prompt tokens after; logit rows of the first group come first.
+  int64_t n_tile_tokens = -1;
 
   void clear() {
     tokens.clear();
@@ -31,6 +36,7 @@ struct Batch {
     slots.clear();
     seqs.clear();
     logit_rows.clear();
+    n_tile_tokens = -1;
   }
   void add(int32_t token, int32_t pos, int32_t seq_index, int32_t slot, bool want_logits) {
     if (want_logits) logit_rows.push_back(int32_t(tokens.size()));

@@ -57,9 +57,9 @@ class Gemma3Model final : public Model {
       const bool swa = c.layer_is_swa[il] != 0;
       const Rope& rope = swa ? rope_local_ : rope_global_;
       norm(x.data(), L.attn_norm, h.data());
-      matmul(L.attn.wq, h.data(), n, q.data(), pool);
-      matmul(L.attn.wk, h.data(), n, k.data(), pool);
-      matmul(L.attn.wv, h.data(), n, v.data(), pool);
+      matmul(L.attn.wq, h.data(), n, q.data(), pool, b.n_tile_tokens);
+      matmul(L.attn.wk, h.data(), n, k.data(), pool, b.n_tile_tokens);
+      matmul(L.attn.wv, h.data(), n, v.data(), pool, b.n_tile_tokens);
       pool.parallel_for(n, 8, [&](int64_t t0, int64_t t1) {
         for (int64_t t = t0; t < t1; ++t) {
           float* qt = &q[t * c.q_dim()];
@@ -72,15 +72,15 @@ class Gemma3Model final : public Model {
       });
       write_kv(b, kv, il, k.data(), v.data());
       attention(c, b, kv, il, q.data(), swa ? c.sliding_window : 0, kq_scale, att.data(), pool);
-      matmul(L.attn.wo, att.data(), n, h.data(), pool);
+      matmul(L.attn.wo, att.data(), n, h.data(), pool, b.n_tile_tokens);
       norm(h.data(), L.post_attn_norm, h.data());
       add_inplace(x.data(), h.data(), n * d);
 
       norm(x.data(), L.ffn_norm, h.data());
-      matmul(L.ffn.gate, h.data(), n, gate.data(), pool);
-      matmul(L.ffn.up, h.data(), n, up.data(), pool);
+      matmul(L.ffn.gate, h.data(), n, gate.data(), pool, b.n_tile_tokens);
+      matmul(L.ffn.up, h.data(), n, up.data(), pool, b.n_tile_tokens);
       gelu_tanh_mul(gate.data(), up.data(), n * c.n_ff);
-      matmul(L.ffn.down, gate.data(), n, h.data(), pool);
+      matmul(L.ffn.down, gate.data(), n, h.data(), pool, b.n_tile_tokens);
       norm(h.data(), L.post_ffw_norm, h.data());
       add_inplace(x.data(), h.data(), n * d);
     }

@@ -43,9 +43,9 @@ class LlamaModel final : public Model {
     for (int il = 0; il < c.n_layer; ++il) {
       const LlamaLayer& L = layers_[il];
       norm_rows(x.data(), L.attn_norm, h.data(), n, d, c.rms_eps, pool);
-      matmul(L.attn.wq, h.data(), n, q.data(), pool);
-      matmul(L.attn.wk, h.data(), n, k.data(), pool);
-      matmul(L.attn.wv, h.data(), n, v.data(), pool);
+      matmul(L.attn.wq, h.data(), n, q.data(), pool, b.n_tile_tokens);
+      matmul(L.attn.wk, h.data(), n, k.data(), pool, b.n_tile_tokens);
+      matmul(L.attn.wv, h.data(), n, v.data(), pool, b.n_tile_tokens);
       pool.parallel_for(n, 8, [&](int64_t t0, int64_t t1) {
         for (int64_t t = t0; t < t1; ++t) {
           rope_.apply(&q[t * c.q_dim()], c.n_head, b.positions[t]);
@@ -54,14 +54,14 @@ class LlamaModel final : public Model {
       });
       write_kv(b, kv, il, k.data(), v.data());
       attention(c, b, kv, il, q.data(), 0, kq_scale, att.data(), pool);
-      matmul(L.attn.wo, att.data(), n, h.data(), pool);
+      matmul(L.attn.wo, att.data(), n, h.data(), pool, b.n_tile_tokens);
       add_inplace(x.data(), h.data(), n * d);
 
       norm_rows(x.data(), L.ffn_norm, h.data(), n, d, c.rms_eps, pool);
-      matmul(L.ffn.gate, h.data(), n, gate.data(), pool);
-      matmul(L.ffn.up, h.data(), n, up.data(), pool);
+      matmul(L.ffn.gate, h.data(), n, gate.data(), pool, b.n_tile_tokens);
+      matmul(L.ffn.up, h.data(), n, up.data(), pool, b.n_tile_tokens);
       silu_mul(gate.data(), up.data(), n * c.n_ff);
-      matmul(L.ffn.down, gate.data(), n, h.data(), pool);
+      matmul(L.ffn.down, gate.data(), n, h.data(), pool, b.n_tile_tokens);
       add_inplace(x.data(), h.data(), n * d);
     }
     lm_head(head_, out_norm_, c.rms_eps, b, x.data(), d, logits, pool);

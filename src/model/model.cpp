@@ -28,6 +28,11 @@ Status Model::forward(const Batch& b, const KvArena& kv, float* logits, ThreadPo
         return make_error("forward: block id " + std::to_string(s.table[j]) + " outside the arena");
   for (int32_t r : b.logit_rows)
     if (r < 0 || size_t(r) >= n) return make_error("forward: logit row outside the batch");
+  if (b.n_tile_tokens > int64_t(n)) return make_error("forward: n_tile_tokens exceeds the batch");
+  if (b.n_tile_tokens >= 0)
+    for (size_t i = 1; i < b.logit_rows.size(); ++i)
+      if (b.logit_rows[i - 1] >= b.n_tile_tokens && b.logit_rows[i] < b.n_tile_tokens)
+        return make_error("forward: logit rows of tile tokens must precede the others");
   forward_validated(b, kv, logits, pool);
   return {};
 }

@@ -127,7 +127,13 @@ void lm_head(const WeightView& head, const float* out_norm, float eps, const Bat
   std::vector<float> normed(size_t(n_out) * n_embd);
   for (int64_t i = 0; i < n_out; ++i)
     rms_norm(x + int64_t(b.logit_rows[i]) * n_embd, out_norm, normed.data() + i * n_embd, n_embd, eps);
-  matmul(head, normed.data(), n_out, logits, pool);
+  // Batch-invariant mode: logit rows of tile tokens come first (Model::forward checks it).
+  int64_t n_tile = -1;
+  if (b.n_tile_tokens >= 0) {
+    n_tile = 0;
+    while (n_tile < n_out && b.logit_rows[size_t(n_tile)] < b.n_tile_tokens) ++n_tile;
+  }
+  matmul(head, normed.data(), n_out, logits, pool, n_tile);
 }
 
 }  // namespace agentkv

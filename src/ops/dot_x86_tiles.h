@@ -681,14 +681,17 @@ constexpr int64_t kPackedMinTokens = 4;
 // tokens inner: a tile's weight rows stay in L1 while the chunk's activations stream past.
 template <template <int, int> class Tile, int kDecodeR, int R, int T>
 void run_tiles(const uint8_t* w, size_t row_bytes, int64_t nrows, const ActBuffer& a, int64_t t0, int64_t t1,
-               float* y, int64_t ldy) {
+               float* y, int64_t ldy, KernelPath path) {
   static constexpr auto kDecode = tile_table<Tile, kDecodeR, 1>(std::make_index_sequence<kDecodeR>());
   static constexpr auto kPrefill = tile_table<Tile, R, T>(std::make_index_sequence<R * T>());
+  // Tiles of any shape give a (row, token) the same sum order, so the shape is free to change with
+  // the token count; only panels vs tiles changes results.
   const bool decode = t1 - t0 == 1;
   const int rt = decode ? kDecodeR : R, tt = decode ? 1 : T;
   int64_t r = 0;
   if constexpr (requires { Tile<1, 1>::kPacked; }) {
-    if (t1 - t0 >= kPackedMinTokens) r = Tile<1, 1>::kPacked(w, row_bytes, nrows, a, t0, t1, y, ldy);
+    const bool packed = path == KernelPath::kPanels || (path == KernelPath::kAuto && t1 - t0 >= kPackedMinTokens);
+    if (packed) r = Tile<1, 1>::kPacked(w, row_bytes, nrows, a, t0, t1, y, ldy);
   }
   for (; r < nrows; r += rt) {
     const int rn = int(std::min<int64_t>(rt, nrows - r));

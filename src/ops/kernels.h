@@ -67,10 +67,16 @@ inline void k_scale_min(int j, const uint8_t* q, int* sc, int* m) {
   }
 }
 
+// Which kernels a call uses for its tokens. kAuto picks by the number of tokens (packed panels for
+// chunks of >= 4, register tiles below); kTiles and kPanels force one family, so that a token's
+// result does not depend on how many tokens share the call. Each family gives every token the same
+// float summation order whatever the chunk shape; the two families differ from each other.
+enum class KernelPath { kAuto, kTiles, kPanels };
+
 // Computes y[(t - t0) * ldy + r] = dot(weight row r, activation row t) for r in [0, nrows),
 // t in [t0, t1). w points at row 0; rows are row_bytes apart.
 using MatmulKernel = void (*)(const uint8_t* w, size_t row_bytes, int64_t nrows, const ActBuffer& a,
-                              int64_t t0, int64_t t1, float* y, int64_t ldy);
+                              int64_t t0, int64_t t1, float* y, int64_t ldy, KernelPath path);
 
 // nullptr when the ISA has no kernel of its own for the type (the caller falls back a level).
 MatmulKernel scalar_kernel(GgmlType t);

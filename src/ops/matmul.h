@@ -23,10 +23,17 @@ struct WeightView {
 
 // y[t*rows + r] = sum_c W[r][c] * x[t*cols + c] for t in [0, n_tokens), r in [0, rows).
 // x and y are f32, one row per token. Supported types: is_matmul_type() in ops/quant.h.
-void matmul(const WeightView& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool);
+//
+// n_tile_tokens < 0 (default): kernels are picked by the token count, fastest for one sequence.
+// n_tile_tokens >= 0: batch-invariant mode for the serving engine. Tokens [0, n_tile_tokens) always
+// run through the register-tile kernels (the single-token decode kernels) and the rest through the
+// packed-panel kernels (the prefill kernels), however many tokens the call holds, so a token's
+// result never depends on the other tokens in the batch.
+void matmul(const WeightView& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool,
+            int64_t n_tile_tokens = -1);
 
 // Only rows [r0, r1): y[t*(r1-r0) + (r-r0)] (compact, e.g. a slice of the LM head).
 void matmul_rows(const WeightView& w, const float* x, int64_t n_tokens, int64_t r0, int64_t r1, float* y,
-                 ThreadPool& pool);
+                 ThreadPool& pool, int64_t n_tile_tokens = -1);
 
 }  // namespace agentkv

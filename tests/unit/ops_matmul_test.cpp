@@ -214,6 +214,46 @@ TEST(Matmul, RowsSliceMatchesFull) {
     for (int64_t r = 13; r < 33; ++r) EXPECT_EQ(part[t * 20 + (r - 13)], full[t * c.rows + r]);
 }
 
+// Batch-invariant mode: a token's output is bit-identical whatever else shares the call, for tile
+// tokens and panel tokens alike (the serving engine relies on it: batched == one at a time).
+TEST(Matmul, SplitModeIsBatchInvariant) {
+  uint32_t seed = 5000;
+  for (IsaLevel level : simd_levels()) {
+    set_isa_level_for_testing(level);
+    for (GgmlType t : kTypes) {
+      for (int64_t rows : {13, 64, 200}) {
+        const int64_t cols = block_elems(t) == 256 ? 512 : 160;
+        const Case c{t, rows, cols, 23, 2};
+        const Data d = make_data(c, seed++);
+        ThreadPool pool(2);
+        for (int64_t n_tile : {0, 1, 5, 23}) {
+          std::vector<float> all(size_t(rows * c.n_tokens));
+          matmul(d.view, d.x.data(), c.n_tokens, all.data(), pool, n_tile);
+          for (int64_t tok = 0; tok < c.n_tokens; ++tok) {
+            // The same token alone, on the same path.
+            std::vector<float> one(static_cast<size_t>(rows));
+            matmul(d.view, d.x.data() + tok * cols, 1, one.data(), pool, tok < n_tile ? 1 : 0);
+            for (int64_t r = 0; r < rows; ++r)
+              ASSERT_EQ(one[size_t(r)], all[size_t(tok * rows + r)])
+                  << "type " << int(t) << " rows " << rows << " n_tile " << n_tile << " token " << tok
+                  << " row " << r;
+          }
+          // And in a batch of 3 at another offset, when the whole call took one path.
+          if (n_tile == 0 || n_tile == c.n_tokens) {
+            std::vector<float> three(static_cast<size_t>(rows * 3));
+            matmul(d.view, d.x.data() + cols, 3, three.data(), pool, n_tile == 0 ? 0 : 3);
+            for (int64_t k = 0; k < 3; ++k)
+              for (int64_t r = 0; r < rows; ++r) {
+                ASSERT_EQ(three[size_t(k * rows + r)], all[size_t((1 + k) * rows + r)]);
+              }
+          }
+        }
+      }
+    }
+  }
+  set_isa_level_for_testing(detected_isa_level());
+}
+
 TEST(Matmul, ZeroActivationsGiveZero) {
   for (GgmlType t : kTypes) {
     const Case c{t, 5, block_elems(t) == 256 ? 256 : 32, 2, 1};
