@@ -56,7 +56,8 @@ Engine::Engine(const LoadedModel& model, const EngineOptions& opt, ThreadPool& p
       pool_(pool),
       kv_(std::move(kv)),
       scheduler_(*kv_, opt.scheduler),
-      n_ctx_(opt.n_ctx > 0 ? std::min(opt.n_ctx, model.config().n_ctx_train) : model.config().n_ctx_train) {}
+      n_ctx_(opt.n_ctx > 0 ? std::min(opt.n_ctx, model.config().n_ctx_train) : model.config().n_ctx_train),
+      eog_ids_(model.tokenizer->eog_ids()) {}
 
 Engine::~Engine() {
   // Sequences release their blocks in their destructors; the manager must outlive them.
@@ -156,7 +157,7 @@ void Engine::sample_and_emit(RequestState& r, Sequence* s, float* logits) {
   }
   const bool block_eog = r.params.ignore_eos || s->n_generated < r.params.min_tokens;
   if (block_eog)
-    for (int32_t e : lm_.tokenizer->eog_ids())
+    for (int32_t e : eog_ids_)
       if (e >= 0 && e < n_vocab) logits[e] = -std::numeric_limits<float>::infinity();
   if (r.params.top_logprobs >= 0) {
     // Logprobs describe the model's distribution, so they are taken before penalties / temperature.

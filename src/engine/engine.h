@@ -91,6 +91,7 @@ class Engine {
   Batch batch_;
   std::vector<float> logits_;
   std::vector<float> scratch_logits_;
+  std::vector<int32_t> eog_ids_;  // cached: the tokenizer builds the list on each call
   EngineMetrics m_;
 };
 
