@@ -2,8 +2,7 @@
 
 #include <chrono>
 
-#include "engine/single_sequence.h"
-#include "engine/text_stream.h"
+#include "engine/engine.h"
 
 namespace agentkv {
 
@@ -13,6 +12,8 @@ double now_seconds() {
 }
 }  // namespace
 
+// One request on a private engine: the same scheduler, KV blocks and batch-invariant kernels as the
+// server, so `agentkv generate` and a greedy server request give the same tokens.
 Result<GenerateResult> generate(const LoadedModel& lm, const std::vector<int32_t>& prompt,
                                 const GenerateOptions& opt, ThreadPool& pool,
                                 const std::function<void(std::string_view)>& on_text) {
@@ -21,45 +22,42 @@ Result<GenerateResult> generate(const LoadedModel& lm, const std::vector<int32_t
   AGENTKV_TRY(opt.sampling.validate());
   const ModelConfig& cfg = lm.config();
   int n_ctx = opt.n_ctx > 0 ? opt.n_ctx : int(prompt.size()) + opt.max_tokens;
-  if (int64_t(prompt.size()) + opt.max_tokens > cfg.n_ctx_train)
-    n_ctx = std::min(n_ctx, cfg.n_ctx_train);
+  n_ctx = std::min(n_ctx, cfg.n_ctx_train);
   if (int(prompt.size()) >= n_ctx)
     return make_error("prompt of " + std::to_string(prompt.size()) + " tokens does not fit the context of " +
                       std::to_string(n_ctx));
-  SingleSequence seq(*lm.model, n_ctx);
-  Sampler sampler(opt.sampling);
+  EngineOptions eo;
+  eo.n_ctx = n_ctx;
+  eo.kv.prefix_caching = false;
+  eo.kv.mem_bytes = KvArena::bytes_per_block(cfg, eo.kv.block_size) * (int64_t(n_ctx) / eo.kv.block_size + 2);
+  std::unique_ptr<Engine> engine;
+  AGENTKV_ASSIGN_OR_RETURN(engine, Engine::create(lm, eo, pool));
+  RequestParams p;
+  p.prompt = prompt;
+  p.sampling = opt.sampling;
+  p.max_tokens = std::min(opt.max_tokens, n_ctx - int(prompt.size()));
+  p.stop = opt.stop;
   GenerateResult res;
   res.n_prompt = int(prompt.size());
-  std::vector<int32_t> history = prompt;
-  std::vector<float> logits;
-  double t0 = now_seconds();
-  AGENTKV_TRY(seq.eval(prompt, prompt.size() - 1, logits, pool));
-  double t1 = now_seconds();
-  res.prefill_seconds = t1 - t0;
   res.finish_reason = "length";
-  TextStream stream(*lm.tokenizer, opt.stop);
-  for (int i = 0; i < opt.max_tokens; ++i) {
-    const int32_t tok = sampler.sample(logits.data(), cfg.n_vocab, history);
-    if (lm.tokenizer->is_eog(tok)) {
-      res.finish_reason = "stop";
-      break;
-    }
-    res.tokens.push_back(tok);
-    history.push_back(tok);
-    const std::string piece = stream.push(tok);
-    if (on_text && !piece.empty()) on_text(piece);
-    if (stream.stopped()) {
-      res.finish_reason = "stop";
-      break;
-    }
-    if (i + 1 == opt.max_tokens || seq.n_past() >= n_ctx) break;
-    const int32_t next[1] = {tok};
-    AGENTKV_TRY(seq.eval(next, 0, logits, pool));
-  }
-  const std::string rest = stream.finish();
-  if (on_text && !rest.empty()) on_text(rest);
-  res.text = stream.text();
-  res.decode_seconds = now_seconds() - t1;
+  const double t0 = now_seconds();
+  double t_first = -1;
+  std::string error;
+  auto id = engine->add_request(std::move(p), [&](const RequestEvent& ev) {
+    if (ev.has_token && t_first < 0) t_first = now_seconds();
+    if (ev.has_token && !(ev.seq_finished && ev.finish_reason == "stop" && lm.tokenizer->is_eog(ev.token)))
+      res.tokens.push_back(ev.token);
+    res.text += ev.text;
+    if (on_text && !ev.text.empty()) on_text(ev.text);
+    if (ev.seq_finished) res.finish_reason = ev.finish_reason;
+    if (!ev.error.empty()) error = ev.error;
+  });
+  if (!id.ok()) return make_error(id.error());
+  AGENTKV_TRY(engine->run_until_idle());
+  if (!error.empty()) return make_error(error);
+  const double t1 = now_seconds();
+  res.prefill_seconds = (t_first < 0 ? t1 : t_first) - t0;
+  res.decode_seconds = t1 - (t_first < 0 ? t1 : t_first);
   return res;
 }
 
