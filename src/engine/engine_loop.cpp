@@ -1,36 +1,41 @@
 #include "engine/engine_loop.h"
 
+#include "util/status.h"
+
 namespace agentkv {
 
-EngineLoop::EngineLoop(Engine& engine) : engine_(engine), metrics_(engine.metrics()) {
+EngineLoop::EngineLoop(std::vector<Engine*> engines) : engines_(std::move(engines)) {
+  AGENTKV_CHECK(!engines_.empty());
+  for (Engine* e : engines_) metrics_.push_back(e->metrics());
   thread_ = std::thread([this] { run(); });
 }
 
 EngineLoop::~EngineLoop() { shutdown(true); }
 
-Result<uint64_t> EngineLoop::submit(RequestParams p, RequestCallback cb) {
-  AGENTKV_TRY(engine_.validate(p));
-  const uint64_t id = engine_.next_request_id();
+Result<uint64_t> EngineLoop::submit(RequestParams p, RequestCallback cb, size_t model) {
+  if (model >= engines_.size()) return make_error("unknown model index " + std::to_string(model));
+  AGENTKV_TRY(engines_[model]->validate(p));
+  const uint64_t id = engines_[model]->next_request_id();
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (stopping_) return make_error("the engine is shutting down");
-    inbox_.push_back(Pending{id, std::move(p), std::move(cb)});
+    inbox_.push_back(Pending{model, id, std::move(p), std::move(cb)});
   }
   cv_.notify_one();
   return id;
 }
 
-void EngineLoop::cancel(uint64_t id) {
+void EngineLoop::cancel(uint64_t id, size_t model) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    cancels_.push_back(id);
+    cancels_.emplace_back(model, id);
   }
   cv_.notify_one();
 }
 
-EngineMetrics EngineLoop::metrics() const {
+EngineMetrics EngineLoop::metrics(size_t model) const {
   std::lock_guard<std::mutex> lock(mu_);
-  return metrics_;
+  return metrics_.at(model);
 }
 
 Status EngineLoop::status() const {
@@ -48,15 +53,21 @@ void EngineLoop::shutdown(bool cancel_running) {
   if (thread_.joinable()) thread_.join();
 }
 
+bool EngineLoop::any_work() const {
+  for (Engine* e : engines_)
+    if (e->has_work()) return true;
+  return false;
+}
+
 void EngineLoop::run() {
   std::vector<Pending> inbox;
-  std::vector<uint64_t> cancels;
-  std::vector<uint64_t> live;  // ids added to the engine and not known to be finished
+  std::vector<std::pair<size_t, uint64_t>> cancels;
+  std::vector<std::vector<uint64_t>> live(engines_.size());  // added and maybe not finished
   for (;;) {
     bool stop = false, cancel_all = false;
     {
       std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [&] { return stopping_ || !inbox_.empty() || !cancels_.empty() || engine_.has_work(); });
+      cv_.wait(lock, [&] { return stopping_ || !inbox_.empty() || !cancels_.empty() || any_work(); });
       inbox.swap(inbox_);
       cancels.swap(cancels_);
       stop = stopping_;
@@ -64,38 +75,45 @@ void EngineLoop::run() {
     }
     for (Pending& p : inbox) {
       RequestCallback cb = p.cb;
-      Status st = engine_.add_request_with_id(p.id, std::move(p.params), std::move(p.cb));
-      if (!st.ok() && cb) {
-        RequestEvent ev;
-        ev.request_id = p.id;
-        ev.seq_finished = ev.request_finished = true;
-        ev.finish_reason = "error";
-        ev.error = st.error();
-        cb(ev);
+      Status st = engines_[p.model]->add_request_with_id(p.id, std::move(p.params), std::move(p.cb));
+      if (!st.ok()) {
+        if (cb) {
+          RequestEvent ev;
+          ev.request_id = p.id;
+          ev.seq_finished = ev.request_finished = true;
+          ev.finish_reason = "error";
+          ev.error = st.error();
+          cb(ev);
+        }
       } else {
-        live.push_back(p.id);
+        live[p.model].push_back(p.id);
       }
     }
     inbox.clear();
-    for (uint64_t id : cancels) engine_.cancel(id);
+    for (auto& [model, id] : cancels)
+      if (model < engines_.size()) engines_[model]->cancel(id);
     cancels.clear();
-    if (stop && cancel_all)
-      for (uint64_t id : live) engine_.cancel(id);  // unknown (finished) ids are ignored
-    if (engine_.has_work()) {
-      Status st = engine_.step();
-      if (!st.ok()) {
-        std::lock_guard<std::mutex> lock(mu_);
-        if (status_.ok()) status_ = st;
+    for (size_t m = 0; m < engines_.size(); ++m) {
+      Engine& e = *engines_[m];
+      if (stop && cancel_all)
+        for (uint64_t id : live[m]) e.cancel(id);  // unknown (finished) ids are ignored
+      if (e.has_work()) {
+        Status st = e.step();
+        if (!st.ok()) {
+          {
+            std::lock_guard<std::mutex> lock(mu_);
+            if (status_.ok()) status_ = st;
+          }
+          for (uint64_t id : live[m]) e.cancel(id);
+        }
       }
-      if (!st.ok())
-        for (uint64_t id : live) engine_.cancel(id);
+      if (!e.has_work()) live[m].clear();  // everything added so far has finished
     }
-    if (!engine_.has_work()) live.clear();  // everything added so far has finished
     {
       std::lock_guard<std::mutex> lock(mu_);
-      metrics_ = engine_.metrics();
+      for (size_t m = 0; m < engines_.size(); ++m) metrics_[m] = engines_[m]->metrics();
     }
-    if (stop && !engine_.has_work()) {
+    if (stop && !any_work()) {
       std::lock_guard<std::mutex> lock(mu_);
       if (inbox_.empty()) return;
     }

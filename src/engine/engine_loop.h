@@ -1,4 +1,5 @@
-// The engine thread: the one thread that runs an Engine. Other threads (HTTP handlers, a CLI)
+// The engine thread: the one thread of a process that runs its engines (one per model; they share
+// the CPU threads, so stepping them in turn loses nothing). Other threads (HTTP handlers, a CLI)
 // submit requests and cancellations into an inbox and receive events through their callbacks,
 // which run on the engine thread and must only hand data over (e.g. to a per-request mailbox).
 #pragma once
@@ -15,17 +16,20 @@ namespace agentkv {
 
 class EngineLoop {
  public:
-  explicit EngineLoop(Engine& engine);
+  explicit EngineLoop(Engine& engine) : EngineLoop(std::vector<Engine*>{&engine}) {}
+  explicit EngineLoop(std::vector<Engine*> engines);
   // Cancels whatever is still queued or running, then joins the thread.
   ~EngineLoop();
   EngineLoop(const EngineLoop&) = delete;
   EngineLoop& operator=(const EngineLoop&) = delete;
 
   // Validates on the calling thread (bad requests never reach the engine), then queues.
-  Result<uint64_t> submit(RequestParams p, RequestCallback cb);
-  void cancel(uint64_t id);
-  // A copy of the engine's metrics, refreshed after every step.
-  EngineMetrics metrics() const;
+  // `model` indexes the engines given to the constructor.
+  Result<uint64_t> submit(RequestParams p, RequestCallback cb, size_t model = 0);
+  void cancel(uint64_t id, size_t model = 0);
+  // A copy of an engine's metrics, refreshed after every step.
+  EngineMetrics metrics(size_t model = 0) const;
+  size_t n_models() const { return engines_.size(); }
   // Stops accepting work; with cancel_running, cancels what is in flight, else lets it finish.
   void shutdown(bool cancel_running);
   // The first engine error, if the loop stopped on one (an engine bug; requests get "error").
@@ -33,20 +37,22 @@ class EngineLoop {
 
  private:
   struct Pending {
+    size_t model;
     uint64_t id;
     RequestParams params;
     RequestCallback cb;
   };
   void run();
+  bool any_work() const;
 
-  Engine& engine_;
+  std::vector<Engine*> engines_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::vector<Pending> inbox_;
-  std::vector<uint64_t> cancels_;
+  std::vector<std::pair<size_t, uint64_t>> cancels_;
   bool stopping_ = false;
   bool cancel_all_ = false;
-  EngineMetrics metrics_;
+  std::vector<EngineMetrics> metrics_;
   Status status_;
   std::thread thread_;
 };
