@@ -240,6 +240,8 @@ void HttpServer::stop() {
     [[maybe_unused]] const ssize_t n = ::write(wake_pipe_[1], &c, 1);
   }
   if (accept_thread_.joinable()) accept_thread_.join();
+  if (listen_fd_ >= 0) ::close(listen_fd_);  // new connections are refused from here on
+  listen_fd_ = -1;
   {
     std::unique_lock<std::mutex> lock(mu_);
     const auto deadline = after_seconds(options_.stop_timeout_s);
@@ -253,8 +255,6 @@ void HttpServer::stop() {
     if (c->thread.joinable()) c->thread.join();
   }
   connections_.clear();
-  if (listen_fd_ >= 0) ::close(listen_fd_);
-  listen_fd_ = -1;
   for (int& fd : wake_pipe_) {
     if (fd >= 0) ::close(fd);
     fd = -1;

@@ -39,6 +39,7 @@ class HttpResponseWriter {
   bool write(std::string_view data);
   bool end_stream();
   // Non-blocking: has the peer closed or reset the connection (even while nothing is written)?
+  // A client that only half-closes (shutdown(SHUT_WR)) after its request counts as gone too.
   bool client_gone();
 
   bool started() const { return state_ != State::kNone; }

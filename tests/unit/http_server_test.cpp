@@ -1,6 +1,7 @@
 #include "server/http_server.h"
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -138,6 +139,15 @@ class TestClient {
   std::string buf_;
   size_t pos_ = 0;
 };
+
+int thread_count() {
+  int n = 0;
+  if (DIR* d = ::opendir("/proc/self/task")) {
+    while (const dirent* e = ::readdir(d)) n += e->d_name[0] != '.';
+    ::closedir(d);
+  }
+  return n;
+}
 
 std::string get(const std::string& path, const std::string& extra = "") {
   return "GET " + path + " HTTP/1.1\r\nHost: test\r\n" + extra + "\r\n";
@@ -449,7 +459,8 @@ TEST(HttpServer, ListensOnIpv6Loopback) {
   EXPECT_EQ(all.rfind("HTTP/1.1 200 OK\r\n", 0), 0u) << all;
 }
 
-TEST(HttpServer, StopWaitsForARunningHandler) {
+TEST(HttpServer, StopWaitsForARunningHandlerAndJoinsEveryThread) {
+  const int threads_before = thread_count();
   std::atomic<bool> entered{false}, finished{false};
   auto server = std::make_unique<HttpServer>();
   ASSERT_TRUE(server->start([&](const HttpRequest&, HttpResponseWriter& w) {
@@ -474,6 +485,25 @@ TEST(HttpServer, StopWaitsForARunningHandler) {
   TestClient late(server->port());
   EXPECT_FALSE(late.connected());
   server->stop();  // idempotent
+  server.reset();
+  EXPECT_EQ(thread_count(), threads_before);
+}
+
+TEST(HttpServer, StopCutsAHandlerThatOutlivesTheDeadline) {
+  HttpServerOptions opts;
+  opts.stop_timeout_s = 0.2;
+  HttpServer server(opts);
+  std::atomic<bool> entered{false};
+  std::atomic<bool> saw_gone{false};
+  ASSERT_TRUE(server.start([&](const HttpRequest&, HttpResponseWriter& w) {
+    entered = true;
+    saw_gone = eventually([&] { return w.client_gone(); });  // a long generation that checks for cancel
+  }).ok());
+  TestClient c(server.port());
+  ASSERT_TRUE(c.send(get("/")));
+  ASSERT_TRUE(eventually([&] { return entered.load(); }));
+  server.stop();
+  EXPECT_TRUE(saw_gone.load());
 }
 
 }  // namespace
