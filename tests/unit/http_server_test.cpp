@@ -1,0 +1,510 @@
+#include "server/http_server.h"
+
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <future>
+#include <map>
+#include <string>
+#include <thread>
+
+#include "util/json.h"
+
+namespace agentkv {
+namespace {
+
+using namespace std::chrono_literals;
+
+// A tiny blocking HTTP client: enough to send raw bytes and read back responses (Content-Length,
+// chunked or close-delimited). Every read has a receive timeout so a broken server fails the test
+// instead of hanging it.
+class TestClient {
+ public:
+  explicit TestClient(int port) {
+    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(static_cast<uint16_t>(port));
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    connected_ = ::connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+    timeval tv{20, 0};
+    setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  }
+  ~TestClient() { close(); }
+  bool connected() const { return connected_; }
+  void close() {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+  }
+  bool send(const std::string& s) { return ::send(fd_, s.data(), s.size(), MSG_NOSIGNAL) == ssize_t(s.size()); }
+
+  struct Response {
+    int status = 0;
+    std::map<std::string, std::string> headers;  // lowercased names
+    std::string body;
+    std::vector<std::string> chunks;
+    std::string header(const std::string& n) const {
+      auto it = headers.find(n);
+      return it == headers.end() ? "" : it->second;
+    }
+  };
+
+  // Reads one response; status 0 when the connection closed or timed out first.
+  Response read_response() {
+    Response r;
+    std::string line;
+    if (!read_line(line)) return r;
+    if (line.size() < 12 || line.compare(0, 9, "HTTP/1.1 ") != 0) return r;
+    const int status = std::stoi(line.substr(9, 3));
+    while (read_line(line) && !line.empty()) {
+      const size_t colon = line.find(':');
+      std::string name = line.substr(0, colon);
+      for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      r.headers[name] = line.substr(colon + 2);
+    }
+    if (status < 200 || status == 204 || status == 304) {
+      // no body
+    } else if (r.headers.count("content-length")) {
+      if (!read_exact(std::stoul(r.headers["content-length"]), r.body)) return r;
+    } else if (r.header("transfer-encoding") == "chunked") {
+      while (true) {
+        if (!read_line(line)) return r;
+        const size_t size = std::stoul(line, nullptr, 16);
+        std::string chunk;
+        if (!read_exact(size + 2, chunk)) return r;
+        if (size == 0) break;
+        chunk.resize(size);
+        r.chunks.push_back(chunk);
+        r.body += chunk;
+      }
+    } else {
+      char c;
+      while (read_byte(c)) r.body += c;
+    }
+    r.status = status;
+    return r;
+  }
+
+  // True when the server closed the connection (EOF) before the receive timeout.
+  bool closed_by_server() {
+    char c;
+    return !read_byte(c) && eof_;
+  }
+
+ private:
+  bool read_byte(char& c) {
+    if (pos_ == buf_.size()) {
+      buf_.resize(4096);
+      const ssize_t n = ::recv(fd_, buf_.data(), buf_.size(), 0);
+      eof_ = n == 0;
+      if (n <= 0) {
+        buf_.clear();
+        pos_ = 0;
+        return false;
+      }
+      buf_.resize(static_cast<size_t>(n));
+      pos_ = 0;
+    }
+    c = buf_[pos_++];
+    return true;
+  }
+  bool read_line(std::string& line) {
+    line.clear();
+    char c;
+    while (read_byte(c)) {
+      if (c == '\n') {
+        if (!line.empty() && line.back() == '\r') line.pop_back();
+        return true;
+      }
+      line += c;
+    }
+    return false;
+  }
+  bool read_exact(size_t n, std::string& out) {
+    char c;
+    while (out.size() < n && read_byte(c)) out += c;
+    return out.size() == n;
+  }
+
+  int fd_ = -1;
+  bool connected_ = false;
+  bool eof_ = false;
+  std::string buf_;
+  size_t pos_ = 0;
+};
+
+int thread_count() {
+  int n = 0;
+  if (DIR* d = ::opendir("/proc/self/task")) {
+    while (const dirent* e = ::readdir(d)) n += e->d_name[0] != '.';
+    ::closedir(d);
+  }
+  return n;
+}
+
+std::string get(const std::string& path, const std::string& extra = "") {
+  return "GET " + path + " HTTP/1.1\r\nHost: test\r\n" + extra + "\r\n";
+}
+
+// Polls cond for up to 20 s: generous for a loaded machine, instant when things work.
+template <class Fn>
+bool eventually(Fn&& cond) {
+  const auto deadline = std::chrono::steady_clock::now() + 20s;
+  while (!cond()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(5ms);
+  }
+  return true;
+}
+
+HttpHandler echo_handler() {
+  return [](const HttpRequest& req, HttpResponseWriter& w) {
+    const std::string* agent = req.header("X-Agent");
+    w.respond(200, "text/plain", req.method + " " + req.path + " q=" + req.query + " agent=" +
+                                     (agent ? *agent : "-") + " body=" + req.body,
+              {{"X-Echo", "1"}});
+  };
+}
+
+TEST(HttpServer, AnswersOnAnEphemeralPortAndKeepsTheConnectionAlive) {
+  HttpServer server;
+  ASSERT_TRUE(server.start(echo_handler()).ok());
+  ASSERT_GT(server.port(), 0);
+  TestClient c(server.port());
+  ASSERT_TRUE(c.connected());
+  ASSERT_TRUE(c.send(get("/v1/models?x=1", "x-agent: a7\r\n")));
+  auto r1 = c.read_response();
+  EXPECT_EQ(r1.status, 200);
+  EXPECT_EQ(r1.body, "GET /v1/models q=x=1 agent=a7 body=");
+  EXPECT_EQ(r1.header("content-type"), "text/plain");
+  EXPECT_EQ(r1.header("x-echo"), "1");
+  EXPECT_FALSE(r1.header("date").empty());
+  EXPECT_EQ(r1.header("connection"), "");
+  // The same connection serves a second request.
+  ASSERT_TRUE(c.send("POST /p HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\n\r\nhello"));
+  auto r2 = c.read_response();
+  EXPECT_EQ(r2.status, 200);
+  EXPECT_EQ(r2.body, "POST /p q= agent=- body=hello");
+}
+
+TEST(HttpServer, AnswersPipelinedRequestsInOrder) {
+  HttpServer server;
+  ASSERT_TRUE(server.start(echo_handler()).ok());
+  TestClient c(server.port());
+  ASSERT_TRUE(c.send(get("/one") + get("/two") + get("/three", "Connection: close\r\n")));
+  EXPECT_EQ(c.read_response().body, "GET /one q= agent=- body=");
+  EXPECT_EQ(c.read_response().body, "GET /two q= agent=- body=");
+  auto r3 = c.read_response();
+  EXPECT_EQ(r3.body, "GET /three q= agent=- body=");
+  EXPECT_EQ(r3.header("connection"), "close");
+  EXPECT_TRUE(c.closed_by_server());
+}
+
+TEST(HttpServer, ConnectionCloseAndHttp10CloseAfterTheResponse) {
+  HttpServer server;
+  ASSERT_TRUE(server.start(echo_handler()).ok());
+  {
+    TestClient c(server.port());
+    ASSERT_TRUE(c.send(get("/", "Connection: close\r\n")));
+    auto r = c.read_response();
+    EXPECT_EQ(r.status, 200);
+    EXPECT_EQ(r.header("connection"), "close");
+    EXPECT_TRUE(c.closed_by_server());
+  }
+  {
+    TestClient c(server.port());
+    ASSERT_TRUE(c.send("GET /old HTTP/1.0\r\n\r\n"));
+    auto r = c.read_response();
+    EXPECT_EQ(r.status, 200);
+    EXPECT_EQ(r.body, "GET /old q= agent=- body=");
+    EXPECT_TRUE(c.closed_by_server());
+  }
+  {
+    TestClient c(server.port());
+    ASSERT_TRUE(c.send("GET /old HTTP/1.0\r\nConnection: keep-alive\r\n\r\n"));
+    auto r = c.read_response();
+    EXPECT_EQ(r.header("connection"), "keep-alive");
+    ASSERT_TRUE(c.send("GET /again HTTP/1.0\r\n\r\n"));
+    EXPECT_EQ(c.read_response().body, "GET /again q= agent=- body=");
+  }
+}
+
+TEST(HttpServer, StreamsChunkedFor11AndCloseDelimitedFor10) {
+  HttpServer server;
+  ASSERT_TRUE(server.start([](const HttpRequest&, HttpResponseWriter& w) {
+    ASSERT_TRUE(w.start_stream(200, "text/event-stream", {{"Cache-Control", "no-cache"}}));
+    EXPECT_TRUE(w.write("data: one\n\n"));
+    EXPECT_TRUE(w.write(""));  // an empty write must not end the stream
+    EXPECT_TRUE(w.write("data: two\n\n"));
+    EXPECT_TRUE(w.write(std::string(70000, 'z')));
+    EXPECT_TRUE(w.end_stream());
+    EXPECT_FALSE(w.write("late"));
+  }).ok());
+  TestClient c(server.port());
+  ASSERT_TRUE(c.send(get("/stream")));
+  auto r = c.read_response();
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(r.header("transfer-encoding"), "chunked");
+  EXPECT_EQ(r.header("cache-control"), "no-cache");
+  ASSERT_EQ(r.chunks.size(), 3u);
+  EXPECT_EQ(r.chunks[0], "data: one\n\n");
+  EXPECT_EQ(r.chunks[1], "data: two\n\n");
+  EXPECT_EQ(r.chunks[2].size(), 70000u);
+  // Still usable after the stream.
+  ASSERT_TRUE(c.send(get("/stream")));
+  EXPECT_EQ(c.read_response().chunks.size(), 3u);
+
+  TestClient old(server.port());
+  ASSERT_TRUE(old.send("GET /stream HTTP/1.0\r\n\r\n"));
+  auto r10 = old.read_response();
+  EXPECT_EQ(r10.status, 200);
+  EXPECT_EQ(r10.header("transfer-encoding"), "");
+  EXPECT_EQ(r10.body, "data: one\n\ndata: two\n\n" + std::string(70000, 'z'));
+}
+
+TEST(HttpServer, ClientDisconnectDuringAStreamIsNoticed) {
+  std::promise<std::pair<bool, bool>> outcome;  // (a write failed, client_gone())
+  std::atomic<bool> started{false};
+  HttpServer server;
+  ASSERT_TRUE(server.start([&](const HttpRequest&, HttpResponseWriter& w) {
+    w.start_stream(200, "text/event-stream");
+    started = true;
+    bool write_failed = false;
+    const auto deadline = std::chrono::steady_clock::now() + 20s;
+    while (std::chrono::steady_clock::now() < deadline) {
+      if (!w.write("data: token\n\n")) {
+        write_failed = true;
+        break;
+      }
+      std::this_thread::sleep_for(2ms);
+    }
+    outcome.set_value({write_failed, w.client_gone()});
+  }).ok());
+  {
+    TestClient c(server.port());
+    ASSERT_TRUE(c.send(get("/stream")));
+    ASSERT_TRUE(eventually([&] { return started.load(); }));
+  }  // the client goes away mid-stream
+  auto f = outcome.get_future();
+  ASSERT_EQ(f.wait_for(30s), std::future_status::ready);
+  const auto [write_failed, gone] = f.get();
+  EXPECT_TRUE(write_failed);
+  EXPECT_TRUE(gone);
+}
+
+TEST(HttpServer, ClientGoneIsSeenWithoutWriting) {
+  std::promise<bool> noticed;
+  std::atomic<bool> started{false};
+  HttpServer server;
+  ASSERT_TRUE(server.start([&](const HttpRequest&, HttpResponseWriter& w) {
+    EXPECT_FALSE(w.client_gone());
+    started = true;
+    noticed.set_value(eventually([&] { return w.client_gone(); }));
+  }).ok());
+  {
+    TestClient c(server.port());
+    ASSERT_TRUE(c.send(get("/slow")));
+    ASSERT_TRUE(eventually([&] { return started.load(); }));
+  }
+  auto f = noticed.get_future();
+  ASSERT_EQ(f.wait_for(30s), std::future_status::ready);
+  EXPECT_TRUE(f.get());
+}
+
+TEST(HttpServer, HandlerWithoutResponseOrThrowingGets500AndTheServerLives) {
+  HttpServer server;
+  ASSERT_TRUE(server.start([](const HttpRequest& req, HttpResponseWriter& w) {
+    if (req.path == "/throw") throw std::runtime_error("boom");
+    if (req.path == "/badheader") {
+      EXPECT_FALSE(w.respond(200, "text/plain", "x", {{"X-Bad", "a\r\nInjected: 1"}}));
+      EXPECT_FALSE(w.respond(200, "text/plain", "x", {{"Content-Length", "1"}}));
+    }
+  }).ok());
+  TestClient c(server.port());
+  for (const char* path : {"/silent", "/throw", "/badheader"}) {
+    ASSERT_TRUE(c.send(get(path)));
+    auto r = c.read_response();
+    EXPECT_EQ(r.status, 500) << path;
+    auto j = Json::parse(r.body);
+    ASSERT_TRUE(j.ok()) << r.body;
+    EXPECT_EQ(j->get("error")->get("type")->as_string(), "server_error");
+  }
+}
+
+TEST(HttpServer, MalformedRequestGetsJsonErrorAndClose) {
+  HttpServer server;
+  ASSERT_TRUE(server.start(echo_handler()).ok());
+  TestClient c(server.port());
+  ASSERT_TRUE(c.send("GET / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n"));
+  auto r = c.read_response();
+  EXPECT_EQ(r.status, 501);
+  EXPECT_EQ(r.header("content-type"), "application/json");
+  EXPECT_EQ(r.header("connection"), "close");
+  auto j = Json::parse(r.body);
+  ASSERT_TRUE(j.ok()) << r.body;
+  EXPECT_EQ(j->get("error")->get("type")->as_string(), "invalid_request_error");
+  EXPECT_TRUE(j->get("error")->get("code")->is_null());
+  EXPECT_NE(j->get("error")->get("message")->as_string().find("chunked"), std::string::npos);
+  EXPECT_TRUE(c.closed_by_server());
+}
+
+TEST(HttpServer, OversizedBodyGets413BeforeItIsSent) {
+  HttpServerOptions opts;
+  opts.limits.max_body_bytes = 1024;
+  HttpServer server(opts);
+  std::atomic<int> calls{0};
+  ASSERT_TRUE(server.start([&](const HttpRequest&, HttpResponseWriter& w) {
+    ++calls;
+    w.respond(200, "text/plain", "ok");
+  }).ok());
+  TestClient c(server.port());
+  ASSERT_TRUE(c.send("POST /v1/chat/completions HTTP/1.1\r\nHost: h\r\nContent-Length: 4096\r\n\r\n" +
+                     std::string(100, 'x')));
+  auto r = c.read_response();
+  EXPECT_EQ(r.status, 413);
+  EXPECT_NE(r.body.find("4096"), std::string::npos);
+  EXPECT_TRUE(c.closed_by_server());
+  EXPECT_EQ(calls.load(), 0);
+}
+
+TEST(HttpServer, ExpectContinueGets100BeforeTheBody) {
+  HttpServer server;
+  ASSERT_TRUE(server.start(echo_handler()).ok());
+  TestClient c(server.port());
+  ASSERT_TRUE(c.send("POST /up HTTP/1.1\r\nHost: h\r\nExpect: 100-continue\r\nContent-Length: 4\r\n\r\n"));
+  EXPECT_EQ(c.read_response().status, 100);
+  ASSERT_TRUE(c.send("data"));
+  EXPECT_EQ(c.read_response().body, "POST /up q= agent=- body=data");
+}
+
+TEST(HttpServer, StalledPartialRequestIsDropped) {
+  HttpServerOptions opts;
+  opts.idle_timeout_s = 0.5;
+  HttpServer server(opts);
+  ASSERT_TRUE(server.start(echo_handler()).ok());
+  TestClient c(server.port());
+  ASSERT_TRUE(c.send("GET / HTTP/1.1\r\nHost: h\r\n"));  // never finished
+  auto r = c.read_response();
+  EXPECT_EQ(r.status, 408);
+  EXPECT_TRUE(c.closed_by_server());
+  // An idle keep-alive connection is closed silently.
+  TestClient idle(server.port());
+  EXPECT_TRUE(idle.closed_by_server());
+  EXPECT_TRUE(eventually([&] { return server.active_connections() == 0; }));
+}
+
+TEST(HttpServer, OverMaxConnectionsGets503) {
+  HttpServerOptions opts;
+  opts.max_connections = 1;
+  HttpServer server(opts);
+  std::atomic<bool> entered{false}, release{false};
+  ASSERT_TRUE(server.start([&](const HttpRequest&, HttpResponseWriter& w) {
+    entered = true;
+    eventually([&] { return release.load(); });
+    w.respond(200, "text/plain", "first");
+  }).ok());
+  TestClient first(server.port());
+  ASSERT_TRUE(first.send(get("/")));
+  ASSERT_TRUE(eventually([&] { return entered.load(); }));
+  TestClient second(server.port());
+  ASSERT_TRUE(second.send(get("/")));
+  auto r = second.read_response();
+  EXPECT_EQ(r.status, 503);
+  EXPECT_NE(r.body.find("connection limit"), std::string::npos);
+  EXPECT_TRUE(second.closed_by_server());
+  release = true;
+  EXPECT_EQ(first.read_response().body, "first");
+}
+
+TEST(HttpServer, BindErrorNamesTheAddressAndTheReason) {
+  HttpServer first;
+  ASSERT_TRUE(first.start(echo_handler()).ok());
+  HttpServerOptions opts;
+  opts.port = first.port();
+  HttpServer second(opts);
+  Status st = second.start(echo_handler());
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.error(), "cannot bind 127.0.0.1:" + std::to_string(first.port()) + ": Address already in use");
+
+  HttpServerOptions bad;
+  bad.host = "not a host name";
+  EXPECT_NE(HttpServer(bad).start(echo_handler()).error().find("cannot resolve host"), std::string::npos);
+}
+
+TEST(HttpServer, ListensOnIpv6Loopback) {
+  HttpServerOptions opts;
+  opts.host = "::1";
+  HttpServer server(opts);
+  Status st = server.start(echo_handler());
+  if (!st.ok()) GTEST_SKIP() << "no IPv6 loopback here: " << st.error();
+  const int fd = ::socket(AF_INET6, SOCK_STREAM, 0);
+  sockaddr_in6 a{};
+  a.sin6_family = AF_INET6;
+  a.sin6_port = htons(static_cast<uint16_t>(server.port()));
+  a.sin6_addr = in6addr_loopback;
+  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  const std::string req = get("/six", "Connection: close\r\n");
+  ASSERT_EQ(::send(fd, req.data(), req.size(), MSG_NOSIGNAL), ssize_t(req.size()));
+  std::string all;
+  char buf[1024];
+  for (ssize_t n; (n = ::recv(fd, buf, sizeof buf, 0)) > 0;) all.append(buf, static_cast<size_t>(n));
+  ::close(fd);
+  EXPECT_EQ(all.rfind("HTTP/1.1 200 OK\r\n", 0), 0u) << all;
+}
+
+TEST(HttpServer, StopWaitsForARunningHandlerAndJoinsEveryThread) {
+  const int threads_before = thread_count();
+  std::atomic<bool> entered{false}, finished{false};
+  auto server = std::make_unique<HttpServer>();
+  ASSERT_TRUE(server->start([&](const HttpRequest&, HttpResponseWriter& w) {
+    entered = true;
+    std::this_thread::sleep_for(300ms);
+    w.respond(200, "text/plain", "done");
+    finished = true;
+  }).ok());
+  TestClient busy(server->port());
+  TestClient idle(server->port());
+  ASSERT_TRUE(idle.send(get("/")));  // served at once, then idles on keep-alive
+  ASSERT_TRUE(busy.send(get("/")));
+  ASSERT_TRUE(eventually([&] { return entered.load(); }));
+  server->stop();
+  EXPECT_TRUE(finished.load());
+  EXPECT_EQ(server->active_connections(), 0);
+  auto r = busy.read_response();
+  EXPECT_EQ(r.body, "done");
+  EXPECT_EQ(r.header("connection"), "close");
+  EXPECT_TRUE(busy.closed_by_server());
+  // New connections are refused once stopped.
+  TestClient late(server->port());
+  EXPECT_FALSE(late.connected());
+  server->stop();  // idempotent
+  server.reset();
+  EXPECT_EQ(thread_count(), threads_before);
+}
+
+TEST(HttpServer, StopCutsAHandlerThatOutlivesTheDeadline) {
+  HttpServerOptions opts;
+  opts.stop_timeout_s = 0.2;
+  HttpServer server(opts);
+  std::atomic<bool> entered{false};
+  std::atomic<bool> saw_gone{false};
+  ASSERT_TRUE(server.start([&](const HttpRequest&, HttpResponseWriter& w) {
+    entered = true;
+    saw_gone = eventually([&] { return w.client_gone(); });  // a long generation that checks for cancel
+  }).ok());
+  TestClient c(server.port());
+  ASSERT_TRUE(c.send(get("/")));
+  ASSERT_TRUE(eventually([&] { return entered.load(); }));
+  server.stop();
+  EXPECT_TRUE(saw_gone.load());
+}
+
+}  // namespace
+}  // namespace agentkv
