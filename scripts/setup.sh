@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 run_main=1
 [[ "${1:-}" == "--no-run" ]] && run_main=0
 
-APT_PACKAGES=(build-essential cmake libgtest-dev python3 python3-pip)
+APT_PACKAGES=(build-essential cmake libgtest-dev python3 python3-pip python3-venv)
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -23,6 +23,17 @@ if ((${#missing[@]})); then
 fi
 
 python3 scripts/fetch_models.py smollm2 gemma3
+
+# The official OpenAI Python client, for the server's end-to-end tests: a venv of its own (Debian's
+# Python is externally managed), pinned, reused when already there.
+OPENAI_VERSION=3.51.0
+VENV=${AGENTKV_VENV:-$HOME/.cache/agentkv/venv}
+if ! "$VENV/bin/python" -c "import openai, sys; sys.exit(openai.__version__ != '$OPENAI_VERSION')" 2>/dev/null; then
+  echo "setup: installing openai==$OPENAI_VERSION into $VENV"
+  python3 -m venv "$VENV"
+  "$VENV/bin/pip" install -q --disable-pip-version-check "openai==$OPENAI_VERSION" ||
+    { echo "setup: error: cannot install openai==$OPENAI_VERSION from PyPI (is PyPI reachable?)" >&2; exit 1; }
+fi
 
 JOBS=$(nproc)
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null

@@ -11,6 +11,7 @@ int cmd_perplexity(int argc, char** argv);
 int cmd_bench(int argc, char** argv);
 int cmd_inspect(int argc, char** argv);
 int cmd_bench_agents(int argc, char** argv);
+int cmd_serve(int argc, char** argv);
 
 // Prints "agentkv: error: <msg>" as one line on stderr and returns 1.
 int cli_fail(const std::string& msg);

@@ -1,0 +1,20 @@
+// libFuzzer target for the OpenAI request validation that every /v1/*completions body goes through:
+// any JSON must either parse into a request or give a 4xx with a message, never crash.
+// Build: see fuzz/json_fuzz.cpp; scripts/fuzz.sh openai_request_fuzz.
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+#include "server/openai_protocol.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  auto j = agentkv::Json::parse(std::string_view(reinterpret_cast<const char*>(data), size), 32);
+  if (!j.ok()) return 0;
+  for (bool chat : {false, true}) {
+    agentkv::CompletionRequest r;
+    auto e = agentkv::parse_completion_request(*j, chat, agentkv::ApiLimits{}, &r);
+    if (e && (e->status < 400 || e->status > 499 || e->message.empty())) __builtin_trap();
+    if (!e && r.model.empty()) __builtin_trap();
+  }
+  return 0;
+}

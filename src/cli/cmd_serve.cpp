@@ -1,0 +1,63 @@
+#include <csignal>
+#include <cstdio>
+#include <sstream>
+
+#include "cli/arg_parser.h"
+#include "cli/commands.h"
+#include "kv/kv_manager.h"
+#include "server/api_server.h"
+
+namespace agentkv {
+
+namespace {
+volatile std::sig_atomic_t g_stop = 0;
+void on_signal(int) { g_stop = 1; }
+}  // namespace
+
+int cmd_serve(int argc, char** argv) {
+  std::string models = "smollm2", host = "127.0.0.1", api_key, kv_mem;
+  int64_t port = 8080, threads = 0, max_tokens = 4096, max_body = 8 << 20;
+  ArgParser p("serve", "OpenAI-compatible HTTP server (POST /v1/chat/completions, /v1/completions; GET /v1/models, /health, /metrics).");
+  p.add_string("-m,--model", &models, "model alias or .gguf path; a comma list serves several (the request's \"model\" picks)");
+  p.add_string("--host", &host, "address to bind (127.0.0.1 unless told otherwise)");
+  p.add_int("--port", &port, "port (0 = any free port, printed at start)", 0, 65535);
+  p.add_string("--api-key", &api_key, "require Authorization: Bearer KEY on every endpoint but /health");
+  p.add_string("--kv-mem", &kv_mem, "KV budget per model in bytes, e.g. 2G (default: a quarter of RAM split between models)");
+  p.add_int("-t,--threads", &threads, "threads (0 = all cores)", 0, 1024);
+  p.add_int("--max-tokens", &max_tokens, "largest max_tokens a request may ask for", 1, 1 << 20);
+  p.add_int("--max-body", &max_body, "largest request body in bytes", 1024, int64_t(1) << 30);
+  if (auto rc = p.parse_command(argc, argv)) return *rc;
+  ServeOptions opt;
+  opt.host = host;
+  opt.port = int(port);
+  opt.api_key = api_key;
+  opt.threads = int(threads);
+  opt.limits.max_tokens_limit = int(max_tokens);
+  opt.max_body_bytes = size_t(max_body);
+  opt.limits.max_prompt_bytes = size_t(max_body);
+  if (!kv_mem.empty()) {
+    auto b = parse_byte_size(kv_mem);
+    if (!b.ok()) return cli_fail("--kv-mem: " + b.error());
+    opt.kv_mem = *b;
+  }
+  std::vector<std::string> names;
+  std::stringstream ss(models);
+  for (std::string m; std::getline(ss, m, ',');)
+    if (!m.empty()) names.push_back(m);
+  auto server = ApiServer::create(names, opt);
+  if (!server.ok()) return cli_fail(server.error());
+  if (Status st = (*server)->start(); !st.ok()) return cli_fail(st.error());
+  std::signal(SIGTERM, on_signal);
+  std::signal(SIGINT, on_signal);
+  std::fprintf(stderr, "agentkv: serving %s on http://%s:%d\n", models.c_str(), host.c_str(), (*server)->port());
+  std::fflush(stderr);
+  while (!g_stop) {
+    struct timespec ts{0, 100 * 1000 * 1000};
+    nanosleep(&ts, nullptr);
+  }
+  std::fprintf(stderr, "agentkv: shutting down\n");
+  (*server)->stop();
+  return 0;
+}
+
+}  // namespace agentkv

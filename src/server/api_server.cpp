@@ -1,0 +1,349 @@
+#include "server/api_server.h"
+
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <random>
+
+#include "tokenizer/chat_template.h"
+
+namespace agentkv {
+
+namespace {
+
+int64_t unix_now() {
+  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+// Events of one request, handed from the engine thread to the waiting HTTP thread.
+struct Mailbox {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<RequestEvent> events;
+};
+
+void reply_error(HttpResponseWriter& w, const ApiError& e) {
+  w.respond(e.status, "application/json", error_json(e));
+}
+
+std::string request_id(bool chat) {
+  static std::atomic<uint64_t> counter{0};
+  static const uint64_t salt = std::random_device{}();
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%s-%016llx%04llx", chat ? "chatcmpl" : "cmpl", (unsigned long long)salt,
+                (unsigned long long)(counter.fetch_add(1) & 0xffff));
+  return buf;
+}
+
+}  // namespace
+
+ApiServer::ApiServer(const ServeOptions& opt) : opt_(opt) {}
+
+ApiServer::~ApiServer() { stop(); }
+
+Result<std::unique_ptr<ApiServer>> ApiServer::create(const std::vector<std::string>& models, const ServeOptions& opt) {
+  if (models.empty()) return make_error("serve needs at least one -m MODEL");
+  std::unique_ptr<ApiServer> s(new ApiServer(opt));
+  s->pool_ = std::make_unique<ThreadPool>(opt.threads);
+  s->created_ = unix_now();
+  const int64_t kv_mem = opt.kv_mem > 0 ? opt.kv_mem : default_kv_mem_bytes() / int64_t(models.size());
+  for (const std::string& name : models) {
+    Served m;
+    m.id = name;
+    AGENTKV_ASSIGN_OR_RETURN(m.lm, load_model(name));
+    for (const Served& other : s->models_)
+      if (other.id == name) return make_error("model '" + name + "' given twice");
+    EngineOptions eo;
+    eo.kv.mem_bytes = kv_mem;
+    eo.kv.block_size = opt.block_size;
+    eo.max_n = opt.limits.max_n;
+    std::unique_ptr<Engine> engine;
+    AGENTKV_ASSIGN_OR_RETURN(engine, Engine::create(*m.lm, eo, *s->pool_));
+    m.engine = std::move(engine);
+    s->models_.push_back(std::move(m));
+  }
+  std::vector<Engine*> engines;
+  for (Served& m : s->models_) engines.push_back(m.engine.get());
+  s->loop_ = std::make_unique<EngineLoop>(std::move(engines));
+  HttpServerOptions ho;
+  ho.host = opt.host;
+  ho.port = opt.port;
+  ho.limits.max_body_bytes = opt.max_body_bytes;
+  s->http_ = std::make_unique<HttpServer>(ho);
+  return s;
+}
+
+Status ApiServer::start() {
+  return http_->start([this](const HttpRequest& req, HttpResponseWriter& w) { handle(req, w); });
+}
+
+void ApiServer::stop() {
+  if (http_) http_->stop();  // running handlers finish: the loop below still serves them
+  if (loop_) loop_->shutdown(true);
+}
+
+int ApiServer::find_model(const std::string& name) const {
+  for (size_t i = 0; i < models_.size(); ++i)
+    if (models_[i].id == name || models_[i].lm->name == name || models_[i].lm->path == name) return int(i);
+  return -1;
+}
+
+std::string ApiServer::models_json() const {
+  Json data = Json::array();
+  for (const Served& m : models_) {
+    Json j = Json::object();
+    j.set("id", Json::string(m.id));
+    j.set("object", Json::string("model"));
+    j.set("created", Json::number(double(created_)));
+    j.set("owned_by", Json::string("agentkv"));
+    data.push(std::move(j));
+  }
+  Json out = Json::object();
+  out.set("object", Json::string("list"));
+  out.set("data", std::move(data));
+  return out.dump();
+}
+
+std::string ApiServer::metrics_text() const {
+  std::string out;
+  auto family = [&](const char* name, const char* type, const char* help) {
+    out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " " + type + "\n";
+  };
+  auto sample = [&](const std::string& name, const std::string& model, double v, const std::string& extra = "") {
+    char num[64];
+    std::snprintf(num, sizeof num, "%.17g", v);
+    out += name + "{model=\"" + model + "\"" + extra + "} " + num + "\n";
+  };
+  std::vector<EngineMetrics> ms;
+  for (size_t i = 0; i < models_.size(); ++i) ms.push_back(loop_->metrics(i));
+  struct Row {
+    const char* name;
+    const char* type;
+    const char* help;
+    double (*get)(const EngineMetrics&);
+  };
+  static const Row rows[] = {
+      {"agentkv_prefix_cache_queries_total", "counter", "Prompt tokens looked up in the prefix cache.",
+       [](const EngineMetrics& m) { return double(m.prefix_query_tokens); }},
+      {"agentkv_prefix_cache_hits_total", "counter", "Prompt tokens served from the prefix cache.",
+       [](const EngineMetrics& m) { return double(m.prefix_hit_tokens); }},
+      {"agentkv_kv_blocks_used", "gauge", "KV blocks referenced by sequences.",
+       [](const EngineMetrics& m) { return double(m.blocks_used); }},
+      {"agentkv_kv_blocks_free", "gauge", "KV blocks free (cached or empty).",
+       [](const EngineMetrics& m) { return double(m.blocks_free); }},
+      {"agentkv_kv_blocks_cached", "gauge", "KV blocks in the prefix cache.",
+       [](const EngineMetrics& m) { return double(m.blocks_cached); }},
+      {"agentkv_kv_blocks_total", "gauge", "KV blocks in the budget.",
+       [](const EngineMetrics& m) { return double(m.blocks_total); }},
+      {"agentkv_preemptions_total", "counter", "Sequences preempted for recompute.",
+       [](const EngineMetrics& m) { return double(m.preemptions); }},
+      {"agentkv_tokens_prefilled_total", "counter", "Tokens computed without sampling.",
+       [](const EngineMetrics& m) { return double(m.tokens_prefilled); }},
+      {"agentkv_tokens_decoded_total", "counter", "Tokens sampled.",
+       [](const EngineMetrics& m) { return double(m.tokens_decoded); }},
+      {"agentkv_requests_running", "gauge", "Requests with sequences running.",
+       [](const EngineMetrics& m) { return double(m.requests_running); }},
+      {"agentkv_requests_waiting", "gauge", "Sequences waiting for admission.",
+       [](const EngineMetrics& m) { return double(m.requests_waiting); }},
+      {"agentkv_requests_finished_total", "counter", "Requests finished.",
+       [](const EngineMetrics& m) { return double(m.requests_finished); }},
+      {"agentkv_requests_cancelled_total", "counter", "Requests cancelled.",
+       [](const EngineMetrics& m) { return double(m.requests_cancelled); }},
+  };
+  for (const Row& r : rows) {
+    family(r.name, r.type, r.help);
+    for (size_t i = 0; i < models_.size(); ++i) sample(r.name, models_[i].id, r.get(ms[i]));
+  }
+  auto histogram = [&](const char* name, const char* help, const LatencyHistogram EngineMetrics::*field) {
+    family(name, "histogram", help);
+    for (size_t i = 0; i < models_.size(); ++i) {
+      const LatencyHistogram& h = ms[i].*field;
+      uint64_t cum = 0;
+      for (size_t b = 0; b < h.bounds().size(); ++b) {
+        cum += h.counts()[b];
+        char le[32];
+        std::snprintf(le, sizeof le, "%g", h.bounds()[b]);
+        sample(std::string(name) + "_bucket", models_[i].id, double(cum), std::string(",le=\"") + le + "\"");
+      }
+      sample(std::string(name) + "_bucket", models_[i].id, double(h.count()), ",le=\"+Inf\"");
+      sample(std::string(name) + "_sum", models_[i].id, h.sum());
+      sample(std::string(name) + "_count", models_[i].id, double(h.count()));
+    }
+  };
+  histogram("agentkv_time_to_first_token_seconds", "Time from arrival to the first token.", &EngineMetrics::ttft);
+  histogram("agentkv_inter_token_latency_seconds", "Time between tokens of a sequence.", &EngineMetrics::inter_token);
+  return out;
+}
+
+void ApiServer::handle(const HttpRequest& req, HttpResponseWriter& w) {
+  const std::string& path = req.path;
+  if (path == "/health") {
+    if (req.method != "GET" && req.method != "HEAD") return reply_error(w, ApiError{405, "use GET /health", ""});
+    w.respond(200, "application/json", "{\"status\":\"ok\"}");
+    return;
+  }
+  if (!opt_.api_key.empty()) {
+    const std::string* auth = req.header("authorization");
+    if (!auth || *auth != "Bearer " + opt_.api_key)
+      return reply_error(w, ApiError{401, "missing or wrong API key (send Authorization: Bearer KEY)", "",
+                                     "authentication_error"});
+  }
+  if (path == "/v1/models") {
+    if (req.method != "GET") return reply_error(w, ApiError{405, "use GET /v1/models", ""});
+    w.respond(200, "application/json", models_json());
+    return;
+  }
+  if (path == "/metrics") {
+    if (req.method != "GET") return reply_error(w, ApiError{405, "use GET /metrics", ""});
+    w.respond(200, "text/plain; version=0.0.4", metrics_text());
+    return;
+  }
+  if (path == "/v1/completions" || path == "/v1/chat/completions") {
+    if (req.method != "POST") return reply_error(w, ApiError{405, "use POST " + path, ""});
+    handle_completion(req, w, path == "/v1/chat/completions");
+    return;
+  }
+  reply_error(w, ApiError{404, "no route for " + req.method + " " + path, ""});
+}
+
+void ApiServer::handle_completion(const HttpRequest& req, HttpResponseWriter& w, bool chat) {
+  auto body = Json::parse(req.body, 32);
+  if (!body.ok()) return reply_error(w, ApiError{400, "malformed JSON body: " + body.error(), ""});
+  CompletionRequest cr;
+  if (auto e = parse_completion_request(*body, chat, opt_.limits, &cr)) return reply_error(w, *e);
+  const int mi = find_model(cr.model);
+  if (mi < 0) {
+    ApiError e{404, "model '" + cr.model + "' does not exist (GET /v1/models lists them)", "model"};
+    e.type = "invalid_request_error";
+    return reply_error(w, e);
+  }
+  Served& m = models_[size_t(mi)];
+  const Tokenizer& tok = *m.lm->tokenizer;
+  RequestParams p;
+  if (chat) {
+    auto text = apply_chat_template(tok, cr.messages, true);
+    if (!text.ok()) return reply_error(w, ApiError{400, text.error(), "messages"});
+    p.prompt = tok.encode(*text, tok.add_bos_default(), true);
+  } else if (cr.prompt_is_tokens) {
+    p.prompt = cr.prompt_tokens;
+  } else {
+    p.prompt = tok.encode(cr.prompt, tok.add_bos_default(), false);
+  }
+  const int room = m.engine->n_ctx() - int(p.prompt.size());
+  if (room <= 0)
+    return reply_error(w, ApiError{400, "the prompt has " + std::to_string(p.prompt.size()) +
+                                            " tokens; the model's context is " + std::to_string(m.engine->n_ctx()),
+                                   chat ? "messages" : "prompt"});
+  // OpenAI's defaults: 16 tokens for completions; chat runs to the end of the context.
+  p.max_tokens = cr.max_tokens ? *cr.max_tokens : (chat ? std::min(room, opt_.limits.max_tokens_limit) : 16);
+  if (p.max_tokens > room)
+    return reply_error(w, ApiError{400, "max_tokens " + std::to_string(p.max_tokens) + " + the prompt's " +
+                                            std::to_string(p.prompt.size()) + " tokens exceed the context of " +
+                                            std::to_string(m.engine->n_ctx()),
+                                   "max_tokens"});
+  p.sampling.temperature = cr.temperature;
+  p.sampling.top_p = cr.top_p;
+  p.sampling.seed = cr.seed ? *cr.seed : std::random_device{}();
+  p.n = cr.n;
+  p.stop = cr.stop;
+  p.top_logprobs = cr.logprobs;
+  const int n_prompt = int(p.prompt.size());
+
+  auto box = std::make_shared<Mailbox>();
+  auto id = loop_->submit(std::move(p), [box](const RequestEvent& ev) {
+    std::lock_guard<std::mutex> lock(box->mu);
+    box->events.push_back(ev);
+    box->cv.notify_one();
+  }, size_t(mi));
+  if (!id.ok()) return reply_error(w, ApiError{400, id.error(), ""});
+
+  const std::string rid = request_id(chat);
+  const int64_t created = unix_now();
+  std::vector<ChoiceOutput> choices(size_t(cr.n));
+  for (int i = 0; i < cr.n; ++i) choices[size_t(i)].index = i;
+  std::vector<bool> started(size_t(cr.n), false);
+  UsageCounts usage;
+  usage.prompt_tokens = n_prompt;
+  bool streaming = false;
+  if (cr.stream) {
+    if (!w.start_stream(200, "text/event-stream", {{"Cache-Control", "no-cache"}})) {
+      loop_->cancel(*id, size_t(mi));
+      return;
+    }
+    streaming = true;
+  }
+  auto send = [&](const Json& j) { return w.write("data: " + j.dump() + "\n\n"); };
+  bool finished = false;
+  std::string error;
+  while (!finished) {
+    std::deque<RequestEvent> batch;
+    {
+      std::unique_lock<std::mutex> lock(box->mu);
+      box->cv.wait_for(lock, std::chrono::milliseconds(200), [&] { return !box->events.empty(); });
+      batch.swap(box->events);
+    }
+    if (batch.empty()) {
+      // Nothing new: a client that went away has its request cancelled and its blocks freed.
+      if (w.client_gone()) {
+        loop_->cancel(*id, size_t(mi));
+        return;
+      }
+      continue;
+    }
+    for (const RequestEvent& ev : batch) {
+      if (ev.seq_index < 0 || ev.seq_index >= cr.n) continue;
+      ChoiceOutput& c = choices[size_t(ev.seq_index)];
+      usage.cached_tokens = ev.n_cached_prompt;
+      if (!ev.error.empty()) error = ev.error;
+      std::string tok_text;
+      std::vector<std::string> top_texts;
+      const bool counted = ev.has_token && !(ev.seq_finished && ev.finish_reason == "stop" && ev.text.empty() &&
+                                             tok.is_eog(ev.token));
+      if (counted) ++usage.completion_tokens;
+      if (ev.has_token && cr.logprobs >= 0 && counted) {
+        tok_text = tok.token_to_piece(ev.token, false);
+        for (auto& [t, lp] : ev.logprob.top) top_texts.push_back(tok.token_to_piece(t, false));
+        c.logprobs.push_back(ev.logprob);
+        c.token_texts.push_back(tok_text);
+        c.top_texts.push_back(top_texts);
+      }
+      c.text += ev.text;
+      std::string reason;
+      if (ev.seq_finished) {
+        reason = ev.finish_reason == "length" ? "length" : "stop";
+        c.finish_reason = reason;
+      }
+      if (streaming && (!ev.text.empty() || ev.seq_finished || (cr.logprobs >= 0 && counted))) {
+        const bool first = !started[size_t(ev.seq_index)];
+        started[size_t(ev.seq_index)] = true;
+        const bool with_lp = cr.logprobs >= 0 && counted;
+        if (!send(stream_chunk_json(cr, rid, created, ev.seq_index, ev.text, reason, first,
+                                    with_lp ? &ev.logprob : nullptr, with_lp ? &tok_text : nullptr,
+                                    with_lp ? &top_texts : nullptr))) {
+          loop_->cancel(*id, size_t(mi));
+          return;
+        }
+      }
+      if (ev.request_finished) finished = true;
+    }
+  }
+  if (!error.empty()) {
+    if (streaming) {
+      w.write("data: " + error_json(ApiError{500, error, "", "server_error"}) + "\n\n");
+      w.end_stream();
+    } else {
+      reply_error(w, ApiError{500, error, "", "server_error"});
+    }
+    return;
+  }
+  if (streaming) {
+    if (cr.include_usage) send(stream_usage_chunk_json(cr, rid, created, usage));
+    w.write("data: [DONE]\n\n");
+    w.end_stream();
+    return;
+  }
+  w.respond(200, "application/json", completion_response_json(cr, rid, created, choices, usage).dump());
+}
+
+}  // namespace agentkv

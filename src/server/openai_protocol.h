@@ -1,0 +1,88 @@
+// The OpenAI request and response shapes for /v1/completions and /v1/chat/completions: strict
+// validation of untrusted JSON bodies into engine parameters (every error names the field), and the
+// JSON of responses and stream chunks. No sockets and no engine here, so it is tested directly.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/request.h"
+#include "tokenizer/chat_template.h"
+#include "util/json.h"
+#include "util/status.h"
+
+namespace agentkv {
+
+struct ApiLimits {
+  int max_tokens_limit = 4096;     // the most a request may ask for
+  int max_n = 16;
+  int max_stop = 4;                // OpenAI allows up to 4 stop sequences
+  size_t max_prompt_bytes = 1 << 20;
+};
+
+struct CompletionRequest {
+  bool chat = false;
+  std::string model;
+  std::vector<ChatMessage> messages;   // chat
+  std::string prompt;                  // completions, as text
+  std::vector<int32_t> prompt_tokens;  // completions, when the prompt is given as token ids
+  bool prompt_is_tokens = false;
+  std::optional<int> max_tokens;       // absent: completions 16, chat up to the context
+  float temperature = 1.0f;            // OpenAI's default
+  float top_p = 1.0f;
+  int n = 1;
+  std::optional<uint64_t> seed;
+  std::vector<std::string> stop;
+  int logprobs = -1;                   // -1 off; else top_logprobs count (0 = chosen token only)
+  bool stream = false;
+  bool include_usage = false;          // stream_options.include_usage
+  bool echo = false;
+};
+
+// 400-class problems: status and message (the OpenAI error object's "message" and "param").
+struct ApiError {
+  int status = 400;
+  std::string message;
+  std::string param;
+  std::string type = "invalid_request_error";
+};
+
+// Parses a request body. Unknown fields are an error (a typo must not be silently ignored); fields
+// OpenAI defines but agentkv does not implement (e.g. tools) are errors that say so.
+std::optional<ApiError> parse_completion_request(const Json& body, bool chat, const ApiLimits& limits,
+                                                 CompletionRequest* out);
+
+// The error object every 4xx / 5xx carries: {"error": {"message", "type", "param", "code"}}.
+std::string error_json(const ApiError& e);
+
+struct ChoiceOutput {
+  int index = 0;
+  std::string text;
+  std::string finish_reason;               // "stop", "length"
+  std::vector<TokenLogprob> logprobs;      // when requested
+  std::vector<std::string> token_texts;    // text of each generated token (for logprobs)
+  std::vector<std::vector<std::string>> top_texts;  // text of each top token
+};
+
+struct UsageCounts {
+  int prompt_tokens = 0;
+  int completion_tokens = 0;
+  int cached_tokens = 0;
+};
+
+Json usage_json(const UsageCounts& u);
+Json completion_response_json(const CompletionRequest& req, const std::string& id, int64_t created,
+                              const std::vector<ChoiceOutput>& choices, const UsageCounts& usage);
+// One streamed chunk with one choice's new text (chat: a delta; the first chunk of a choice also
+// carries the role). finish_reason empty: not finished.
+Json stream_chunk_json(const CompletionRequest& req, const std::string& id, int64_t created, int index,
+                       const std::string& text, const std::string& finish_reason, bool first_of_choice,
+                       const TokenLogprob* lp, const std::string* token_text,
+                       const std::vector<std::string>* top_texts);
+// The final usage-only chunk of a stream (stream_options.include_usage).
+Json stream_usage_chunk_json(const CompletionRequest& req, const std::string& id, int64_t created,
+                             const UsageCounts& usage);
+
+}  // namespace agentkv

@@ -1,0 +1,10 @@
+# The server end to end with the official openai client (from PyPI, installed by scripts/setup.sh into
+# $AGENTKV_VENV or ~/.cache/agentkv/venv). Label `model`: it serves SmolLM2.
+if(DEFINED ENV{AGENTKV_VENV})
+  set(AGENTKV_VENV_PYTHON "$ENV{AGENTKV_VENV}/bin/python")
+else()
+  set(AGENTKV_VENV_PYTHON "$ENV{HOME}/.cache/agentkv/venv/bin/python")
+endif()
+add_test(NAME server.openai_client_e2e
+         COMMAND ${AGENTKV_VENV_PYTHON} ${CMAKE_SOURCE_DIR}/tests/e2e/openai_e2e.py $<TARGET_FILE:agentkv>)
+set_tests_properties(server.openai_client_e2e PROPERTIES LABELS model TIMEOUT 900 PASS_REGULAR_EXPRESSION "openai e2e: ok")
