@@ -269,6 +269,16 @@ Json completion_logprobs(const ChoiceOutput& c) {
   return j;
 }
 
+// The fields every stream chunk starts with.
+Json chunk_head(const CompletionRequest& req, const std::string& id, int64_t created) {
+  Json j = Json::object();
+  j.set("id", Json::string(id));
+  j.set("object", Json::string(req.chat ? "chat.completion.chunk" : "text_completion"));
+  j.set("created", Json::number(double(created)));
+  j.set("model", Json::string(req.model));
+  return j;
+}
+
 }  // namespace
 
 Json completion_response_json(const CompletionRequest& req, const std::string& id, int64_t created,
@@ -314,11 +324,7 @@ Json stream_chunk_json(const CompletionRequest& req, const std::string& id, int6
                        const std::string& text, const std::string& finish_reason, bool first_of_choice,
                        const TokenLogprob* lp, const std::string* token_text,
                        const std::vector<std::string>* top_texts) {
-  Json j = Json::object();
-  j.set("id", Json::string(id));
-  j.set("object", Json::string(req.chat ? "chat.completion.chunk" : "text_completion"));
-  j.set("created", Json::number(double(created)));
-  j.set("model", Json::string(req.model));
+  Json j = chunk_head(req, id, created);
   Json ch = Json::object();
   ch.set("index", Json::number(index));
   if (req.chat) {
@@ -356,11 +362,7 @@ Json stream_chunk_json(const CompletionRequest& req, const std::string& id, int6
 
 Json stream_usage_chunk_json(const CompletionRequest& req, const std::string& id, int64_t created,
                              const UsageCounts& usage) {
-  Json j = Json::object();
-  j.set("id", Json::string(id));
-  j.set("object", Json::string(req.chat ? "chat.completion.chunk" : "text_completion"));
-  j.set("created", Json::number(double(created)));
-  j.set("model", Json::string(req.model));
+  Json j = chunk_head(req, id, created);
   j.set("choices", Json::array());
   j.set("usage", usage_json(usage));
   return j;
