@@ -276,6 +276,7 @@ void ApiServer::handle_completion(const HttpRequest& req, HttpResponseWriter& w,
   auto send = [&](const Json& j) { return w.write("data: " + j.dump() + "\n\n"); };
   bool finished = false;
   std::string error;
+  auto last_check = std::chrono::steady_clock::now();
   while (!finished) {
     std::deque<RequestEvent> batch;
     {
@@ -283,14 +284,17 @@ void ApiServer::handle_completion(const HttpRequest& req, HttpResponseWriter& w,
       box->cv.wait_for(lock, std::chrono::milliseconds(200), [&] { return !box->events.empty(); });
       batch.swap(box->events);
     }
-    if (batch.empty()) {
-      // Nothing new: a client that went away has its request cancelled and its blocks freed.
+    // A client that went away has its request cancelled and its blocks freed; checked at least every
+    // 200 ms, also while events keep coming (a long non-streamed generation writes nothing).
+    const auto now = std::chrono::steady_clock::now();
+    if (batch.empty() || now - last_check >= std::chrono::milliseconds(200)) {
+      last_check = now;
       if (w.client_gone()) {
         loop_->cancel(*id, size_t(mi));
         return;
       }
-      continue;
     }
+    if (batch.empty()) continue;
     for (const RequestEvent& ev : batch) {
       if (ev.seq_index < 0 || ev.seq_index >= cr.n) continue;
       ChoiceOutput& c = choices[size_t(ev.seq_index)];

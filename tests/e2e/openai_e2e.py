@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.request
 
 import openai
 from openai import OpenAI
@@ -117,6 +118,22 @@ def main():
             raise AssertionError("huge max_tokens accepted")
         except openai.BadRequestError as e:
             assert "max_tokens" in str(e)
+
+        # A client that disconnects mid-stream: its request is cancelled and its KV blocks freed.
+        stream = client.chat.completions.create(model="smollm2", messages=[{"role": "user", "content": QUESTION}],
+                                                temperature=0, max_tokens=400, stream=True)
+        for i, _ in enumerate(stream):
+            if i == 2:
+                break
+        stream.close()
+        deadline = time.time() + 60
+        while True:
+            metrics = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics").read().decode()
+            vals = dict(re.findall(r'^(agentkv_\w+)\{model="smollm2"\} (\S+)$', metrics, re.M))
+            if float(vals["agentkv_requests_cancelled_total"]) >= 1 and float(vals["agentkv_kv_blocks_used"]) == 0:
+                break
+            assert time.time() < deadline, vals
+            time.sleep(0.2)
 
         # SIGTERM: the server finishes cleanly.
         proc.send_signal(signal.SIGTERM)
