@@ -197,6 +197,10 @@ TEST_P(EngineModelTest, EngineLoopServesConcurrentClients) {
       });
     }
     for (auto& t : clients) t.join();
+    // The metrics snapshot is refreshed after each step, and the last events are delivered inside
+    // the step: wait (bounded) for the snapshot that follows them.
+    for (int i = 0; i < 500 && (loop.metrics().blocks_used != 0 || loop.metrics().requests_running != 0); ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
     EXPECT_EQ(loop.metrics().blocks_used, 0);
     RequestParams bad = reqs[0];
     bad.prompt.push_back(lm.config().n_vocab);  // out of range: rejected on the caller's thread
