@@ -1,6 +1,5 @@
 #include <cstdio>
 #include <fstream>
-#include <sstream>
 
 #include "bench_agents.h"
 #include "cli/arg_parser.h"
@@ -8,17 +7,6 @@
 #include "kv/kv_manager.h"
 
 namespace agentkv {
-
-namespace {
-std::vector<std::string> split_commas(const std::string& s) {
-  std::vector<std::string> out;
-  std::stringstream ss(s);
-  std::string item;
-  while (std::getline(ss, item, ','))
-    if (!item.empty()) out.push_back(item);
-  return out;
-}
-}  // namespace
 
 int cmd_bench_agents(int argc, char** argv) {
   std::string model = "smollm2", workload = "generative-agents", modes = "prefix", kv_mem, json_out, plot_out;

@@ -1,6 +1,5 @@
 #include <csignal>
 #include <cstdio>
-#include <sstream>
 
 #include "cli/arg_parser.h"
 #include "cli/commands.h"
@@ -40,11 +39,7 @@ int cmd_serve(int argc, char** argv) {
     if (!b.ok()) return cli_fail("--kv-mem: " + b.error());
     opt.kv_mem = *b;
   }
-  std::vector<std::string> names;
-  std::stringstream ss(models);
-  for (std::string m; std::getline(ss, m, ',');)
-    if (!m.empty()) names.push_back(m);
-  auto server = ApiServer::create(names, opt);
+  auto server = ApiServer::create(split_commas(models), opt);
   if (!server.ok()) return cli_fail(server.error());
   if (Status st = (*server)->start(); !st.ok()) return cli_fail(st.error());
   std::signal(SIGTERM, on_signal);

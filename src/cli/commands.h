@@ -2,6 +2,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 namespace agentkv {
 
@@ -12,6 +13,9 @@ int cmd_bench(int argc, char** argv);
 int cmd_inspect(int argc, char** argv);
 int cmd_bench_agents(int argc, char** argv);
 int cmd_serve(int argc, char** argv);
+
+// "a,b,,c" -> {"a", "b", "c"}: list-valued options (--mode, serve's -m).
+std::vector<std::string> split_commas(const std::string& s);
 
 // Prints "agentkv: error: <msg>" as one line on stderr and returns 1.
 int cli_fail(const std::string& msg);
