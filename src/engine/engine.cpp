@@ -62,6 +62,7 @@ Engine::Engine(const LoadedModel& model, const EngineOptions& opt, ThreadPool& p
 Engine::~Engine() {
   // Sequences release their blocks in their destructors; the manager must outlive them.
   requests_.clear();
+  retained_.clear();
 }
 
 Status Engine::validate(const RequestParams& p) const {
@@ -114,6 +115,12 @@ Result<uint64_t> Engine::add_request(RequestParams p, RequestCallback cb) {
 Status Engine::add_request_with_id(uint64_t id, RequestParams p, RequestCallback cb) {
   AGENTKV_TRY(validate(p));
   if (requests_.count(id)) return make_error("request id " + std::to_string(id) + " is already in use");
+  std::shared_ptr<const KvSequence> resume;
+  if (p.kv_from) {
+    auto it = retained_.find(p.kv_from);
+    if (it == retained_.end()) return make_error("retained KV " + std::to_string(p.kv_from) + " does not exist");
+    resume = it->second;
+  }
   RequestState& r = requests_[id];
   r.params = std::move(p);
   r.cb = std::move(cb);
@@ -121,6 +128,7 @@ Status Engine::add_request_with_id(uint64_t id, RequestParams p, RequestCallback
   auto s = make_sequence(r, id, 0, next_arrival_++);
   s->tokens = r.params.prompt;
   s->n_prompt = int(s->tokens.size());
+  s->resume = std::move(resume);
   scheduler_.add_waiting(s.get());
   r.seqs.push_back(std::move(s));
   ++m_.requests_added;
@@ -131,6 +139,14 @@ void Engine::finish_sequence(RequestState& r, Sequence* s, RequestEvent& ev, con
   ev.text += s->text->finish();
   ev.seq_finished = true;
   ev.finish_reason = reason;
+  if (r.params.retain_kv && s->index == 0 && (reason == "stop" || reason == "length")) {
+    // The snapshot takes the blocks over (the last sampled token has no K/V yet and is not in it).
+    const uint64_t h = ++next_retained_;
+    auto snap = std::make_shared<KvSequence>(std::move(s->kv));
+    ev.retained_kv = h;
+    ev.retained_tokens = snap->n_tokens();
+    retained_.emplace(h, std::move(snap));
+  }
   scheduler_.remove(s);  // blocks go back at once
   s->state = Sequence::State::kFinished;
   ++r.n_finished;
@@ -350,7 +366,24 @@ EngineMetrics Engine::metrics() const {
   m.bytes_per_block = kv_->bytes_per_block();
   m.requests_running = int64_t(scheduler_.n_running());
   m.requests_waiting = int64_t(scheduler_.n_waiting());
+  m.retained_snapshots = int64_t(retained_.size());
+  for (const auto& [h, snap] : retained_) m.retained_tokens += snap->n_tokens();
   return m;
+}
+
+uint64_t Engine::fork_retained(uint64_t handle) {
+  auto it = retained_.find(handle);
+  if (it == retained_.end()) return 0;
+  const uint64_t h = ++next_retained_;
+  retained_.emplace(h, std::make_shared<KvSequence>(it->second->fork()));
+  return h;
+}
+
+void Engine::release_retained(uint64_t handle) { retained_.erase(handle); }
+
+const KvSequence* Engine::retained(uint64_t handle) const {
+  auto it = retained_.find(handle);
+  return it == retained_.end() ? nullptr : it->second.get();
 }
 
 }  // namespace agentkv

@@ -60,6 +60,16 @@ class Engine {
 
   EngineMetrics metrics() const;
 
+  // Retained KV snapshots: the resident contexts of agents. A snapshot holds references to its
+  // blocks, so they are neither freed nor evicted until it is released. Engine thread only.
+  // A new snapshot sharing every block of `handle` (0 if the handle is unknown).
+  uint64_t fork_retained(uint64_t handle);
+  // Unknown handles are ignored.
+  void release_retained(uint64_t handle);
+  // nullptr if unknown.
+  const KvSequence* retained(uint64_t handle) const;
+  size_t n_retained() const { return retained_.size(); }
+
  private:
   struct RequestState {
     RequestParams params;
@@ -93,6 +103,8 @@ class Engine {
   std::vector<float> scratch_logits_;
   std::vector<int32_t> eog_ids_;  // cached: the tokenizer builds the list on each call
   EngineMetrics m_;
+  std::map<uint64_t, std::shared_ptr<KvSequence>> retained_;
+  uint64_t next_retained_ = 0;
 };
 
 }  // namespace agentkv

@@ -19,10 +19,21 @@ Result<uint64_t> EngineLoop::submit(RequestParams p, RequestCallback cb, size_t 
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (stopping_) return make_error("the engine is shutting down");
-    inbox_.push_back(Pending{model, id, std::move(p), std::move(cb)});
+    inbox_.push_back(Pending{model, id, std::move(p), std::move(cb), nullptr});
   }
   cv_.notify_one();
   return id;
+}
+
+bool EngineLoop::post(std::function<void(Engine&)> task, size_t model) {
+  if (model >= engines_.size()) return false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) return false;
+    inbox_.push_back(Pending{model, 0, RequestParams{}, nullptr, std::move(task)});
+  }
+  cv_.notify_one();
+  return true;
 }
 
 void EngineLoop::cancel(uint64_t id, size_t model) {
@@ -74,6 +85,10 @@ void EngineLoop::run() {
       cancel_all = cancel_all_;
     }
     for (Pending& p : inbox) {
+      if (p.task) {
+        p.task(*engines_[p.model]);
+        continue;
+      }
       RequestCallback cb = p.cb;
       Status st = engines_[p.model]->add_request_with_id(p.id, std::move(p.params), std::move(p.cb));
       if (!st.ok()) {

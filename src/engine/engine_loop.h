@@ -6,6 +6,7 @@
 
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -27,6 +28,9 @@ class EngineLoop {
   // `model` indexes the engines given to the constructor.
   Result<uint64_t> submit(RequestParams p, RequestCallback cb, size_t model = 0);
   void cancel(uint64_t id, size_t model = 0);
+  // Runs task on the engine thread, in order with submitted requests (e.g. to fork or release a
+  // retained KV snapshot). Returns false if the loop is shutting down (the task will not run).
+  bool post(std::function<void(Engine&)> task, size_t model = 0);
   // A copy of an engine's metrics, refreshed after every step.
   EngineMetrics metrics(size_t model = 0) const;
   size_t n_models() const { return engines_.size(); }
@@ -41,6 +45,7 @@ class EngineLoop {
     uint64_t id;
     RequestParams params;
     RequestCallback cb;
+    std::function<void(Engine&)> task;  // set: run this instead of adding a request
   };
   void run();
   bool any_work() const;

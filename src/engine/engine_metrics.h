@@ -49,6 +49,8 @@ struct EngineMetrics {
   int64_t bytes_per_block = 0;
   int64_t requests_running = 0;
   int64_t requests_waiting = 0;
+  int64_t retained_snapshots = 0;     // resident contexts (agents' pinned KV)
+  int64_t retained_tokens = 0;
   // Latencies.
   LatencyHistogram ttft;
   LatencyHistogram inter_token;

@@ -21,6 +21,12 @@ struct RequestParams {
   bool ignore_eos = false;
   int top_logprobs = -1;            // -1: no logprobs; 0: the chosen token's; k: also the top k
   uint64_t cache_salt = 0;          // isolates prefix-cache entries (e.g. per tenant)
+  // Resident contexts (agents). kv_from: a retained KV snapshot (see Engine::retained) to start
+  // from; the longest common prefix of its tokens and the prompt is reused, with or without prefix
+  // caching. 0: none. retain_kv: when sequence 0 finishes (stop or length), its KV is kept as a new
+  // snapshot, pinned until Engine::release_retained; the final event carries its handle.
+  uint64_t kv_from = 0;
+  bool retain_kv = false;
 };
 
 struct TokenLogprob {
@@ -46,6 +52,9 @@ struct RequestEvent {
   int n_prompt = 0;
   int n_cached_prompt = 0;        // prompt tokens whose KV came from the prefix cache
   int n_generated = 0;            // this sequence's tokens so far
+  // With retain_kv, on the final event of sequence 0: the snapshot's handle and its token count.
+  uint64_t retained_kv = 0;
+  int64_t retained_tokens = 0;
 };
 
 using RequestCallback = std::function<void(const RequestEvent&)>;

@@ -51,6 +51,21 @@ bool Scheduler::reserve_or_preempt(Sequence* s, int64_t n) {
   return true;
 }
 
+int64_t Scheduler::resume_from_snapshot(Sequence* s) {
+  // The longest common prefix of the snapshot and the prompt, leaving the last prompt token to
+  // compute (its logits are needed). Used only when it beats what the prefix cache found.
+  const std::vector<int32_t>& have = s->resume->tokens();
+  const size_t limit = std::min(have.size(), s->tokens.size() - 1);
+  size_t common = 0;
+  while (common < limit && have[common] == s->tokens[common]) ++common;
+  if (int64_t(common) <= s->kv.n_tokens()) return 0;
+  KvSequence f = s->resume->fork();
+  const int64_t kept = f.truncate(int64_t(common));
+  if (kept <= s->kv.n_tokens()) return 0;
+  s->kv = std::move(f);
+  return kept;
+}
+
 std::vector<ScheduledChunk> Scheduler::schedule() {
   std::vector<ScheduledChunk> out;
   int64_t budget = opt_.max_batch_tokens;
@@ -82,7 +97,10 @@ std::vector<ScheduledChunk> Scheduler::schedule() {
   while (!waiting_.empty() && budget > 0 && running_.size() < size_t(opt_.max_running)) {
     Sequence* s = waiting_.front();
     int64_t hit = 0;
-    if (s->kv.n_tokens() == 0) hit = s->kv.match_prefix(s->tokens);
+    if (s->kv.n_tokens() == 0) {
+      hit = s->kv.match_prefix(s->tokens);
+      if (s->resume) hit = std::max(hit, resume_from_snapshot(s));
+    }
     const int64_t n = std::min(s->n_uncomputed(), budget);
     if (s->kv.blocks_needed(n) + watermark > kv_.pool().num_free()) {
       s->kv.release();  // hits are given back; they stay cached for the next attempt

@@ -52,6 +52,9 @@ class Scheduler {
 
  private:
   void preempt(Sequence* s);
+  // At admission: starts s from its retained snapshot when that shares a longer prefix with the
+  // prompt than the prefix cache did. Returns the tokens reused (0: the snapshot was not used).
+  int64_t resume_from_snapshot(Sequence* s);
   bool reserve_or_preempt(Sequence* s, int64_t n);
 
   KvManager& kv_;

@@ -23,6 +23,7 @@ struct Sequence {
   bool scheduled = false;        // picked in the step being built
   State state = State::kWaiting;
   KvSequence kv;                 // tokens whose K/V is computed, and their blocks
+  std::shared_ptr<const KvSequence> resume;  // a retained snapshot to start from (RequestParams::kv_from)
   std::vector<int32_t> tokens;   // prompt + generated; kv catches up with it
   int n_prompt = 0;
   int n_generated = 0;

@@ -226,6 +226,20 @@ KvSequence KvSequence::fork() const {
   return child;
 }
 
+int64_t KvSequence::truncate(int64_t n) {
+  AGENTKV_CHECK(n >= 0 && n <= n_tokens());
+  const int64_t bs = m_->block_size();
+  if (n % bs != 0 && n / bs < int64_t(hashes_.size())) n = n / bs * bs;
+  const size_t keep = size_t((n + bs - 1) / bs);
+  while (blocks_.size() > keep) {  // tail first, like release(): the tail is evicted first
+    m_->pool().unref(blocks_.back());
+    blocks_.pop_back();
+  }
+  tokens_.resize(size_t(n));
+  hashes_.resize(std::min(hashes_.size(), size_t(n / bs)));
+  return n;
+}
+
 void KvSequence::release() {
   m_->pool().release(blocks_);
   blocks_.clear();

@@ -88,6 +88,12 @@ class KvSequence {
   // A sequence sharing every block (refcounts +1) and the same tokens. Whichever of the two writes
   // next into a shared partial last block copies it first (reserve does).
   KvSequence fork() const;
+  // Keeps the first n tokens (n <= n_tokens()) and gives back the blocks past them. A cut inside a
+  // full block moves down to that block's start: the block is in the prefix index under its whole
+  // token run, and writing different tokens into its tail would corrupt the cached entry. Returns
+  // the tokens kept. (A cut inside the unfinished last block keeps it; reserve copies it first if
+  // it is shared.)
+  int64_t truncate(int64_t n);
   // Returns every block to the pool (tail first) and empties the sequence.
   void release();
 

@@ -146,6 +146,105 @@ TEST_P(EngineModelTest, CancelFreesBlocksAtOnce) {
   EXPECT_EQ(e.metrics().requests_cancelled, 1u);
 }
 
+// Agents keep their context resident as a retained snapshot and resume from it; with prefix caching
+// off, the snapshot is the only reuse, so hits are exact and outputs must equal a fresh run.
+TEST_P(EngineModelTest, RetainedSnapshotResumesExactly) {
+  const LoadedModel& lm = real_model(GetParam());
+  ThreadPool pool(0);
+  auto engine = Engine::create(lm, options(int64_t(512) << 20, false), pool);
+  ASSERT_TRUE(engine.ok());
+  Engine& e = **engine;
+  const auto texts = genesis_prompts(2, 400, 400);
+  RequestParams a = greedy_request(lm, texts[0], 10);
+  a.retain_kv = true;
+  uint64_t handle = 0;
+  int64_t snap_tokens = 0;
+  std::vector<int32_t> gen;
+  bool a_done = false;
+  ASSERT_TRUE(e.add_request(a, [&](const RequestEvent& ev) {
+                 if (ev.has_token) gen.push_back(ev.token);
+                 if (ev.request_finished) {
+                   a_done = true;
+                   handle = ev.retained_kv;
+                   snap_tokens = ev.retained_tokens;
+                 }
+               }).ok());
+  ASSERT_TRUE(e.run_until_idle().ok());
+  ASSERT_TRUE(a_done);
+  ASSERT_NE(handle, 0u);
+  ASSERT_EQ(gen.size(), 10u);
+  // The last sampled token has no K/V yet.
+  EXPECT_EQ(snap_tokens, int64_t(a.prompt.size()) + 9);
+  ASSERT_NE(e.retained(handle), nullptr);
+  EXPECT_EQ(e.metrics().retained_snapshots, 1);
+  EXPECT_GT(e.metrics().blocks_used, 0) << "a retained snapshot keeps its blocks";
+
+  const std::vector<int32_t> tail = lm.tokenizer->encode(" " + texts[1], false, false);
+  // B continues A's conversation; C diverges from A's prompt inside a full block.
+  RequestParams b = greedy_request(lm, "", 8);
+  b.prompt = a.prompt;
+  b.prompt.insert(b.prompt.end(), gen.begin(), gen.end());
+  b.prompt.insert(b.prompt.end(), tail.begin(), tail.end());
+  RequestParams c = greedy_request(lm, "", 8);
+  const size_t cut = 16 * 5 + 7;
+  c.prompt.assign(a.prompt.begin(), a.prompt.begin() + cut);
+  c.prompt.insert(c.prompt.end(), tail.begin(), tail.end());
+  const auto fresh = run_engine(lm, pool, options(int64_t(512) << 20, false), {b, c}, true);
+
+  const uint64_t forked = e.fork_retained(handle);
+  ASSERT_NE(forked, 0u);
+  e.release_retained(handle);  // the fork keeps the blocks alive
+  b.kv_from = forked;
+  c.kv_from = forked;
+  const auto resumed = [&] {
+    std::vector<RequestOut> outs(2);
+    bool done[2] = {false, false};
+    EXPECT_TRUE(e.add_request(b, testing::collect_into(&outs[0], &done[0])).ok());
+    EXPECT_TRUE(e.add_request(c, testing::collect_into(&outs[1], &done[1])).ok());
+    EXPECT_TRUE(e.run_until_idle().ok());
+    EXPECT_TRUE(done[0] && done[1]);
+    return outs;
+  }();
+  // C reuses prompt tokens only: bit-identical to fresh. B also reuses A's generated tokens, whose
+  // K/V the decode kernels computed, while the fresh run computes them as prompt tokens with the
+  // prefill kernels; their rounding differs (measured on the first token's logprob: 0.16 nats on
+  // SmolLM2, 0.04 on Gemma 3), so B's values are checked below against a snapshot of the same
+  // context made by prefill, where they must be bit-identical.
+  expect_same_outputs({resumed[1]}, {fresh[1]}, kLogprobBound, "resumed from a snapshot vs fresh");
+  ASSERT_EQ(resumed[0][0].tokens.size(), 8u);
+  EXPECT_EQ(resumed[0][0].n_cached, snap_tokens);
+  EXPECT_EQ(resumed[1][0].n_cached, int64_t(cut / 16 * 16)) << "a cut inside a full block moves to its start";
+
+  // The same context prefilled as a prompt (max_tokens 0: prefill only) and retained: then every
+  // reused K/V came from the prefill kernels, and B resumed from it is bit-identical to fresh.
+  RequestParams warm = greedy_request(lm, "", 0);
+  warm.prompt.assign(b.prompt.begin(), b.prompt.begin() + snap_tokens);
+  warm.retain_kv = true;
+  uint64_t warm_handle = 0;
+  ASSERT_TRUE(e.add_request(warm, [&](const RequestEvent& ev) {
+                 EXPECT_FALSE(ev.has_token);
+                 if (ev.request_finished) warm_handle = ev.retained_kv;
+               }).ok());
+  ASSERT_TRUE(e.run_until_idle().ok());
+  ASSERT_NE(warm_handle, 0u);
+  EXPECT_EQ(e.retained(warm_handle)->n_tokens(), snap_tokens);
+  b.kv_from = warm_handle;
+  std::vector<RequestOut> from_warm(1);
+  bool warm_done = false;
+  ASSERT_TRUE(e.add_request(b, testing::collect_into(&from_warm[0], &warm_done)).ok());
+  ASSERT_TRUE(e.run_until_idle().ok());
+  expect_same_outputs(from_warm, {fresh[0]}, kLogprobBound, "resumed from a prefilled snapshot vs fresh");
+  EXPECT_EQ(from_warm[0][0].n_cached, snap_tokens);
+  e.release_retained(warm_handle);
+
+  RequestParams bad = b;
+  bad.kv_from = handle;  // released
+  EXPECT_FALSE(e.add_request(bad, nullptr).ok());
+  e.release_retained(forked);
+  EXPECT_EQ(e.metrics().retained_snapshots, 0);
+  EXPECT_EQ(e.metrics().blocks_used, 0) << "releasing the last snapshot frees its blocks";
+}
+
 TEST_P(EngineModelTest, ForcedHashCollisionsAreNotReused) {
   const LoadedModel& lm = real_model(GetParam());
   ThreadPool pool(0);

@@ -417,6 +417,33 @@ TEST(KvSequence, ForkAfterReservingAheadCopiesEverySharedBlockItWrites) {
   EXPECT_EQ(p.stats().n_used, 5);
 }
 
+TEST(KvSequence, TruncateGivesBackTailBlocksAndNeverWritesIntoAnIndexedBlock) {
+  auto m = make_manager(16);
+  KvSequence s(*m);
+  append(s, iota_tokens(10));  // blocks: [4 full][4 full][2 partial]
+  const Ids blocks = s.blocks();
+  ASSERT_EQ(blocks.size(), 3u);
+  KvSequence f = s.fork();
+  // Inside the unfinished last block: kept, shared, so the next write copies it.
+  EXPECT_EQ(f.truncate(9), 9);
+  EXPECT_EQ(f.blocks(), blocks);
+  EXPECT_EQ(f.blocks_needed(1), 1);
+  // Inside a full (indexed) block: moves down to its start and gives the block back.
+  EXPECT_EQ(f.truncate(6), 4);
+  EXPECT_EQ(f.blocks(), Ids(blocks.begin(), blocks.begin() + 1));
+  EXPECT_EQ(f.tokens(), iota_tokens(4));
+  EXPECT_EQ(m->pool().refcount(blocks[1]), 1);
+  EXPECT_EQ(m->pool().refcount(blocks[2]), 1);
+  // Appending different tokens after the cut writes a new block, never the indexed one.
+  append(f, Tokens{7, 7, 7});
+  EXPECT_NE(f.blocks()[1], blocks[1]);
+  EXPECT_EQ(s.tokens(), iota_tokens(10)) << "the original keeps its tokens";
+  EXPECT_EQ(f.truncate(0), 0);
+  EXPECT_TRUE(f.blocks().empty());
+  s.release();
+  EXPECT_EQ(m->pool().stats().n_used, 0);
+}
+
 TEST(KvSequence, ReserveFailsWithoutChangingAnythingWhenThePoolIsShort) {
   auto m = make_manager(3);
   BlockPool& p = m->pool();
