@@ -71,16 +71,25 @@ Result<std::unique_ptr<ApiServer>> ApiServer::create(const std::vector<std::stri
   ho.port = opt.port;
   ho.limits.max_body_bytes = opt.max_body_bytes;
   s->http_ = std::make_unique<HttpServer>(ho);
+  s->agents_ = std::make_unique<AgentRegistry>(opt.agent_limits.max_agents);
   return s;
 }
 
 Status ApiServer::start() {
-  return http_->start([this](const HttpRequest& req, HttpResponseWriter& w) { handle(req, w); });
+  AGENTKV_TRY(http_->start([this](const HttpRequest& req, HttpResponseWriter& w) { handle(req, w); }));
+  sweeper_ = std::thread([this] { sweep_agents_loop(); });
+  return {};
 }
 
 void ApiServer::stop() {
+  {
+    std::lock_guard<std::mutex> lock(sweep_mu_);
+    sweep_stop_ = true;
+  }
+  sweep_cv_.notify_all();
+  if (sweeper_.joinable()) sweeper_.join();
   if (http_) http_->stop();  // running handlers finish: the loop below still serves them
-  if (loop_) loop_->shutdown(true);
+  if (loop_) loop_->shutdown(true);  // the engines' retained agent contexts go with them
 }
 
 int ApiServer::find_model(const std::string& name) const {
@@ -150,6 +159,10 @@ std::string ApiServer::metrics_text() const {
        [](const EngineMetrics& m) { return double(m.requests_finished); }},
       {"agentkv_requests_cancelled_total", "counter", "Requests cancelled.",
        [](const EngineMetrics& m) { return double(m.requests_cancelled); }},
+      {"agentkv_kv_retained_contexts", "gauge", "Retained KV snapshots (agents' pinned contexts).",
+       [](const EngineMetrics& m) { return double(m.retained_snapshots); }},
+      {"agentkv_kv_retained_tokens", "gauge", "Tokens in retained KV snapshots.",
+       [](const EngineMetrics& m) { return double(m.retained_tokens); }},
   };
   for (const Row& r : rows) {
     family(r.name, r.type, r.help);
@@ -171,6 +184,8 @@ std::string ApiServer::metrics_text() const {
       sample(std::string(name) + "_count", models_[i].id, double(h.count()));
     }
   };
+  family("agentkv_agents_resident", "gauge", "Agents alive (their contexts pinned).");
+  for (size_t i = 0; i < models_.size(); ++i) sample("agentkv_agents_resident", models_[i].id, double(agents_->count_on_model(i)));
   histogram("agentkv_time_to_first_token_seconds", "Time from arrival to the first token.", &EngineMetrics::ttft);
   histogram("agentkv_inter_token_latency_seconds", "Time between tokens of a sequence.", &EngineMetrics::inter_token);
   return out;
@@ -198,6 +213,11 @@ void ApiServer::handle(const HttpRequest& req, HttpResponseWriter& w) {
     if (req.method != "GET") return reply_error(w, ApiError{405, "use GET /metrics", ""});
     w.respond(200, "text/plain; version=0.0.4", metrics_text());
     return;
+  }
+  if (path == "/v1/agents" || path.rfind("/v1/agents/", 0) == 0) return handle_agents(req, w);
+  if (path == "/v1/rounds") {
+    if (req.method != "POST") return reply_error(w, ApiError{405, "use POST /v1/rounds", ""});
+    return handle_round(req, w);
   }
   if (path == "/v1/completions" || path == "/v1/chat/completions") {
     if (req.method != "POST") return reply_error(w, ApiError{405, "use POST " + path, ""});

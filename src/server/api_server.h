@@ -5,11 +5,16 @@
 
 #include <cstdint>
 #include <memory>
+#include <condition_variable>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "engine/engine.h"
 #include "engine/engine_loop.h"
+#include "server/agent_registry.h"
+#include "server/agents_protocol.h"
 #include "server/http_server.h"
 #include "server/openai_protocol.h"
 
@@ -24,6 +29,7 @@ struct ServeOptions {
   int threads = 0;
   size_t max_body_bytes = size_t(8) << 20;
   ApiLimits limits;
+  AgentLimits agent_limits;
 };
 
 class ApiServer {
@@ -45,6 +51,27 @@ class ApiServer {
   explicit ApiServer(const ServeOptions& opt);
   void handle(const HttpRequest& req, HttpResponseWriter& w);
   void handle_completion(const HttpRequest& req, HttpResponseWriter& w, bool chat);
+  // The agents and rounds API (agents_api.cpp).
+  struct AgentJob;
+  void handle_agents(const HttpRequest& req, HttpResponseWriter& w);
+  void create_agent(const HttpRequest& req, HttpResponseWriter& w);
+  void respond_agent(const std::string& id, const HttpRequest& req, HttpResponseWriter& w);
+  void append_messages(const std::string& id, const HttpRequest& req, HttpResponseWriter& w);
+  void fork_agent(const std::string& id, const HttpRequest& req, HttpResponseWriter& w);
+  void delete_agent(const std::string& id, HttpResponseWriter& w);
+  void handle_round(const HttpRequest& req, HttpResponseWriter& w);
+  // Prompt and limits of one agent's turn; false after replying with the error.
+  bool prepare_turn(const Agent& a, const GenerationFields& gen, HttpResponseWriter& w, AgentJob* job);
+  // One turn of each agent (whose messages end with what it answers), all scheduled together. On
+  // success each agent (acquired, updated in place) gets its answer and new KV and is released; on
+  // failure it stays as it was and the error has been replied.
+  bool run_turns(std::vector<Agent>& agents, const GenerationFields& gen, HttpResponseWriter& w,
+                 std::vector<AgentJob>* jobs);
+  // Runs the jobs together to their end. False if the client went away (all were cancelled).
+  bool run_jobs(std::vector<AgentJob>& jobs, HttpResponseWriter& w);
+  void release_kv(size_t model, uint64_t handle);
+  AgentView view(const Agent& a) const;
+  void sweep_agents_loop();
   std::string models_json() const;
   std::string metrics_text() const;
   int find_model(const std::string& name) const;
@@ -55,6 +82,11 @@ class ApiServer {
   std::unique_ptr<EngineLoop> loop_;
   std::unique_ptr<HttpServer> http_;
   int64_t created_ = 0;
+  std::unique_ptr<AgentRegistry> agents_;
+  std::mutex sweep_mu_;
+  std::condition_variable sweep_cv_;
+  bool sweep_stop_ = false;
+  std::thread sweeper_;
 };
 
 }  // namespace agentkv

@@ -9,6 +9,8 @@ namespace {
 
 ApiError bad(const std::string& param, const std::string& msg) { return ApiError{400, msg, param}; }
 
+}  // namespace
+
 std::optional<ApiError> get_number(const Json& body, const char* key, double lo, double hi, std::optional<double>* out) {
   const Json* v = body.get(key);
   if (!v || v->is_null()) return std::nullopt;
@@ -57,7 +59,54 @@ std::optional<ApiError> content_text(const Json& c, const std::string& param, st
   return bad(param, "'" + param + "' must be a string or an array of text parts");
 }
 
-}  // namespace
+std::optional<ApiError> parse_messages(const Json* msgs, const std::string& param, const ApiLimits& limits,
+                                       std::vector<ChatMessage>* out) {
+  if (!msgs || !msgs->is_array() || msgs->items().empty())
+    return bad(param, "'" + param + "' is required and must be a non-empty array");
+  size_t bytes = 0;
+  for (size_t i = 0; i < msgs->items().size(); ++i) {
+    const Json& m = msgs->items()[i];
+    const std::string p = param + "[" + std::to_string(i) + "]";
+    if (!m.is_object()) return bad(p, "'" + p + "' must be an object");
+    for (const auto& [k, v] : m.members())
+      if (k != "role" && k != "content" && k != "name") return bad(p + "." + k, "unknown field '" + p + "." + k + "'");
+    const Json* role = m.get("role");
+    if (!role || !role->is_string()) return bad(p + ".role", "'" + p + ".role' is required");
+    const std::string& rs = role->as_string();
+    if (rs != "system" && rs != "user" && rs != "assistant" && rs != "developer")
+      return bad(p + ".role", "'" + p + ".role' must be system, developer, user or assistant");
+    const Json* content = m.get("content");
+    if (!content) return bad(p + ".content", "'" + p + ".content' is required");
+    ChatMessage cm;
+    cm.role = rs == "developer" ? "system" : rs;
+    if (auto e = content_text(*content, p + ".content", &cm.content)) return e;
+    bytes += cm.content.size();
+    out->push_back(std::move(cm));
+  }
+  if (bytes > limits.max_prompt_bytes)
+    return bad(param, "the messages hold " + std::to_string(bytes) + " bytes, over the limit of " +
+                          std::to_string(limits.max_prompt_bytes));
+  return std::nullopt;
+}
+
+std::optional<ApiError> parse_stop(const Json* stop, const ApiLimits& limits, std::vector<std::string>* out) {
+  if (!stop || stop->is_null()) return std::nullopt;
+  if (stop->is_string()) {
+    out->push_back(stop->as_string());
+  } else if (stop->is_array()) {
+    for (const Json& s : stop->items()) {
+      if (!s.is_string()) return bad("stop", "'stop' must be a string or an array of strings");
+      out->push_back(s.as_string());
+    }
+  } else {
+    return bad("stop", "'stop' must be a string or an array of strings");
+  }
+  if (int(out->size()) > limits.max_stop)
+    return bad("stop", "'stop' holds more than " + std::to_string(limits.max_stop) + " strings");
+  for (auto& s : *out)
+    if (s.empty()) return bad("stop", "'stop' strings must not be empty");
+  return std::nullopt;
+}
 
 std::optional<ApiError> parse_completion_request(const Json& body, bool chat, const ApiLimits& limits,
                                                  CompletionRequest* out) {
@@ -82,32 +131,7 @@ std::optional<ApiError> parse_completion_request(const Json& body, bool chat, co
   r.model = model->as_string();
 
   if (chat) {
-    const Json* msgs = body.get("messages");
-    if (!msgs || !msgs->is_array() || msgs->items().empty())
-      return bad("messages", "'messages' is required and must be a non-empty array");
-    size_t bytes = 0;
-    for (size_t i = 0; i < msgs->items().size(); ++i) {
-      const Json& m = msgs->items()[i];
-      const std::string p = "messages[" + std::to_string(i) + "]";
-      if (!m.is_object()) return bad(p, "'" + p + "' must be an object");
-      for (const auto& [k, v] : m.members())
-        if (k != "role" && k != "content" && k != "name") return bad(p + "." + k, "unknown field '" + p + "." + k + "'");
-      const Json* role = m.get("role");
-      if (!role || !role->is_string()) return bad(p + ".role", "'" + p + ".role' is required");
-      const std::string& rs = role->as_string();
-      if (rs != "system" && rs != "user" && rs != "assistant" && rs != "developer")
-        return bad(p + ".role", "'" + p + ".role' must be system, developer, user or assistant");
-      const Json* content = m.get("content");
-      if (!content) return bad(p + ".content", "'" + p + ".content' is required");
-      ChatMessage cm;
-      cm.role = rs == "developer" ? "system" : rs;
-      if (auto e = content_text(*content, p + ".content", &cm.content)) return e;
-      bytes += cm.content.size();
-      r.messages.push_back(std::move(cm));
-    }
-    if (bytes > limits.max_prompt_bytes)
-      return bad("messages", "the messages hold " + std::to_string(bytes) + " bytes, over the limit of " +
-                                 std::to_string(limits.max_prompt_bytes));
+    if (auto e = parse_messages(body.get("messages"), "messages", limits, &r.messages)) return e;
   } else {
     const Json* prompt = body.get("prompt");
     if (!prompt) return bad("prompt", "'prompt' is required");
@@ -157,22 +181,7 @@ std::optional<ApiError> parse_completion_request(const Json& body, bool chat, co
   if (auto e = get_int(body, "seed", -9.2e18, 9.2e18, &seed)) return e;
   if (seed) r.seed = uint64_t(*seed);
 
-  if (const Json* stop = body.get("stop"); stop && !stop->is_null()) {
-    if (stop->is_string()) {
-      r.stop.push_back(stop->as_string());
-    } else if (stop->is_array()) {
-      for (const Json& s : stop->items()) {
-        if (!s.is_string()) return bad("stop", "'stop' must be a string or an array of strings");
-        r.stop.push_back(s.as_string());
-      }
-    } else {
-      return bad("stop", "'stop' must be a string or an array of strings");
-    }
-    if (int(r.stop.size()) > limits.max_stop)
-      return bad("stop", "'stop' holds more than " + std::to_string(limits.max_stop) + " strings");
-    for (auto& s : r.stop)
-      if (s.empty()) return bad("stop", "'stop' strings must not be empty");
-  }
+  if (auto e = parse_stop(body.get("stop"), limits, &r.stop)) return e;
 
   if (chat) {
     bool want = false;

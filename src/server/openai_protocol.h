@@ -49,6 +49,20 @@ struct ApiError {
   std::string type = "invalid_request_error";
 };
 
+// Strict readers of one field of a request object, shared by the OpenAI and agents endpoints. An
+// absent or null field leaves *out as it is; anything else must have the right type and range, or
+// the error names the field.
+std::optional<ApiError> get_number(const Json& body, const char* key, double lo, double hi, std::optional<double>* out);
+std::optional<ApiError> get_int(const Json& body, const char* key, double lo, double hi, std::optional<int64_t>* out);
+std::optional<ApiError> get_bool(const Json& body, const char* key, bool* out);
+// A message's content: a string or an array of {"type": "text", "text": ...} parts.
+std::optional<ApiError> content_text(const Json& c, const std::string& param, std::string* out);
+// A non-empty array of {role, content[, name]} (role developer is read as system); appends to *out.
+std::optional<ApiError> parse_messages(const Json* msgs, const std::string& param, const ApiLimits& limits,
+                                       std::vector<ChatMessage>* out);
+// "stop": a string or an array of at most limits.max_stop non-empty strings; appends to *out.
+std::optional<ApiError> parse_stop(const Json* stop, const ApiLimits& limits, std::vector<std::string>* out);
+
 // Parses a request body. Unknown fields are an error (a typo must not be silently ignored); fields
 // OpenAI defines but agentkv does not implement (e.g. tools) are errors that say so.
 std::optional<ApiError> parse_completion_request(const Json& body, bool chat, const ApiLimits& limits,

@@ -1,0 +1,411 @@
+// The agents and rounds API of ApiServer: agents with resident (pinned) contexts, and all-gather
+// rounds that run every listed agent's turn together on the engine.
+#include <chrono>
+#include <future>
+#include <random>
+
+#include "server/agent_context.h"
+#include "server/api_server.h"
+
+namespace agentkv {
+
+namespace {
+
+void reply(HttpResponseWriter& w, const ApiError& e) { w.respond(e.status, "application/json", error_json(e)); }
+
+std::optional<Json> parse_body(const HttpRequest& req, HttpResponseWriter& w, bool empty_ok) {
+  if (empty_ok && req.body.empty()) return Json::object();
+  auto body = Json::parse(req.body, 32);
+  if (!body.ok()) {
+    reply(w, ApiError{400, "malformed JSON body: " + body.error(), ""});
+    return std::nullopt;
+  }
+  return std::move(body).value();
+}
+
+}  // namespace
+
+struct ApiServer::AgentJob {
+  size_t model = 0;
+  RequestParams params;
+  // Filled from the engine's events.
+  std::string text;
+  std::string finish_reason;
+  UsageCounts usage;
+  uint64_t retained = 0;
+  int64_t retained_tokens = 0;
+  std::string error;
+  bool done = false;
+  uint64_t id = 0;
+};
+
+void ApiServer::release_kv(size_t model, uint64_t handle) {
+  if (handle == 0) return;
+  loop_->post([handle](Engine& e) { e.release_retained(handle); }, model);
+}
+
+AgentView ApiServer::view(const Agent& a) const {
+  AgentView v;
+  v.id = a.id;
+  v.name = a.name;
+  v.model = models_[a.model].id;
+  v.created = a.created;
+  v.expires_at = a.expires_at;
+  v.n_messages = a.messages.size();
+  v.resident_tokens = a.kv_tokens;
+  v.busy = a.busy;
+  return v;
+}
+
+void ApiServer::sweep_agents_loop() {
+  std::unique_lock<std::mutex> lock(sweep_mu_);
+  while (!sweep_stop_) {
+    sweep_cv_.wait_for(lock, std::chrono::seconds(1));
+    if (sweep_stop_) break;
+    lock.unlock();
+    for (const Agent& a : agents_->take_expired(unix_seconds())) release_kv(a.model, a.kv);
+    lock.lock();
+  }
+}
+
+bool ApiServer::run_jobs(std::vector<AgentJob>& jobs, HttpResponseWriter& w) {
+  struct Shared {
+    std::mutex mu;
+    std::condition_variable cv;
+    size_t n_done = 0;
+  };
+  auto shared = std::make_shared<Shared>();
+  // Outcomes are written by the engine thread under shared->mu and read here under it too.
+  auto outcomes = std::make_shared<std::vector<AgentJob>>(jobs.size());
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    AgentJob& j = jobs[i];
+    auto id = loop_->submit(j.params, [shared, outcomes, i](const RequestEvent& ev) {
+      std::lock_guard<std::mutex> lock(shared->mu);
+      AgentJob& o = (*outcomes)[i];
+      o.text += ev.text;
+      if (ev.seq_finished) {
+        o.finish_reason = ev.finish_reason == "length" ? "length" : ev.finish_reason;
+        o.usage.prompt_tokens = ev.n_prompt;
+        o.usage.cached_tokens = ev.n_cached_prompt;
+        o.usage.completion_tokens = ev.n_generated;
+        o.retained = ev.retained_kv;
+        o.retained_tokens = ev.retained_tokens;
+        if (!ev.error.empty()) o.error = ev.error;
+      }
+      if (ev.request_finished) {
+        o.done = true;
+        ++shared->n_done;
+        shared->cv.notify_one();
+      }
+    }, j.model);
+    if (!id.ok()) {
+      std::lock_guard<std::mutex> lock(shared->mu);
+      (*outcomes)[i].error = id.error();
+      (*outcomes)[i].done = true;
+      ++shared->n_done;
+    } else {
+      j.id = *id;
+    }
+  }
+  for (;;) {
+    std::unique_lock<std::mutex> lock(shared->mu);
+    shared->cv.wait_for(lock, std::chrono::milliseconds(200), [&] { return shared->n_done == jobs.size(); });
+    if (shared->n_done == jobs.size()) break;
+    lock.unlock();
+    if (w.client_gone()) {
+      for (AgentJob& j : jobs)
+        if (j.id) loop_->cancel(j.id, j.model);
+      // Wait for the cancellations, then give back what finished before them.
+      std::unique_lock<std::mutex> relock(shared->mu);
+      shared->cv.wait(relock, [&] { return shared->n_done == jobs.size(); });
+      for (size_t i = 0; i < jobs.size(); ++i) release_kv(jobs[i].model, (*outcomes)[i].retained);
+      return false;
+    }
+  }
+  std::lock_guard<std::mutex> lock(shared->mu);
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    AgentJob& o = (*outcomes)[i];
+    jobs[i].text = std::move(o.text);
+    jobs[i].finish_reason = o.finish_reason;
+    jobs[i].usage = o.usage;
+    jobs[i].retained = o.retained;
+    jobs[i].retained_tokens = o.retained_tokens;
+    jobs[i].error = o.error;
+    jobs[i].done = o.done;
+  }
+  return true;
+}
+
+bool ApiServer::prepare_turn(const Agent& a, const GenerationFields& gen, HttpResponseWriter& w, AgentJob* job) {
+  const Served& m = models_[a.model];
+  auto tokens = agent_context_tokens(*m.lm->tokenizer, a.messages, true);
+  if (!tokens.ok()) {
+    reply(w, ApiError{400, "agent '" + a.id + "': " + tokens.error(), "messages"});
+    return false;
+  }
+  const int n_ctx = m.engine->n_ctx();
+  const int room = n_ctx - int(tokens->size());
+  if (room <= 0) {
+    reply(w, ApiError{400, "agent '" + a.id + "': its context has " + std::to_string(tokens->size()) +
+                               " tokens; the model's context is " + std::to_string(n_ctx), "messages"});
+    return false;
+  }
+  RequestParams& p = job->params;
+  p.max_tokens = gen.max_tokens ? *gen.max_tokens : std::min(room, opt_.limits.max_tokens_limit);
+  if (p.max_tokens > room) {
+    reply(w, ApiError{400, "agent '" + a.id + "': max_tokens " + std::to_string(p.max_tokens) + " + its " +
+                               std::to_string(tokens->size()) + " context tokens exceed the context of " +
+                               std::to_string(n_ctx), "max_tokens"});
+    return false;
+  }
+  p.prompt = std::move(*tokens);
+  p.sampling.temperature = gen.temperature;
+  p.sampling.top_p = gen.top_p;
+  p.sampling.seed = gen.seed ? *gen.seed : std::random_device{}();
+  p.stop = gen.stop;
+  p.kv_from = a.kv;
+  p.retain_kv = true;
+  job->model = a.model;
+  return true;
+}
+
+bool ApiServer::run_turns(std::vector<Agent>& agents, const GenerationFields& gen, HttpResponseWriter& w,
+                          std::vector<AgentJob>* jobs) {
+  auto abandon_all = [&] {
+    for (const Agent& a : agents) agents_->abandon(a.id);
+    return false;
+  };
+  jobs->assign(agents.size(), AgentJob{});
+  for (size_t i = 0; i < agents.size(); ++i)
+    if (!prepare_turn(agents[i], gen, w, &(*jobs)[i])) return abandon_all();
+  if (!run_jobs(*jobs, w)) return abandon_all();
+  for (const AgentJob& j : *jobs) {
+    if (j.error.empty() && j.finish_reason != "cancelled") continue;
+    for (const AgentJob& k : *jobs) release_kv(k.model, k.retained);
+    reply(w, ApiError{503, j.error.empty() ? "the request was cancelled" : j.error, "", "server_error"});
+    return abandon_all();
+  }
+  for (size_t i = 0; i < agents.size(); ++i) {
+    Agent& a = agents[i];
+    const AgentJob& j = (*jobs)[i];
+    const uint64_t old = a.kv;
+    a.kv = j.retained;
+    a.kv_tokens = j.retained_tokens;
+    a.messages.push_back(ChatMessage{"assistant", j.text});
+    a.last_answer = j.text;
+    a.expires_at = unix_seconds() + a.ttl_s;
+    agents_->finish(a);
+    release_kv(a.model, old);
+  }
+  return true;
+}
+
+void ApiServer::handle_agents(const HttpRequest& req, HttpResponseWriter& w) {
+  const std::string& path = req.path;
+  if (path == "/v1/agents") {
+    if (req.method == "POST") return create_agent(req, w);
+    if (req.method != "GET") return reply(w, ApiError{405, "use GET or POST /v1/agents", ""});
+    Json data = Json::array();
+    for (const Agent& a : agents_->list()) data.push(agent_json(view(a)));
+    Json out = Json::object();
+    out.set("object", Json::string("list"));
+    out.set("data", std::move(data));
+    w.respond(200, "application/json", out.dump());
+    return;
+  }
+  std::string rest = path.substr(std::string("/v1/agents/").size());
+  std::string action;
+  if (const size_t slash = rest.find('/'); slash != std::string::npos) {
+    action = rest.substr(slash + 1);
+    rest = rest.substr(0, slash);
+  }
+  const std::string& id = rest;
+  if (id.empty()) return reply(w, ApiError{404, "no route for " + req.method + " " + path, ""});
+  if (action.empty()) {
+    if (req.method == "DELETE") return delete_agent(id, w);
+    if (req.method != "GET") return reply(w, ApiError{405, "use GET or DELETE /v1/agents/{id}", ""});
+    auto a = agents_->get(id);
+    if (!a) return reply(w, ApiError{404, "agent '" + id + "' does not exist (deleted or expired?)", "agent"});
+    w.respond(200, "application/json", agent_json(view(*a)).dump());
+    return;
+  }
+  if (action != "respond" && action != "messages" && action != "fork")
+    return reply(w, ApiError{404, "no route for " + req.method + " " + path, ""});
+  if (req.method != "POST") return reply(w, ApiError{405, "use POST " + path, ""});
+  if (action == "respond") return respond_agent(id, req, w);
+  if (action == "messages") return append_messages(id, req, w);
+  return fork_agent(id, req, w);
+}
+
+void ApiServer::create_agent(const HttpRequest& req, HttpResponseWriter& w) {
+  auto body = parse_body(req, w, false);
+  if (!body) return;
+  AgentCreateRequest cr;
+  if (auto e = parse_agent_create(*body, opt_.limits, opt_.agent_limits, &cr)) return reply(w, *e);
+  const int mi = find_model(cr.model);
+  if (mi < 0) return reply(w, ApiError{404, "model '" + cr.model + "' does not exist (GET /v1/models lists them)", "model"});
+  if (agents_->size() >= opt_.agent_limits.max_agents)
+    return reply(w, ApiError{429, "the server holds its maximum of " + std::to_string(opt_.agent_limits.max_agents) +
+                                      " agents; delete some", "", "rate_limit_error"});
+  Agent a;
+  a.name = cr.name;
+  a.model = size_t(mi);
+  a.messages = std::move(cr.messages);
+  a.created = int64_t(unix_seconds());
+  a.ttl_s = cr.ttl_s;
+  if (cr.prefill && !a.messages.empty()) {
+    // Compute the context now and keep it: max_tokens 0 is a prefill without sampling.
+    const Served& m = models_[a.model];
+    auto tokens = agent_context_tokens(*m.lm->tokenizer, a.messages, false);
+    if (!tokens.ok()) return reply(w, ApiError{400, tokens.error(), "messages"});
+    if (int(tokens->size()) >= m.engine->n_ctx())
+      return reply(w, ApiError{400, "the agent's context has " + std::to_string(tokens->size()) +
+                                        " tokens; the model's context is " + std::to_string(m.engine->n_ctx()),
+                               "messages"});
+    std::vector<AgentJob> jobs(1);
+    jobs[0].model = a.model;
+    jobs[0].params.prompt = std::move(*tokens);
+    jobs[0].params.max_tokens = 0;
+    jobs[0].params.retain_kv = true;
+    if (!run_jobs(jobs, w)) return;
+    if (!jobs[0].error.empty()) return reply(w, ApiError{503, jobs[0].error, "", "server_error"});
+    a.kv = jobs[0].retained;
+    a.kv_tokens = jobs[0].retained_tokens;
+  }
+  a.expires_at = unix_seconds() + a.ttl_s;
+  if (auto e = agents_->add(&a)) {
+    release_kv(a.model, a.kv);
+    return reply(w, *e);
+  }
+  w.respond(201, "application/json", agent_json(view(a)).dump());
+}
+
+void ApiServer::append_messages(const std::string& id, const HttpRequest& req, HttpResponseWriter& w) {
+  auto body = parse_body(req, w, false);
+  if (!body) return;
+  std::vector<ChatMessage> msgs;
+  if (auto e = parse_agent_messages(*body, opt_.limits, &msgs)) return reply(w, *e);
+  std::vector<Agent> as;
+  if (auto e = agents_->acquire({id}, &as)) return reply(w, *e);
+  Agent& a = as[0];
+  a.messages.insert(a.messages.end(), msgs.begin(), msgs.end());
+  a.expires_at = unix_seconds() + a.ttl_s;
+  agents_->finish(a);
+  w.respond(200, "application/json", agent_json(view(a)).dump());
+}
+
+void ApiServer::respond_agent(const std::string& id, const HttpRequest& req, HttpResponseWriter& w) {
+  auto body = parse_body(req, w, true);
+  if (!body) return;
+  AgentRespondRequest rr;
+  if (auto e = parse_agent_respond(*body, opt_.limits, &rr)) return reply(w, *e);
+  std::vector<Agent> as;
+  if (auto e = agents_->acquire({id}, &as)) return reply(w, *e);
+  as[0].messages.insert(as[0].messages.end(), rr.messages.begin(), rr.messages.end());
+  std::vector<AgentJob> jobs;
+  if (!run_turns(as, rr.gen, w, &jobs)) return;
+  const Agent& a = as[0];
+  const AgentJob& j = jobs[0];
+  AgentAnswer ans{a.id, a.name, j.text, j.finish_reason, j.usage};
+  Json out = agent_answer_json(ans);
+  out.set("object", Json::string("agent.response"));
+  w.respond(200, "application/json", out.dump());
+}
+
+void ApiServer::fork_agent(const std::string& id, const HttpRequest& req, HttpResponseWriter& w) {
+  auto body = parse_body(req, w, true);
+  if (!body) return;
+  AgentForkRequest fr;
+  if (auto e = parse_agent_fork(*body, opt_.agent_limits, &fr)) return reply(w, *e);
+  std::vector<Agent> as;
+  if (auto e = agents_->acquire({id}, &as)) return reply(w, *e);
+  Agent parent = as[0];
+  Agent child = parent;
+  child.name = fr.name;
+  child.ttl_s = fr.ttl_s ? *fr.ttl_s : parent.ttl_s;
+  child.created = int64_t(unix_seconds());
+  child.kv = 0;
+  if (parent.kv) {
+    // The child shares every block of the parent's context; the engine thread owns the snapshots.
+    auto forked = std::make_shared<std::promise<uint64_t>>();
+    std::future<uint64_t> handle = forked->get_future();
+    const uint64_t from = parent.kv;
+    if (!loop_->post([forked, from](Engine& e) { forked->set_value(e.fork_retained(from)); }, parent.model)) {
+      agents_->abandon(id);
+      return reply(w, ApiError{503, "the server is shutting down", "", "server_error"});
+    }
+    child.kv = handle.get();
+  }
+  parent.expires_at = unix_seconds() + parent.ttl_s;
+  agents_->finish(parent);
+  child.expires_at = unix_seconds() + child.ttl_s;
+  if (auto e = agents_->add(&child)) {
+    release_kv(child.model, child.kv);
+    return reply(w, *e);
+  }
+  w.respond(201, "application/json", agent_json(view(child)).dump());
+}
+
+void ApiServer::delete_agent(const std::string& id, HttpResponseWriter& w) {
+  Agent a;
+  if (auto e = agents_->remove(id, &a)) return reply(w, *e);
+  release_kv(a.model, a.kv);
+  Json out = Json::object();
+  out.set("id", Json::string(id));
+  out.set("object", Json::string("agent.deleted"));
+  out.set("deleted", Json::boolean(true));
+  w.respond(200, "application/json", out.dump());
+}
+
+void ApiServer::handle_round(const HttpRequest& req, HttpResponseWriter& w) {
+  auto body = parse_body(req, w, false);
+  if (!body) return;
+  RoundRequest rr;
+  if (auto e = parse_round(*body, opt_.limits, opt_.agent_limits, &rr)) return reply(w, *e);
+  std::vector<Agent> as;
+  if (auto e = agents_->acquire(rr.agents, &as)) return reply(w, *e);
+  auto abandon_all = [&] {
+    for (const Agent& a : as) agents_->abandon(a.id);
+  };
+  // The shared block: the caller's text, or every listed agent's last answer (all-gather).
+  std::string shared;
+  if (rr.shared) {
+    shared = *rr.shared;
+  } else {
+    for (const Agent& a : as)
+      if (!a.last_answer.empty()) shared += a.name + ": " + a.last_answer + "\n";
+    if (shared.empty()) {
+      abandon_all();
+      return reply(w, ApiError{400, "no agent in the round has answered yet: give 'shared' text for the first round",
+                               "shared"});
+    }
+    shared.pop_back();
+  }
+  std::string content = shared;
+  if (!rr.instruction.empty()) content += (content.empty() ? "" : "\n\n") + rr.instruction;
+  if (content.empty()) {
+    abandon_all();
+    return reply(w, ApiError{400, "the round's message is empty: give 'shared' or 'instruction'", "shared"});
+  }
+  for (Agent& a : as) a.messages.push_back(ChatMessage{"user", content});
+  std::vector<AgentJob> jobs;
+  if (!run_turns(as, rr.gen, w, &jobs)) return;
+  Json answers = Json::array();
+  UsageCounts total;
+  for (size_t i = 0; i < as.size(); ++i) {
+    const Agent& a = as[i];
+    const AgentJob& j = jobs[i];
+    answers.push(agent_answer_json(AgentAnswer{a.id, a.name, j.text, j.finish_reason, j.usage}));
+    total.prompt_tokens += j.usage.prompt_tokens;
+    total.completion_tokens += j.usage.completion_tokens;
+    total.cached_tokens += j.usage.cached_tokens;
+  }
+  Json out = Json::object();
+  out.set("object", Json::string("round"));
+  out.set("shared", Json::string(shared));
+  out.set("answers", std::move(answers));
+  out.set("usage", usage_json(total));
+  w.respond(200, "application/json", out.dump());
+}
+
+}  // namespace agentkv

@@ -1,0 +1,92 @@
+// The agents and rounds API's request shapes: strict validation of untrusted JSON bodies (unknown
+// fields are errors that name them), and the JSON of its responses. No engine and no sockets here.
+//
+//   POST   /v1/agents                  {model, name?, system?, messages?, ttl_seconds?, prefill?}
+//   GET    /v1/agents                  list
+//   GET    /v1/agents/{id}             one agent
+//   POST   /v1/agents/{id}/messages    {messages: [...]}             append without answering
+//   POST   /v1/agents/{id}/respond     {messages?, max_tokens?, temperature?, top_p?, seed?, stop?}
+//   POST   /v1/agents/{id}/fork        {name?, ttl_seconds?}
+//   DELETE /v1/agents/{id}
+//   POST   /v1/rounds                  {agents: [ids], shared?, instruction?, max_tokens?, ...}
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "server/openai_protocol.h"
+
+namespace agentkv {
+
+struct AgentLimits {
+  double default_ttl_s = 3600;
+  double max_ttl_s = 7 * 24 * 3600;
+  size_t max_agents = 4096;
+  size_t max_round_agents = 1024;
+};
+
+// What respond and rounds sample with (OpenAI's names and ranges).
+struct GenerationFields {
+  std::optional<int> max_tokens;  // absent: up to the limit or the context
+  float temperature = 1.0f;
+  float top_p = 1.0f;
+  std::optional<uint64_t> seed;
+  std::vector<std::string> stop;
+};
+
+struct AgentCreateRequest {
+  std::string model;
+  std::string name;                    // empty: the id
+  std::vector<ChatMessage> messages;   // system (persona) first if given, then memory
+  double ttl_s = 0;
+  bool prefill = true;                 // compute and pin the context now
+};
+
+struct AgentRespondRequest {
+  std::vector<ChatMessage> messages;   // appended before answering (may be empty)
+  GenerationFields gen;
+};
+
+struct AgentForkRequest {
+  std::string name;
+  std::optional<double> ttl_s;
+};
+
+struct RoundRequest {
+  std::vector<std::string> agents;
+  std::optional<std::string> shared;   // absent: every listed agent's last answer, "name: text" lines
+  std::string instruction;             // appended after the shared block in the same message
+  GenerationFields gen;
+};
+
+std::optional<ApiError> parse_agent_create(const Json& body, const ApiLimits& limits, const AgentLimits& al,
+                                           AgentCreateRequest* out);
+// Messages to append: {messages: [...]} (non-empty).
+std::optional<ApiError> parse_agent_messages(const Json& body, const ApiLimits& limits, std::vector<ChatMessage>* out);
+std::optional<ApiError> parse_agent_respond(const Json& body, const ApiLimits& limits, AgentRespondRequest* out);
+std::optional<ApiError> parse_agent_fork(const Json& body, const AgentLimits& al, AgentForkRequest* out);
+std::optional<ApiError> parse_round(const Json& body, const ApiLimits& limits, const AgentLimits& al, RoundRequest* out);
+
+// An agent as the API shows it.
+struct AgentView {
+  std::string id, name, model;
+  int64_t created = 0;
+  double expires_at = 0;               // unix seconds
+  size_t n_messages = 0;
+  int64_t resident_tokens = 0;         // tokens whose K/V is pinned for the agent
+  bool busy = false;
+};
+Json agent_json(const AgentView& a);
+
+// One agent's answer (respond, or one entry of a round).
+struct AgentAnswer {
+  std::string agent, name;
+  std::string content;
+  std::string finish_reason;
+  UsageCounts usage;
+};
+Json agent_answer_json(const AgentAnswer& a);
+
+}  // namespace agentkv

@@ -1,0 +1,193 @@
+#!/usr/bin/env python3
+"""End to end: the agents and rounds API of an `agentkv serve` this test starts (both models).
+
+Usage: agents_e2e.py AGENTKV_BINARY MODEL
+The server serves both models; on MODEL: 25 agents with personas, 3 all-gather rounds (the first with caller text, then every
+agent's previous answers), every agent reusing its resident context; a fresh agent's first greedy
+answer equals /v1/chat/completions on the same messages; fork; TTL expiry; API errors leave agents
+untouched; deleting agents returns their KV blocks (all of them at the end, read from /metrics).
+"""
+import json
+import re
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+
+BIN = sys.argv[1]
+MODELS = ["smollm2", "gemma3"]
+MODEL = sys.argv[2]
+N_AGENTS = 25
+ROUNDS = 3
+MAX_TOKENS = 8
+BLOCK = 16  # the server's KV block size: a resumed context may lose at most one partial block
+
+NAMES = ["Ada", "Bram", "Cleo", "Dov", "Esme", "Finn", "Gia", "Hugo", "Ines", "Jude", "Kai", "Lena", "Milo",
+         "Nia", "Otto", "Pia", "Quinn", "Rosa", "Sami", "Tess", "Uma", "Vic", "Wren", "Xavi", "Yara"]
+JOBS = ["baker", "blacksmith", "teacher", "farmer", "doctor", "painter", "fisher", "tailor", "miller", "carpenter"]
+TRAITS = ["cheerful", "grumpy", "curious", "shy", "talkative", "careful", "bold", "dreamy"]
+
+
+def start_server():
+    proc = subprocess.Popen([BIN, "serve", "-m", ",".join(MODELS), "--port", "0", "--kv-mem", "2G", "-t", "2"],
+                            stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 180
+    while time.time() < deadline:
+        line = proc.stderr.readline()
+        if not line:
+            raise SystemExit(f"server exited early (rc={proc.poll()})")
+        m = re.search(r"on http://127\.0\.0\.1:(\d+)", line)
+        if m:
+            return proc, int(m.group(1))
+    raise SystemExit("server did not report its port")
+
+
+class Api:
+    def __init__(self, port):
+        self.base = f"http://127.0.0.1:{port}"
+
+    def call(self, method, path, body=None, expect=200):
+        data = None if body is None else json.dumps(body).encode()
+        req = urllib.request.Request(self.base + path, data=data, method=method,
+                                     headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=900) as r:
+                status, text = r.status, r.read().decode()
+        except urllib.error.HTTPError as e:
+            status, text = e.code, e.read().decode()
+        assert status == expect, (method, path, status, text)
+        return json.loads(text) if text.startswith("{") else text
+
+    def metric(self, name, model):
+        text = self.call("GET", "/metrics")
+        m = re.search(r"^%s\{model=\"%s\"\} (\S+)$" % (name, model), text, re.M)
+        assert m, (name, model)
+        return float(m.group(1))
+
+    def wait_metric(self, name, model, pred, what):
+        # Releases run on the engine thread after the reply; the metrics snapshot follows its next step.
+        deadline = time.time() + 10
+        while time.time() < deadline:
+            v = self.metric(name, model)
+            if pred(v):
+                return v
+            time.sleep(0.05)
+        raise AssertionError(f"{what}: {name}{{model={model}}} = {self.metric(name, model)}")
+
+
+def persona(i):
+    return (f"You are {NAMES[i]}, a {TRAITS[i % len(TRAITS)]} {JOBS[i % len(JOBS)]} in the village of Elm Hollow. "
+            f"You have lived here for {10 + 3 * i} years and you know everyone. Speak in the first person.")
+
+
+def check_model(api, model):
+    agents = []
+    for i in range(N_AGENTS):
+        a = api.call("POST", "/v1/agents", {"model": model, "name": NAMES[i], "system": persona(i)}, expect=201)
+        assert a["object"] == "agent" and a["model"] == model and a["resident_tokens"] > 10, a
+        agents.append(a)
+    ids = [a["id"] for a in agents]
+    assert api.metric("agentkv_agents_resident", model) == N_AGENTS
+    api.wait_metric("agentkv_kv_retained_contexts", model, lambda v: v == N_AGENTS, "contexts pinned at creation")
+
+    # A fresh agent answers exactly like a chat completion on the same messages (greedy): its resident
+    # context was prefilled as prompt tokens, the same computation the completion does.
+    question = "What do you like most about your work? Answer in one sentence."
+    probe = api.call("POST", "/v1/agents", {"model": model, "name": "Probe", "system": persona(3)}, expect=201)
+    ans = api.call("POST", f"/v1/agents/{probe['id']}/respond",
+                   {"messages": [{"role": "user", "content": question}], "max_tokens": 16, "temperature": 0})
+    chat = api.call("POST", "/v1/chat/completions",
+                    {"model": model, "max_tokens": 16, "temperature": 0,
+                     "messages": [{"role": "system", "content": persona(3)}, {"role": "user", "content": question}]})
+    assert ans["message"]["content"] == chat["choices"][0]["message"]["content"], (ans, chat)
+    assert ans["usage"]["prompt_tokens_details"]["cached_tokens"] >= probe["resident_tokens"] - BLOCK, (ans, probe)
+
+    # Fork: the child continues from the parent's context; the parent is unchanged.
+    child = api.call("POST", f"/v1/agents/{probe['id']}/fork", {"name": "Probe2"}, expect=201)
+    assert child["resident_tokens"] == api.call("GET", f"/v1/agents/{probe['id']}")["resident_tokens"], child
+    c_ans = api.call("POST", f"/v1/agents/{child['id']}/respond",
+                     {"messages": [{"role": "user", "content": "And what do you dislike?"}], "max_tokens": 8,
+                      "temperature": 0})
+    assert c_ans["usage"]["prompt_tokens_details"]["cached_tokens"] >= child["resident_tokens"] - BLOCK, c_ans
+    assert api.call("GET", f"/v1/agents/{probe['id']}")["messages"] == 3
+    assert api.call("GET", f"/v1/agents/{child['id']}")["messages"] == 5
+
+    # Errors change nothing.
+    before = api.call("GET", f"/v1/agents/{ids[0]}")
+    api.call("POST", "/v1/rounds", {"agents": [ids[0], "agent-nope"], "shared": "x"}, expect=404)
+    api.call("POST", "/v1/rounds", {"agents": [ids[0], ids[0]], "shared": "x"}, expect=400)
+    api.call("POST", "/v1/rounds", {"agents": [ids[0]]}, expect=400)  # nobody answered yet, no shared text
+    api.call("POST", f"/v1/agents/{ids[0]}/respond", {"max_tokens": "many"}, expect=400)
+    api.call("POST", f"/v1/agents/{ids[0]}/respond", {"tools": []}, expect=400)
+    api.call("POST", f"/v1/agents/{ids[0]}/respond", {"max_tokens": 10 ** 9}, expect=400)
+    api.call("POST", "/v1/agents", {"model": model, "ttl_seconds": -5}, expect=400)
+    api.call("POST", "/v1/agents", {"model": "no-such-model"}, expect=404)
+    api.call("PUT", f"/v1/agents/{ids[0]}", {}, expect=405)
+    api.call("POST", f"/v1/agents/{ids[0]}/dance", {}, expect=404)
+    after = api.call("GET", f"/v1/agents/{ids[0]}")
+    assert before["messages"] == after["messages"] and before["resident_tokens"] == after["resident_tokens"]
+
+    # Three all-gather rounds for all 25 agents.
+    for r in range(ROUNDS):
+        resident = {a["id"]: a["resident_tokens"] for a in api.call("GET", "/v1/agents")["data"]}
+        body = {"agents": ids, "max_tokens": MAX_TOKENS, "temperature": 0}
+        if r == 0:
+            body["shared"] = "Town crier: The old bridge washed away in last night's storm."
+            body["instruction"] = "What should the village do? Answer in one sentence."
+        out = api.call("POST", "/v1/rounds", body)
+        assert out["object"] == "round" and len(out["answers"]) == N_AGENTS, out
+        if r > 0:
+            for i, a in enumerate(out["answers"][:3]):
+                assert f"{NAMES[i]}: " in out["shared"], out["shared"][:300]
+        for a, aid in zip(out["answers"], ids):
+            assert a["agent"] == aid and a["finish_reason"] in ("stop", "length"), a
+            u = a["usage"]
+            assert 0 < u["completion_tokens"] <= MAX_TOKENS or a["finish_reason"] == "stop", a
+            # The whole resident context is reused (up to one block cut at the divergence point).
+            assert u["prompt_tokens_details"]["cached_tokens"] >= resident[aid] - BLOCK, (r, a, resident[aid])
+        cached = out["usage"]["prompt_tokens_details"]["cached_tokens"]
+        print(f"{model} round {r + 1}: {N_AGENTS} answers, prompt tokens {out['usage']['prompt_tokens']}, "
+              f"cached {cached}", flush=True)
+    for a in api.call("GET", "/v1/agents")["data"]:
+        if a["id"] in ids:
+            assert a["messages"] == 1 + 2 * ROUNDS, a
+
+    # TTL: an idle agent past its TTL is removed and its context released.
+    short = api.call("POST", "/v1/agents", {"model": model, "system": "You are brief.", "ttl_seconds": 1}, expect=201)
+    n_before = api.metric("agentkv_kv_retained_contexts", model)
+    time.sleep(2.5)
+    api.call("GET", f"/v1/agents/{short['id']}", expect=404)
+    api.wait_metric("agentkv_kv_retained_contexts", model, lambda v: v == n_before - 1, "expired agent released")
+
+    # Deleting agents gives their blocks back; after the last one, nothing is pinned or used.
+    used = api.wait_metric("agentkv_kv_blocks_used", model, lambda v: v > 0, "blocks used by resident agents")
+    api.call("DELETE", f"/v1/agents/{ids[0]}")
+    api.call("GET", f"/v1/agents/{ids[0]}", expect=404)
+    api.call("DELETE", f"/v1/agents/{ids[0]}", expect=404)
+    api.wait_metric("agentkv_kv_blocks_used", model, lambda v: v < used, "a deleted agent's blocks return")
+    for aid in ids[1:] + [probe["id"], child["id"]]:
+        api.call("DELETE", f"/v1/agents/{aid}")
+    api.wait_metric("agentkv_kv_blocks_used", model, lambda v: v == 0, "every agent deleted")
+    assert api.metric("agentkv_kv_retained_contexts", model) == 0
+    assert api.metric("agentkv_agents_resident", model) == 0
+
+
+def main():
+    proc, port = start_server()
+    ok = False
+    try:
+        api = Api(port)
+        check_model(api, MODEL)
+        ok = True
+    finally:
+        proc.terminate()
+        rc = proc.wait(timeout=60)
+    if ok and rc == 0:
+        print(f"agents e2e {MODEL}: ok")
+    else:
+        raise SystemExit(f"agents e2e failed (server rc={rc})")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,150 @@
+// The agents and rounds API layer without a model: request validation and the registry's busy /
+// TTL / capacity rules.
+#include <gtest/gtest.h>
+
+#include "server/agent_registry.h"
+#include "server/agents_protocol.h"
+
+namespace agentkv {
+namespace {
+
+Json body(const std::string& text) {
+  auto j = Json::parse(text);
+  EXPECT_TRUE(j.ok()) << text;
+  return std::move(j).value();
+}
+
+TEST(AgentsProtocol, ParsesCreateWithPersonaMemoryAndTtl) {
+  AgentCreateRequest r;
+  auto e = parse_agent_create(body(R"({"model":"smollm2","name":"Ada","system":"You are Ada.",
+      "messages":[{"role":"user","content":"Remember: the well is dry."}],"ttl_seconds":60,"prefill":false})"),
+                              ApiLimits{}, AgentLimits{}, &r);
+  ASSERT_FALSE(e) << e->message;
+  EXPECT_EQ(r.model, "smollm2");
+  EXPECT_EQ(r.name, "Ada");
+  ASSERT_EQ(r.messages.size(), 2u);
+  EXPECT_EQ(r.messages[0].role, "system");
+  EXPECT_EQ(r.messages[1].content, "Remember: the well is dry.");
+  EXPECT_EQ(r.ttl_s, 60);
+  EXPECT_FALSE(r.prefill);
+  AgentCreateRequest d;
+  ASSERT_FALSE(parse_agent_create(body(R"({"model":"gemma3"})"), ApiLimits{}, AgentLimits{}, &d));
+  EXPECT_EQ(d.ttl_s, AgentLimits{}.default_ttl_s);
+  EXPECT_TRUE(d.prefill);
+}
+
+TEST(AgentsProtocol, RejectsBadRequestsNamingTheField) {
+  struct Case {
+    const char* json;
+    const char* param;
+  };
+  const Case create_cases[] = {
+      {R"({})", "model"},
+      {R"({"model":""})", "model"},
+      {R"({"model":"m","ttl_seconds":0})", "ttl_seconds"},
+      {R"({"model":"m","ttl_seconds":1e12})", "ttl_seconds"},
+      {R"({"model":"m","name":5})", "name"},
+      {R"({"model":"m","persona":"x"})", "persona"},
+      {R"({"model":"m","prefill":"yes"})", "prefill"},
+      {R"({"model":"m","system":"a","messages":[{"role":"system","content":"b"}]})", "messages[0].role"},
+      {R"({"model":"m","messages":[]})", "messages"},
+  };
+  for (const Case& c : create_cases) {
+    AgentCreateRequest r;
+    auto e = parse_agent_create(body(c.json), ApiLimits{}, AgentLimits{}, &r);
+    ASSERT_TRUE(e) << c.json;
+    EXPECT_EQ(e->status, 400);
+    EXPECT_EQ(e->param, c.param) << c.json;
+  }
+  const Case round_cases[] = {
+      {R"({})", "agents"},
+      {R"({"agents":[]})", "agents"},
+      {R"({"agents":["a","a"]})", "agents"},
+      {R"({"agents":[1]})", "agents"},
+      {R"({"agents":["a"],"shared":3})", "shared"},
+      {R"({"agents":["a"],"max_tokens":0})", "max_tokens"},
+      {R"({"agents":["a"],"temperature":9})", "temperature"},
+      {R"({"agents":["a"],"top_p":0})", "top_p"},
+      {R"({"agents":["a"],"stop":[""]})", "stop"},
+      {R"({"agents":["a"],"n":2})", "n"},
+  };
+  for (const Case& c : round_cases) {
+    RoundRequest r;
+    auto e = parse_round(body(c.json), ApiLimits{}, AgentLimits{}, &r);
+    ASSERT_TRUE(e) << c.json;
+    EXPECT_EQ(e->param, c.param) << c.json;
+  }
+  AgentRespondRequest rr;
+  EXPECT_TRUE(parse_agent_respond(body(R"({"stream":true})"), ApiLimits{}, &rr));
+  EXPECT_TRUE(parse_agent_respond(body(R"([])"), ApiLimits{}, &rr));
+  AgentForkRequest fr;
+  EXPECT_TRUE(parse_agent_fork(body(R"({"ttl_seconds":"1"})"), AgentLimits{}, &fr));
+  std::vector<ChatMessage> msgs;
+  EXPECT_TRUE(parse_agent_messages(body(R"({"messages":[{"role":"tool","content":"x"}]})"), ApiLimits{}, &msgs));
+}
+
+TEST(AgentsProtocol, ParsesARound) {
+  RoundRequest r;
+  auto e = parse_round(body(R"({"agents":["a","b"],"shared":"news","instruction":"answer","max_tokens":5,
+                                "temperature":0,"seed":3,"stop":"\n"})"),
+                       ApiLimits{}, AgentLimits{}, &r);
+  ASSERT_FALSE(e) << e->message;
+  EXPECT_EQ(r.agents, (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ(*r.shared, "news");
+  EXPECT_EQ(r.instruction, "answer");
+  EXPECT_EQ(*r.gen.max_tokens, 5);
+  EXPECT_EQ(*r.gen.seed, 3u);
+  EXPECT_EQ(r.gen.stop, std::vector<std::string>{"\n"});
+}
+
+TEST(AgentRegistry, AcquireIsAllOrNoneAndBusyAgentsCannotBeTouched) {
+  AgentRegistry reg(3);
+  Agent a, b;
+  ASSERT_FALSE(reg.add(&a));
+  ASSERT_FALSE(reg.add(&b));
+  EXPECT_NE(a.id, b.id);
+  EXPECT_EQ(a.name, a.id) << "an unnamed agent is called by its id";
+  std::vector<Agent> got;
+  auto e = reg.acquire({a.id, "agent-missing"}, &got);
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->status, 404);
+  EXPECT_FALSE(reg.get(a.id)->busy) << "a failed acquire marks nothing busy";
+  ASSERT_FALSE(reg.acquire({a.id}, &got));
+  EXPECT_EQ(reg.acquire({b.id, a.id}, &got)->status, 409);
+  EXPECT_FALSE(reg.get(b.id)->busy);
+  Agent removed;
+  EXPECT_EQ(reg.remove(a.id, &removed)->status, 409);
+  got[0].messages.push_back(ChatMessage{"user", "hi"});
+  got[0].kv = 7;
+  reg.finish(got[0]);
+  EXPECT_FALSE(reg.get(a.id)->busy);
+  EXPECT_EQ(reg.get(a.id)->kv, 7u);
+  EXPECT_EQ(reg.get(a.id)->messages.size(), 1u);
+  ASSERT_FALSE(reg.remove(a.id, &removed));
+  EXPECT_EQ(removed.kv, 7u) << "the caller gets the KV handle to release";
+  EXPECT_FALSE(reg.get(a.id));
+  EXPECT_EQ(reg.remove(a.id, &removed)->status, 404);
+}
+
+TEST(AgentRegistry, CapacityAndExpiry) {
+  AgentRegistry reg(2);
+  Agent a, b, c;
+  a.expires_at = 100;
+  b.expires_at = 200;
+  ASSERT_FALSE(reg.add(&a));
+  ASSERT_FALSE(reg.add(&b));
+  EXPECT_EQ(reg.add(&c)->status, 429);
+  std::vector<Agent> got;
+  ASSERT_FALSE(reg.acquire({a.id}, &got));
+  EXPECT_TRUE(reg.take_expired(150).empty()) << "a busy agent does not expire under its operation";
+  reg.abandon(a.id);
+  auto expired = reg.take_expired(150);
+  ASSERT_EQ(expired.size(), 1u);
+  EXPECT_EQ(expired[0].id, a.id);
+  EXPECT_EQ(reg.size(), 1u);
+  EXPECT_EQ(reg.take_all().size(), 1u);
+  EXPECT_EQ(reg.size(), 0u);
+}
+
+}  // namespace
+}  // namespace agentkv
