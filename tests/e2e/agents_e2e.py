@@ -15,6 +15,8 @@ import time
 import urllib.error
 import urllib.request
 
+import server_process
+
 BIN = sys.argv[1]
 MODELS = ["smollm2", "gemma3"]
 MODEL = sys.argv[2]
@@ -30,17 +32,7 @@ TRAITS = ["cheerful", "grumpy", "curious", "shy", "talkative", "careful", "bold"
 
 
 def start_server():
-    proc = subprocess.Popen([BIN, "serve", "-m", ",".join(MODELS), "--port", "0", "--kv-mem", "2G", "-t", "2"],
-                            stderr=subprocess.PIPE, text=True)
-    deadline = time.time() + 180
-    while time.time() < deadline:
-        line = proc.stderr.readline()
-        if not line:
-            raise SystemExit(f"server exited early (rc={proc.poll()})")
-        m = re.search(r"on http://127\.0\.0\.1:(\d+)", line)
-        if m:
-            return proc, int(m.group(1))
-    raise SystemExit("server did not report its port")
+    return server_process.start_server(BIN, ["-m", ",".join(MODELS), "--kv-mem", "2G", "-t", "2"])
 
 
 class Api:

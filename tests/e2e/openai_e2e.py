@@ -15,22 +15,14 @@ import urllib.request
 import openai
 from openai import OpenAI
 
+import server_process
+
 BIN = sys.argv[1]
 QUESTION = "What is the capital of France?"
 
 
 def start_server():
-    proc = subprocess.Popen([BIN, "serve", "-m", "smollm2", "--port", "0", "--kv-mem", "512M", "-t", "2"],
-                            stderr=subprocess.PIPE, text=True)
-    deadline = time.time() + 120
-    while time.time() < deadline:
-        line = proc.stderr.readline()
-        if not line:
-            raise SystemExit(f"server exited early (rc={proc.poll()})")
-        m = re.search(r"on http://127\.0\.0\.1:(\d+)", line)
-        if m:
-            return proc, int(m.group(1))
-    raise SystemExit("server did not report its port")
+    return server_process.start_server(BIN, ["-m", "smollm2", "--kv-mem", "512M", "-t", "2"])
 
 
 def generate_cli(chat, prompt, n):
