@@ -122,7 +122,7 @@ KvSequence::KvSequence(KvManager& m, uint64_t salt) : m_(&m), salt_(salt) {}
 KvSequence::~KvSequence() { release(); }
 
 KvSequence::KvSequence(KvSequence&& o) noexcept
-    : m_(o.m_), salt_(o.salt_), blocks_(std::move(o.blocks_)), tokens_(std::move(o.tokens_)),
+    : m_(o.m_), salt_(o.salt_), approx_from_(o.approx_from_), blocks_(std::move(o.blocks_)), tokens_(std::move(o.tokens_)),
       hashes_(std::move(o.hashes_)) {
   o.blocks_.clear();
   o.tokens_.clear();
@@ -134,6 +134,7 @@ KvSequence& KvSequence::operator=(KvSequence&& o) noexcept {
   release();
   m_ = o.m_;
   salt_ = o.salt_;
+  approx_from_ = o.approx_from_;
   blocks_ = std::move(o.blocks_);
   tokens_ = std::move(o.tokens_);
   hashes_ = std::move(o.hashes_);
@@ -213,12 +214,13 @@ void KvSequence::commit(std::span<const int32_t> tokens) {
     const std::span<const int32_t> block_tokens(tokens_.data() + i * bs, size_t(bs));
     const uint64_t h = pool.chain_hash(i == 0 ? 0 : hashes_[size_t(i - 1)], block_tokens, salt_);
     hashes_.push_back(h);
-    if (m_->prefix_caching()) pool.insert(blocks_[size_t(i)], h, block_tokens);
+    if (m_->prefix_caching() && (i + 1) * bs <= approx_from_) pool.insert(blocks_[size_t(i)], h, block_tokens);
   }
 }
 
 KvSequence KvSequence::fork() const {
   KvSequence child(*m_, salt_);
+  child.approx_from_ = approx_from_;
   child.blocks_ = blocks_;
   child.tokens_ = tokens_;
   child.hashes_ = hashes_;
@@ -242,6 +244,7 @@ int64_t KvSequence::truncate(int64_t n) {
 
 void KvSequence::release() {
   m_->pool().release(blocks_);
+  approx_from_ = kExact;
   blocks_.clear();
   tokens_.clear();
   hashes_.clear();

@@ -4,6 +4,7 @@
 // is part of every block hash.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -71,6 +72,12 @@ class KvSequence {
   const std::vector<int32_t>& tokens() const { return tokens_; }
   int64_t n_tokens() const { return int64_t(tokens_.size()); }
   uint64_t salt() const { return salt_; }
+  // Approximate K/V (reused at another position, selectively recomputed: src/share/) must never be
+  // served as an exact prefix-cache hit. From the first full block at or after `slot`, commit()
+  // registers nothing in the prefix index; forks and truncations keep the mark (blocks computed on
+  // top of approximate K/V are approximate too).
+  void mark_approximate_from(int64_t slot) { approx_from_ = std::min(approx_from_, slot); }
+  bool approximate() const { return approx_from_ != kExact; }
 
   // Only on an empty sequence: takes the longest chain of cached full blocks that starts `prompt`,
   // at most (prompt.size() - 1) / block_size blocks so that at least one token is left to compute
@@ -100,6 +107,8 @@ class KvSequence {
  private:
   KvManager* m_;
   uint64_t salt_;
+  static constexpr int64_t kExact = INT64_MAX;
+  int64_t approx_from_ = kExact;
   std::vector<int32_t> blocks_;
   std::vector<int32_t> tokens_;
   std::vector<uint64_t> hashes_;  // chained hash of each full block, in order

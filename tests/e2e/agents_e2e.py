@@ -121,6 +121,7 @@ def check_model(api, model):
     assert before["messages"] == after["messages"] and before["resident_tokens"] == after["resident_tokens"]
 
     # Three all-gather rounds for all 25 agents.
+    last_completion = {}
     for r in range(ROUNDS):
         resident = {a["id"]: a["resident_tokens"] for a in api.call("GET", "/v1/agents")["data"]}
         body = {"agents": ids, "max_tokens": MAX_TOKENS, "temperature": 0}
@@ -136,8 +137,11 @@ def check_model(api, model):
             assert a["agent"] == aid and a["finish_reason"] in ("stop", "length"), a
             u = a["usage"]
             assert 0 < u["completion_tokens"] <= MAX_TOKENS or a["finish_reason"] == "stop", a
-            # The whole resident context is reused (up to one block cut at the divergence point).
-            assert u["prompt_tokens_details"]["cached_tokens"] >= resident[aid] - BLOCK, (r, a, resident[aid])
+            # The whole resident context is reused, up to one block cut at the divergence point and
+            # the agent's last answer where the template rewrites it (Gemma's trims whitespace).
+            slack = BLOCK + (last_completion.get(aid, 0) if model == "gemma3" else 0)
+            assert u["prompt_tokens_details"]["cached_tokens"] >= resident[aid] - slack, (r, a, resident[aid])
+            last_completion[aid] = u["completion_tokens"]
         cached = out["usage"]["prompt_tokens_details"]["cached_tokens"]
         print(f"{model} round {r + 1}: {N_AGENTS} answers, prompt tokens {out['usage']['prompt_tokens']}, "
               f"cached {cached}", flush=True)

@@ -444,6 +444,25 @@ TEST(KvSequence, TruncateGivesBackTailBlocksAndNeverWritesIntoAnIndexedBlock) {
   EXPECT_EQ(m->pool().stats().n_used, 0);
 }
 
+TEST(KvSequence, ApproximateKvIsNeverIndexedNorItsForksOrDescendants) {
+  auto m = make_manager(16);
+  KvSequence s(*m);
+  append(s, iota_tokens(4));
+  s.mark_approximate_from(6);  // slots 6.. hold reused-and-blended K/V
+  append(s, iota_tokens(8, 104));
+  // Block 0 (slots 0-3) is exact and indexed; block 1 (4-7) holds slot 6, block 2 is after it.
+  KvSequence probe(*m);
+  EXPECT_EQ(probe.match_prefix(iota_tokens(13)), 4);
+  probe.release();
+  KvSequence f = s.fork();
+  EXPECT_TRUE(f.approximate());
+  append(f, iota_tokens(4, 112));
+  EXPECT_EQ(probe.match_prefix(iota_tokens(17)), 4) << "K/V computed on approximate K/V is approximate";
+  probe.release();
+  f.release();
+  EXPECT_FALSE(f.approximate());
+}
+
 TEST(KvSequence, ReserveFailsWithoutChangingAnythingWhenThePoolIsShort) {
   auto m = make_manager(3);
   BlockPool& p = m->pool();
