@@ -379,6 +379,12 @@ uint64_t Engine::fork_retained(uint64_t handle) {
   return h;
 }
 
+uint64_t Engine::adopt_retained(KvSequence seq) {
+  const uint64_t h = ++next_retained_;
+  retained_.emplace(h, std::make_shared<KvSequence>(std::move(seq)));
+  return h;
+}
+
 void Engine::release_retained(uint64_t handle) { retained_.erase(handle); }
 
 const KvSequence* Engine::retained(uint64_t handle) const {

@@ -64,6 +64,9 @@ class Engine {
   // blocks, so they are neither freed nor evicted until it is released. Engine thread only.
   // A new snapshot sharing every block of `handle` (0 if the handle is unknown).
   uint64_t fork_retained(uint64_t handle);
+  // Takes a sequence built outside the scheduler (e.g. an agent's context blended from a shared
+  // segment by src/share/) as a new snapshot; requests then start from it with kv_from.
+  uint64_t adopt_retained(KvSequence seq);
   // Unknown handles are ignored.
   void release_retained(uint64_t handle);
   // nullptr if unknown.
