@@ -8,3 +8,9 @@ endif()
 add_test(NAME server.openai_client_e2e
          COMMAND ${AGENTKV_VENV_PYTHON} ${CMAKE_SOURCE_DIR}/tests/e2e/openai_e2e.py $<TARGET_FILE:agentkv>)
 set_tests_properties(server.openai_client_e2e PROPERTIES LABELS model TIMEOUT 900 PASS_REGULAR_EXPRESSION "openai e2e: ok")
+
+# Each of the committed bad requests (tests/e2e/bad_requests.json) gets its exact 4xx and an OpenAI error
+# object, and a good request is served after each. Stdlib Python: raw sockets, not a client library.
+add_test(NAME server.bad_requests_e2e
+         COMMAND python3 ${CMAKE_SOURCE_DIR}/tests/e2e/bad_requests_e2e.py $<TARGET_FILE:agentkv>)
+set_tests_properties(server.bad_requests_e2e PROPERTIES LABELS model TIMEOUT 600 PASS_REGULAR_EXPRESSION "bad requests e2e: ok")

@@ -15,22 +15,10 @@ import urllib.request
 import openai
 from openai import OpenAI
 
+from http_raw import start_server
+
 BIN = sys.argv[1]
 QUESTION = "What is the capital of France?"
-
-
-def start_server():
-    proc = subprocess.Popen([BIN, "serve", "-m", "smollm2", "--port", "0", "--kv-mem", "512M", "-t", "2"],
-                            stderr=subprocess.PIPE, text=True)
-    deadline = time.time() + 120
-    while time.time() < deadline:
-        line = proc.stderr.readline()
-        if not line:
-            raise SystemExit(f"server exited early (rc={proc.poll()})")
-        m = re.search(r"on http://127\.0\.0\.1:(\d+)", line)
-        if m:
-            return proc, int(m.group(1))
-    raise SystemExit("server did not report its port")
 
 
 def generate_cli(chat, prompt, n):
@@ -42,7 +30,7 @@ def generate_cli(chat, prompt, n):
 
 
 def main():
-    proc, port = start_server()
+    proc, port = start_server(BIN, kv_mem="512M")
     ok = False
     try:
         client = OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="unused", max_retries=0, timeout=300)
