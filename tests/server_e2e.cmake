@@ -14,3 +14,9 @@ set_tests_properties(server.openai_client_e2e PROPERTIES LABELS model TIMEOUT 90
 add_test(NAME server.bad_requests_e2e
          COMMAND python3 ${CMAKE_SOURCE_DIR}/tests/e2e/bad_requests_e2e.py $<TARGET_FILE:agentkv>)
 set_tests_properties(server.bad_requests_e2e PROPERTIES LABELS model TIMEOUT 600 PASS_REGULAR_EXPRESSION "bad requests e2e: ok")
+
+# 64 concurrent streaming clients for 60 s, one request in 8 dropped mid-stream: complete streams for the
+# others and, once idle, no KV blocks in use and no requests running.
+add_test(NAME server.load_64_streams_e2e
+         COMMAND python3 ${CMAKE_SOURCE_DIR}/tests/e2e/load_e2e.py $<TARGET_FILE:agentkv> 60 64)
+set_tests_properties(server.load_64_streams_e2e PROPERTIES LABELS model TIMEOUT 600 PASS_REGULAR_EXPRESSION "load e2e: ok")
