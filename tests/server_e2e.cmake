@@ -20,3 +20,8 @@ set_tests_properties(server.bad_requests_e2e PROPERTIES LABELS model TIMEOUT 600
 add_test(NAME server.load_64_streams_e2e
          COMMAND python3 ${CMAKE_SOURCE_DIR}/tests/e2e/load_e2e.py $<TARGET_FILE:agentkv> 60 64)
 set_tests_properties(server.load_64_streams_e2e PROPERTIES LABELS model TIMEOUT 600 PASS_REGULAR_EXPRESSION "load e2e: ok")
+
+# agentkv bench-serve, tiny: in process and against a running server; the JSON report is consistent.
+add_test(NAME cli.bench_serve_smoke
+         COMMAND python3 ${CMAKE_SOURCE_DIR}/tests/e2e/bench_serve_cli.py $<TARGET_FILE:agentkv>)
+set_tests_properties(cli.bench_serve_smoke PROPERTIES LABELS model TIMEOUT 600 PASS_REGULAR_EXPRESSION "bench-serve cli: ok")
