@@ -21,6 +21,11 @@ add_test(NAME server.load_64_streams_e2e
          COMMAND python3 ${CMAKE_SOURCE_DIR}/tests/e2e/load_e2e.py $<TARGET_FILE:agentkv> 60 64)
 set_tests_properties(server.load_64_streams_e2e PROPERTIES LABELS model TIMEOUT 600 PASS_REGULAR_EXPRESSION "load e2e: ok")
 
+# serve -m A -m B, -m A,B: both models listed and answering; a model given twice is a one-line error.
+add_test(NAME cli.serve_repeated_models
+         COMMAND python3 ${CMAKE_SOURCE_DIR}/tests/e2e/serve_models_cli.py $<TARGET_FILE:agentkv>)
+set_tests_properties(cli.serve_repeated_models PROPERTIES LABELS model TIMEOUT 600 PASS_REGULAR_EXPRESSION "serve models cli: ok")
+
 # agentkv bench-serve, tiny: in process and against a running server; the JSON report is consistent.
 add_test(NAME cli.bench_serve_smoke
          COMMAND python3 ${CMAKE_SOURCE_DIR}/tests/e2e/bench_serve_cli.py $<TARGET_FILE:agentkv>)
