@@ -8,6 +8,7 @@
 #include <unordered_map>
 
 #include "engine/engine.h"
+#include "percentile.h"
 #include "util/progress_bar.h"
 
 namespace agentkv {
@@ -16,14 +17,6 @@ namespace {
 
 double now_seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-double percentile(std::vector<double> v, double q) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  // Nearest rank: the smallest value with at least q of the samples at or below it.
-  size_t rank = size_t(std::ceil(q * double(v.size())));
-  return v[std::clamp<size_t>(rank, 1, v.size()) - 1];
 }
 
 struct Footprint {

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cmath>
 #include <cstdlib>
+#include <memory>
 #include <sstream>
 
 namespace agentkv {
@@ -75,6 +76,21 @@ void ArgParser::add_float(const std::string& names, double* dst, const std::stri
 void ArgParser::add_flag(const std::string& names, bool* dst, const std::string& help) {
   add(names, help, false, false, "", [dst](const std::string&) -> Status {
     *dst = true;
+    return {};
+  });
+}
+
+void ArgParser::add_list(const std::string& names, std::vector<std::string>* dst, const std::string& help) {
+  std::string default_text;
+  for (const std::string& v : *dst) default_text += (default_text.empty() ? "" : ",") + v;
+  const std::string first = split_names(names).back();
+  auto replaced_default = std::make_shared<bool>(false);
+  add(names, help, true, false, default_text, [=](const std::string& v) -> Status {
+    const std::vector<std::string> items = split_commas(v);
+    if (items.empty()) return make_error("option " + first + " expects a value, got '" + v + "'");
+    if (!*replaced_default) dst->clear();
+    *replaced_default = true;
+    dst->insert(dst->end(), items.begin(), items.end());
     return {};
   });
 }

@@ -20,6 +20,9 @@ class ArgParser {
   void add_int(const std::string& names, int64_t* dst, const std::string& help, int64_t lo, int64_t hi);
   void add_float(const std::string& names, double* dst, const std::string& help, double lo, double hi);
   void add_flag(const std::string& names, bool* dst, const std::string& help);
+  // A list option: may be repeated (-m A -m B) and each value may be a comma list (-m A,B); the
+  // first occurrence replaces the default, later ones append.
+  void add_list(const std::string& names, std::vector<std::string>* dst, const std::string& help);
 
   // Parses argv[first..argc). Returns an error naming the offending option; `help_requested`
   // is set for -h/--help (the caller prints usage() and exits 0).

@@ -14,10 +14,13 @@ void on_signal(int) { g_stop = 1; }
 }  // namespace
 
 int cmd_serve(int argc, char** argv) {
-  std::string models = "smollm2", host = "127.0.0.1", api_key, kv_mem;
+  std::vector<std::string> models = {"smollm2"};
+  std::string host = "127.0.0.1", api_key, kv_mem;
   int64_t port = 8080, threads = 0, max_tokens = 4096, max_body = 8 << 20;
   ArgParser p("serve", "OpenAI-compatible HTTP server (POST /v1/chat/completions, /v1/completions; GET /v1/models, /health, /metrics).");
-  p.add_string("-m,--model", &models, "model alias or .gguf path; a comma list serves several (the request's \"model\" picks)");
+  p.add_list("-m,--model", &models,
+             "model alias or .gguf path; repeat it (-m A -m B) or give a comma list to serve several (the "
+             "request's \"model\" picks)");
   p.add_string("--host", &host, "address to bind (127.0.0.1 unless told otherwise)");
   p.add_int("--port", &port, "port (0 = any free port, printed at start)", 0, 65535);
   p.add_string("--api-key", &api_key, "require Authorization: Bearer KEY on every endpoint but /health");
@@ -39,12 +42,14 @@ int cmd_serve(int argc, char** argv) {
     if (!b.ok()) return cli_fail("--kv-mem: " + b.error());
     opt.kv_mem = *b;
   }
-  auto server = ApiServer::create(split_commas(models), opt);
+  auto server = ApiServer::create(models, opt);
   if (!server.ok()) return cli_fail(server.error());
   if (Status st = (*server)->start(); !st.ok()) return cli_fail(st.error());
   std::signal(SIGTERM, on_signal);
   std::signal(SIGINT, on_signal);
-  std::fprintf(stderr, "agentkv: serving %s on http://%s:%d\n", models.c_str(), host.c_str(), (*server)->port());
+  std::string names;
+  for (const std::string& m : models) names += (names.empty() ? "" : ",") + m;
+  std::fprintf(stderr, "agentkv: serving %s on http://%s:%d\n", names.c_str(), host.c_str(), (*server)->port());
   std::fflush(stderr);
   while (!g_stop) {
     struct timespec ts{0, 100 * 1000 * 1000};

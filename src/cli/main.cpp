@@ -19,6 +19,7 @@ constexpr Command kCommands[] = {
     {"perplexity", agentkv::cmd_perplexity, "perplexity of a text file, as llama-perplexity computes it"},
     {"bench", agentkv::cmd_bench, "prefill and decode throughput as JSON"},
     {"serve", agentkv::cmd_serve, "OpenAI-compatible HTTP server for one or more models"},
+    {"bench-serve", agentkv::cmd_bench_serve, "closed-loop HTTP clients against serve: req/s, tok/s, TTFT, latency"},
     {"bench-agents", agentkv::cmd_bench_agents, "multi-agent workloads on the engine: prefill, latency, KV per agent"},
     {"inspect", agentkv::cmd_inspect, "print a GGUF file's metadata and tensor table"},
 };

@@ -438,6 +438,14 @@ void HttpServer::serve_requests(int fd, bool& linger) {
     }
     const ssize_t n = ::recv(fd, buf.data(), buf.size(), 0);
     if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+    if (n == 0 && parser.mid_request()) {
+      // The client shut its side mid-request (e.g. a body shorter than its Content-Length); it may
+      // still read, so say why nothing was served instead of closing silently.
+      HttpResponseWriter w(fd, 1, false, false);
+      w.respond(400, "application/json",
+                http_error_json("the connection was closed before the request was complete"));
+      return;
+    }
     if (n <= 0) return;
     parser.feed(std::string_view(buf.data(), static_cast<size_t>(n)));
     deadline = after_seconds(options_.idle_timeout_s);

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <unordered_map>
 
 namespace agentkv {
 
@@ -92,9 +93,13 @@ void append_utf8(std::string& out, uint32_t cp) {
   }
 }
 
-class Parser {
+}  // namespace
+
+// A friend of Json (not in the anonymous namespace) so that objects with many members can be built
+// in linear time; see object().
+class JsonParser {
  public:
-  Parser(std::string_view s, int max_depth) : s_(s), max_depth_(max_depth) {}
+  JsonParser(std::string_view s, int max_depth) : s_(s), max_depth_(max_depth) {}
 
   Result<Json> parse_document() {
     Json v;
@@ -258,9 +263,31 @@ class Parser {
     }
   }
 
+  // A repeated key keeps its first position and takes the last value, as Json::set does. set() scans
+  // the members, so a body of ~700k distinct keys (8 MB) took quadratic time (minutes of a core); past
+  // a few members a hash index of the keys keeps parsing linear.
+  static void add_member(Json& obj, std::string key, Json v, std::unordered_map<std::string, size_t>& index) {
+    constexpr size_t kLinearScanMembers = 16;
+    auto& members = obj.obj_;
+    if (index.empty() && members.size() < kLinearScanMembers) {
+      obj.set(std::move(key), std::move(v));
+      return;
+    }
+    if (index.empty()) {
+      for (size_t k = 0; k < members.size(); ++k) index.emplace(members[k].first, k);
+    }
+    const auto [it, inserted] = index.try_emplace(key, members.size());
+    if (inserted) {
+      members.emplace_back(std::move(key), std::move(v));
+    } else {
+      members[it->second].second = std::move(v);
+    }
+  }
+
   bool object(Json& out, int depth) {
     ++i_;
     out = Json::object();
+    std::unordered_map<std::string, size_t> index;  // filled only for objects with many members
     skip_ws();
     if (i_ < s_.size() && s_[i_] == '}') {
       ++i_;
@@ -276,7 +303,7 @@ class Parser {
       ++i_;
       Json v;
       if (!value(v, depth + 1)) return false;
-      out.set(std::move(key), std::move(v));
+      add_member(out, std::move(key), std::move(v), index);
       skip_ws();
       if (i_ >= s_.size()) return fail("unterminated object");
       if (s_[i_] == ',') {
@@ -296,6 +323,8 @@ class Parser {
   int max_depth_;
   std::string err_;
 };
+
+namespace {
 
 void dump_to(const Json& j, std::string& out) {
   switch (j.type()) {
@@ -343,7 +372,7 @@ void dump_to(const Json& j, std::string& out) {
 
 }  // namespace
 
-Result<Json> Json::parse(std::string_view text, int max_depth) { return Parser(text, max_depth).parse_document(); }
+Result<Json> Json::parse(std::string_view text, int max_depth) { return JsonParser(text, max_depth).parse_document(); }
 
 std::string Json::dump() const {
   std::string out;

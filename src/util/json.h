@@ -51,6 +51,7 @@ class Json {
   static Result<Json> parse(std::string_view text, int max_depth = 64);
 
  private:
+  friend class JsonParser;  // builds large objects without set()'s scan per member
   Type type_ = Type::kNull;
   bool b_ = false;
   double num_ = 0;

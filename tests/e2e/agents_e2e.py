@@ -9,13 +9,12 @@ untouched; deleting agents returns their KV blocks (all of them at the end, read
 """
 import json
 import re
-import subprocess
 import sys
 import time
 import urllib.error
 import urllib.request
 
-import server_process
+import http_raw
 
 BIN = sys.argv[1]
 MODELS = ["smollm2", "gemma3"]
@@ -32,7 +31,7 @@ TRAITS = ["cheerful", "grumpy", "curious", "shy", "talkative", "careful", "bold"
 
 
 def start_server():
-    return server_process.start_server(BIN, ["-m", ",".join(MODELS), "--kv-mem", "2G", "-t", "2"])
+    return http_raw.start_server(BIN, models=MODELS, kv_mem="2G")
 
 
 class Api:

@@ -15,14 +15,10 @@ import urllib.request
 import openai
 from openai import OpenAI
 
-import server_process
+from http_raw import start_server
 
 BIN = sys.argv[1]
 QUESTION = "What is the capital of France?"
-
-
-def start_server():
-    return server_process.start_server(BIN, ["-m", "smollm2", "--kv-mem", "512M", "-t", "2"])
 
 
 def generate_cli(chat, prompt, n):
@@ -34,7 +30,7 @@ def generate_cli(chat, prompt, n):
 
 
 def main():
-    proc, port = start_server()
+    proc, port = start_server(BIN, kv_mem="512M")
     ok = False
     try:
         client = OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="unused", max_retries=0, timeout=300)

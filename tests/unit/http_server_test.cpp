@@ -44,6 +44,7 @@ class TestClient {
     fd_ = -1;
   }
   bool send(const std::string& s) { return ::send(fd_, s.data(), s.size(), MSG_NOSIGNAL) == ssize_t(s.size()); }
+  void shutdown_write() { ::shutdown(fd_, SHUT_WR); }
 
   struct Response {
     int status = 0;
@@ -170,6 +171,14 @@ HttpHandler echo_handler() {
     w.respond(200, "text/plain", req.method + " " + req.path + " q=" + req.query + " agent=" +
                                      (agent ? *agent : "-") + " body=" + req.body,
               {{"X-Echo", "1"}});
+  };
+}
+
+// Answers "ok" and counts its calls: for tests that check a bad request never reaches the handler.
+HttpHandler counting_handler(std::atomic<int>& calls) {
+  return [&calls](const HttpRequest&, HttpResponseWriter& w) {
+    ++calls;
+    w.respond(200, "text/plain", "ok");
   };
 }
 
@@ -360,10 +369,7 @@ TEST(HttpServer, OversizedBodyGets413BeforeItIsSent) {
   opts.limits.max_body_bytes = 1024;
   HttpServer server(opts);
   std::atomic<int> calls{0};
-  ASSERT_TRUE(server.start([&](const HttpRequest&, HttpResponseWriter& w) {
-    ++calls;
-    w.respond(200, "text/plain", "ok");
-  }).ok());
+  ASSERT_TRUE(server.start(counting_handler(calls)).ok());
   TestClient c(server.port());
   ASSERT_TRUE(c.send("POST /v1/chat/completions HTTP/1.1\r\nHost: h\r\nContent-Length: 4096\r\n\r\n" +
                      std::string(100, 'x')));
@@ -398,6 +404,24 @@ TEST(HttpServer, StalledPartialRequestIsDropped) {
   TestClient idle(server.port());
   EXPECT_TRUE(idle.closed_by_server());
   EXPECT_TRUE(eventually([&] { return server.active_connections() == 0; }));
+}
+
+TEST(HttpServer, RequestCutShortByAHalfCloseGets400) {
+  HttpServer server;
+  std::atomic<int> calls{0};
+  ASSERT_TRUE(server.start(counting_handler(calls)).ok());
+  TestClient c(server.port());
+  ASSERT_TRUE(c.send("POST /x HTTP/1.1\r\nHost: h\r\nContent-Length: 50\r\n\r\n{\"short\":1}"));
+  c.shutdown_write();
+  auto r = c.read_response();
+  EXPECT_EQ(r.status, 400);
+  EXPECT_NE(r.body.find("before the request was complete"), std::string::npos) << r.body;
+  EXPECT_TRUE(c.closed_by_server());
+  EXPECT_EQ(calls.load(), 0);
+  // Half-closing between requests is not an error: the connection just ends.
+  TestClient idle(server.port());
+  idle.shutdown_write();
+  EXPECT_TRUE(idle.closed_by_server());
 }
 
 TEST(HttpServer, OverMaxConnectionsGets503) {

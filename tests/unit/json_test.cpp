@@ -36,6 +36,39 @@ TEST(Json, DepthIsBounded) {
   EXPECT_NE(j.error().find("nesting"), std::string::npos);
 }
 
+// A repeated key keeps its first position and takes the last value, for small objects (scanned) and
+// large ones (indexed) alike.
+TEST(Json, RepeatedKeysKeepFirstPositionAndLastValue) {
+  for (int extra : {0, 40}) {
+    std::string text = "{\"a\":1,\"b\":2";
+    for (int i = 0; i < extra; ++i) text += ",\"k" + std::to_string(i) + "\":" + std::to_string(i);
+    text += ",\"a\":3}";
+    auto j = Json::parse(text);
+    ASSERT_TRUE(j.ok()) << j.error();
+    ASSERT_EQ(j->members().size(), size_t(2 + extra));
+    EXPECT_EQ(j->members()[0].first, "a");
+    EXPECT_EQ(j->get("a")->as_number(), 3.0);
+    EXPECT_EQ(j->get("b")->as_number(), 2.0);
+  }
+}
+
+// An HTTP body can hold hundreds of thousands of distinct keys; they all parse, in order (this took
+// quadratic time when every member was checked against all earlier ones).
+TEST(Json, ObjectWithManyKeysParses) {
+  constexpr int kKeys = 400000;
+  std::string text = "{";
+  for (int i = 0; i < kKeys; ++i) {
+    const std::string n = std::to_string(i);
+    text.append(i ? ",\"k" : "\"k").append(n).append("\":").append(n);
+  }
+  text += "}";
+  auto j = Json::parse(text);
+  ASSERT_TRUE(j.ok()) << j.error();
+  ASSERT_EQ(j->members().size(), size_t(kKeys));
+  EXPECT_EQ(j->members().back().first, "k399999");
+  EXPECT_EQ(j->get("k123456")->as_number(), 123456.0);
+}
+
 TEST(Json, QuoteEscapesAndReplacesInvalidUtf8) {
   std::string out;
   json_quote(out, std::string("a\"b\\\t\x01\xff", 7));

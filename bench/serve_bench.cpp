@@ -1,0 +1,208 @@
+#include "serve_bench.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <mutex>
+#include <thread>
+
+#include "http_client.h"
+#include "percentile.h"
+
+namespace agentkv {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+struct Sample {
+  double ttft_s = 0;
+  double e2e_s = 0;
+  int64_t prompt_tokens = 0;
+  int64_t output_tokens = 0;
+};
+
+std::string request_body(const ServeBenchOptions& opt, int64_t index) {
+  const auto& prompts = serve_bench_prompts();
+  Json msg = Json::object();
+  msg.set("role", Json::string("user"));
+  msg.set("content", Json::string(prompts[size_t(index) % prompts.size()]));
+  Json body = Json::object();
+  body.set("model", Json::string(opt.model));
+  body.set("messages", Json::array({std::move(msg)}));
+  body.set("max_tokens", Json::number(opt.max_tokens));
+  body.set("temperature", Json::number(opt.temperature));
+  body.set("seed", Json::number(double(index)));
+  body.set("stream", Json::boolean(true));
+  Json so = Json::object();
+  so.set("include_usage", Json::boolean(true));
+  body.set("stream_options", std::move(so));
+  return body.dump();
+}
+
+// One streamed request; an error message, or the sample.
+Result<Sample> run_one(HttpClient& client, const ServeBenchOptions& opt, int64_t index) {
+  HttpHeaders headers = {{"Content-Type", "application/json"}};
+  if (!opt.api_key.empty()) headers.emplace_back("Authorization", "Bearer " + opt.api_key);
+  const std::string body = request_body(opt, index);
+  Sample s;
+  bool first = true, done = false;
+  std::string stream_error, error_body;
+  SseSplitter sse;
+  const Clock::time_point t0 = Clock::now();
+  auto on_event = [&](std::string_view data) {
+    if (first) {
+      s.ttft_s = seconds_since(t0);
+      first = false;
+    }
+    if (data == "[DONE]") {
+      done = true;
+      return;
+    }
+    auto j = Json::parse(data);
+    if (!j.ok()) {
+      stream_error = "unparsable event: " + j.error();
+      return;
+    }
+    if (const Json* err = j->get("error")) {
+      const Json* m = err->get("message");
+      stream_error = "error in stream: " + (m && m->is_string() ? m->as_string() : err->dump());
+    }
+    if (const Json* u = j->get("usage"); u && u->is_object()) {
+      if (const Json* c = u->get("completion_tokens"); c && c->is_number()) s.output_tokens = int64_t(c->as_number());
+      if (const Json* p = u->get("prompt_tokens"); p && p->is_number()) s.prompt_tokens = int64_t(p->as_number());
+    }
+  };
+  auto status = client.request("POST", opt.base_path + "/v1/chat/completions", headers, body, [&](std::string_view b) {
+    // The status is known only afterwards: keep the start of the body for an error message.
+    error_body.append(b.substr(0, 300 - std::min<size_t>(300, error_body.size())));
+    sse.feed(b, on_event);
+  });
+  if (!status.ok()) return make_error(status.error());
+  s.e2e_s = seconds_since(t0);
+  if (*status != 200) return make_error("HTTP " + std::to_string(*status) + ": " + error_body);
+  if (!stream_error.empty()) return make_error(stream_error);
+  if (!done) return make_error("the stream ended without [DONE]");
+  return s;
+}
+
+ServeLevelReport run_level(const ServeBenchOptions& opt, int n_clients) {
+  ServeLevelReport rep;
+  rep.clients = n_clients;
+  std::mutex mu;
+  std::vector<Sample> samples;
+  std::atomic<int64_t> next{0};
+  const Clock::time_point start = Clock::now();
+  const Clock::time_point deadline = start + std::chrono::milliseconds(int64_t(opt.duration_s * 1000));
+  auto client_loop = [&] {
+    HttpClient client(opt.host, opt.port, opt.timeout_s);
+    for (;;) {
+      if (opt.requests == 0 && Clock::now() >= deadline) return;
+      const int64_t index = next.fetch_add(1);
+      if (opt.requests > 0 && index >= opt.requests) return;
+      auto r = run_one(client, opt, index);
+      std::lock_guard<std::mutex> lock(mu);
+      if (r.ok()) {
+        samples.push_back(*r);
+      } else {
+        if (rep.errors++ == 0) rep.first_error = r.error();
+      }
+    }
+  };
+  std::vector<std::thread> threads;
+  for (int i = 0; i < n_clients; ++i) threads.emplace_back(client_loop);
+  for (auto& t : threads) t.join();
+  rep.wall_s = seconds_since(start);
+  std::vector<double> ttft, e2e;
+  for (const Sample& s : samples) {
+    ttft.push_back(s.ttft_s);
+    e2e.push_back(s.e2e_s);
+    rep.prompt_tokens += s.prompt_tokens;
+    rep.output_tokens += s.output_tokens;
+  }
+  rep.requests = int64_t(samples.size());
+  rep.requests_per_s = rep.wall_s > 0 ? double(rep.requests) / rep.wall_s : 0;
+  rep.output_tokens_per_s = rep.wall_s > 0 ? double(rep.output_tokens) / rep.wall_s : 0;
+  rep.ttft_p50_s = percentile(ttft, 0.50);
+  rep.ttft_p99_s = percentile(ttft, 0.99);
+  rep.e2e_p50_s = percentile(e2e, 0.50);
+  rep.e2e_p99_s = percentile(e2e, 0.99);
+  return rep;
+}
+
+}  // namespace
+
+const std::vector<std::string>& serve_bench_prompts() {
+  static const std::vector<std::string> prompts = {
+      "What is the capital of France?",
+      "Name three colours of the rainbow.",
+      "Explain in one sentence why the sky is blue.",
+      "Write a haiku about autumn leaves.",
+      "You are a helpful travel agent. A customer wants a quiet weekend by the sea in early spring, with "
+      "good walks, a small hotel and fresh fish for dinner. Suggest a plan for the two days.",
+      "Summarise the following note for a busy manager: the build server ran out of disk twice this week "
+      "because old artifacts were never deleted; we added a nightly job that keeps the last ten builds, "
+      "and disk use is now stable at forty percent.",
+      "List the planets of the solar system in order from the sun.",
+      "What does a compiler do, in two sentences?",
+  };
+  return prompts;
+}
+
+ServeBenchReport run_serve_bench(const ServeBenchOptions& opt) {
+  ServeBenchReport rep;
+  rep.target = opt.host + ":" + std::to_string(opt.port);
+  rep.model = opt.model;
+  rep.max_tokens = opt.max_tokens;
+  for (int c : opt.clients) rep.levels.push_back(run_level(opt, c));
+  return rep;
+}
+
+std::string serve_bench_table(const ServeBenchReport& rep) {
+  std::string out = "bench-serve " + rep.target + " model " + rep.model + ", max_tokens " +
+                    std::to_string(rep.max_tokens) + ", streamed chat completions, closed loop\n";
+  char line[256];
+  std::snprintf(line, sizeof line, "%7s %9s %6s %8s %10s %10s %10s %10s %10s %7s\n", "clients", "requests", "errors",
+                "req/s", "out tok/s", "TTFT p50", "TTFT p99", "e2e p50", "e2e p99", "wall s");
+  out += line;
+  for (const ServeLevelReport& l : rep.levels) {
+    std::snprintf(line, sizeof line, "%7d %9lld %6lld %8.2f %10.1f %9.0fms %9.0fms %9.0fms %9.0fms %7.1f\n", l.clients,
+                  (long long)l.requests, (long long)l.errors, l.requests_per_s, l.output_tokens_per_s,
+                  l.ttft_p50_s * 1e3, l.ttft_p99_s * 1e3, l.e2e_p50_s * 1e3, l.e2e_p99_s * 1e3, l.wall_s);
+    out += line;
+    if (!l.first_error.empty()) out += "        first error: " + l.first_error + "\n";
+  }
+  return out;
+}
+
+Json serve_bench_json(const ServeBenchReport& rep) {
+  Json levels = Json::array();
+  for (const ServeLevelReport& l : rep.levels) {
+    Json j = Json::object();
+    j.set("clients", Json::number(l.clients));
+    j.set("requests", Json::number(double(l.requests)));
+    j.set("errors", Json::number(double(l.errors)));
+    j.set("prompt_tokens", Json::number(double(l.prompt_tokens)));
+    j.set("output_tokens", Json::number(double(l.output_tokens)));
+    j.set("wall_seconds", Json::number(l.wall_s));
+    j.set("requests_per_second", Json::number(l.requests_per_s));
+    j.set("output_tokens_per_second", Json::number(l.output_tokens_per_s));
+    j.set("ttft_p50_seconds", Json::number(l.ttft_p50_s));
+    j.set("ttft_p99_seconds", Json::number(l.ttft_p99_s));
+    j.set("e2e_p50_seconds", Json::number(l.e2e_p50_s));
+    j.set("e2e_p99_seconds", Json::number(l.e2e_p99_s));
+    if (!l.first_error.empty()) j.set("first_error", Json::string(l.first_error));
+    levels.push(std::move(j));
+  }
+  Json out = Json::object();
+  out.set("target", Json::string(rep.target));
+  out.set("model", Json::string(rep.model));
+  out.set("max_tokens", Json::number(rep.max_tokens));
+  out.set("levels", std::move(levels));
+  return out;
+}
+
+}  // namespace agentkv

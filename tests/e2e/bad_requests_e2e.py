@@ -1,0 +1,114 @@
+#!/usr/bin/env python3
+"""Every request in tests/e2e/bad_requests.json gets its exact 4xx status with an OpenAI error object, and
+the server still serves a good request after each one.
+
+Usage: bad_requests_e2e.py AGENTKV_BINARY
+Starts `agentkv serve -m smollm2 --api-key KEY` itself; stdlib only (the cases are what clients must not send).
+"""
+import json
+import os
+import sys
+import time
+
+from http_raw import exchange, metrics, request, start_server, stop_server
+
+BIN = sys.argv[1]
+KEY = "sk-agentkv-test-key-0123"
+CASES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "bad_requests.json")
+AUTH = {"Authorization": f"Bearer {KEY}"}
+
+
+def expand(text):
+    """The placeholders a case may hold in raw requests and header values."""
+    text = text.replace("{KEY}", KEY).replace("{KEYPREFIX}", KEY[:-1])
+    return text.replace("{PAD20000}", "p" * 20000)
+
+
+def generated_body(gen):
+    """Bodies too big or too regular to write into the case file."""
+    kind = gen["kind"]
+    if kind == "deep_nesting":
+        return ('{"model":"smollm2","prompt":' + "[" * gen["depth"] + "]" * gen["depth"] + "}").encode()
+    if kind == "many_keys":
+        keys = ",".join(f'"k{i}":0' for i in range(gen["count"]))
+        return ('{"model":"smollm2","prompt":"hi",' + keys + "}").encode()
+    if kind == "token_prompt":
+        return json.dumps({"model": "smollm2", "prompt": [100] * gen["tokens"], "max_tokens": gen["max_tokens"]}).encode()
+    if kind == "text_prompt":
+        return json.dumps({"model": "smollm2", "prompt": "hello " * gen["words"], "max_tokens": 1}).encode()
+    if kind == "chat_prompt":
+        return json.dumps({"model": "smollm2", "max_tokens": 1,
+                           "messages": [{"role": "user", "content": "hello " * gen["words"]}]}).encode()
+    if kind == "big_prompt":
+        return json.dumps({"model": "smollm2", "prompt": "a" * gen["bytes"]}).encode()
+    raise ValueError(f"unknown generator {kind}")
+
+
+def send_case(port, case):
+    if "raw" in case:
+        return exchange(port, expand(case["raw"]).encode("latin-1"), half_close=case.get("half_close", False))
+    if "body" in case:
+        body = json.dumps(case["body"]).encode()
+    elif "body_text" in case:
+        body = case["body_text"].encode("utf-8")
+    elif "body_bytes" in case:
+        body = case["body_bytes"].encode("latin-1")
+    elif "gen" in case:
+        body = generated_body(case["gen"])
+    else:
+        body = None
+    headers = dict(AUTH)
+    for name, value in case.get("headers", {}).items():
+        headers[name] = None if value is None else expand(value)
+    return request(port, case.get("method", "POST"), case["path"], body, headers)
+
+
+def check_error(case, r):
+    name = case["name"]
+    assert r is not None, f"{name}: the server closed without an answer"
+    assert r.status == case["status"], f"{name}: status {r.status}, expected {case['status']}: {r.body[:300]!r}"
+    assert r.headers.get("content-type", "").startswith("application/json"), (name, r.headers)
+    err = r.json().get("error")
+    assert isinstance(err, dict), (name, r.body[:300])
+    assert isinstance(err.get("message"), str) and err["message"], (name, err)
+    assert isinstance(err.get("type"), str) and err["type"], (name, err)
+
+
+def check_served(port, after):
+    r = request(port, "POST", "/v1/completions", {"model": "smollm2", "prompt": "Say hi", "max_tokens": 2,
+                                                    "temperature": 0}, AUTH)
+    assert r is not None and r.status == 200, f"good request after {after}: {r and r.status} {r and r.body[:300]!r}"
+    body = r.json()
+    assert isinstance(body["choices"][0]["text"], str), body
+    assert 1 <= body["usage"]["completion_tokens"] <= 2, body
+
+
+def main():
+    cases = json.load(open(CASES))["cases"]
+    names = [c["name"] for c in cases]
+    assert len(set(names)) == len(names), "case names must be unique"
+    assert sum(400 <= c["status"] < 500 for c in cases) >= 40, "the issue asks for at least 40 bad requests"
+    proc, port = start_server(BIN, ["--api-key", KEY], kv_mem="128M")
+    ok = False
+    try:
+        # /health needs no key, everything else does (checked case by case below).
+        h = request(port, "GET", "/health")
+        assert h.status == 200, h.status
+        check_served(port, "start")
+        for case in cases:
+            t0 = time.time()
+            r = send_case(port, case)
+            check_error(case, r)
+            print(f"  {case['name']}: {r.status} in {time.time() - t0:.2f}s: {r.json()['error']['message'][:100]}")
+            check_served(port, case["name"])
+        # No bad request left work or blocks behind.
+        m = metrics(port, AUTH)
+        assert m["agentkv_requests_running"] == 0 and m["agentkv_kv_blocks_used"] == 0, m
+        ok = True
+    finally:
+        stop_server(proc)
+    print(f"bad requests e2e: ok ({len(cases)} cases)" if ok else "bad requests e2e: FAILED")
+
+
+if __name__ == "__main__":
+    main()
