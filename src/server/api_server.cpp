@@ -23,6 +23,14 @@ struct Mailbox {
   std::deque<RequestEvent> events;
 };
 
+// Compares without an early exit, so the time taken does not tell a client how much of a guessed key
+// was right.
+bool same_secret(const std::string& a, const std::string& b) {
+  unsigned diff = a.size() == b.size() ? 0u : 1u;
+  for (size_t i = 0; i < a.size(); ++i) diff |= unsigned(uint8_t(a[i]) ^ uint8_t(b.empty() ? 0 : b[i % b.size()]));
+  return diff == 0;
+}
+
 void reply_error(HttpResponseWriter& w, const ApiError& e) {
   w.respond(e.status, "application/json", error_json(e));
 }
@@ -200,7 +208,7 @@ void ApiServer::handle(const HttpRequest& req, HttpResponseWriter& w) {
   }
   if (!opt_.api_key.empty()) {
     const std::string* auth = req.header("authorization");
-    if (!auth || *auth != "Bearer " + opt_.api_key)
+    if (!auth || !same_secret(*auth, "Bearer " + opt_.api_key))
       return reply_error(w, ApiError{401, "missing or wrong API key (send Authorization: Bearer KEY)", "",
                                      "authentication_error"});
   }
