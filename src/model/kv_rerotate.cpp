@@ -19,33 +19,32 @@ PhysicalSlot physical(const KvSlotRange& r, int32_t i, int bs) {
   return {r.blocks.table[s / bs], int(s % bs)};
 }
 
-Status check_range(const KvSlotRange& r, int32_t n, const KvArena& kv, const char* what) {
+}  // namespace
+
+Status validate_slot_range(const KvSlotRange& r, int32_t n, const KvArena& kv, const std::string& what) {
+  if (n < 0) return make_error(what + ": negative token count");
   if (r.slot0 < 0 || int64_t(r.slot0) + n > int64_t(r.blocks.n_blocks) * kv.block_size())
-    return make_error(std::string("rerotate_kv: ") + what + " slots [" + std::to_string(r.slot0) + ", " +
+    return make_error(what + " slots [" + std::to_string(r.slot0) + ", " +
                       std::to_string(int64_t(r.slot0) + n) + ") outside its " + std::to_string(r.blocks.n_blocks) +
                       " blocks");
   if (n == 0) return {};
   const int bs = kv.block_size();
   for (int32_t j = r.slot0 / bs; j <= (r.slot0 + n - 1) / bs; ++j)
     if (r.blocks.table[j] < 0 || r.blocks.table[j] >= kv.n_blocks())
-      return make_error(std::string("rerotate_kv: ") + what + " block id " + std::to_string(r.blocks.table[j]) +
-                        " outside the arena");
+      return make_error(what + " block id " + std::to_string(r.blocks.table[j]) + " outside the arena");
   return {};
 }
-
-}  // namespace
 
 Status rerotate_kv(const Model& model, const KvArena& kv, const KvSlotRange& src, const KvSlotRange& dst, int32_t n,
                    int32_t delta, int layer_begin, int layer_end, ThreadPool& pool) {
   const ModelConfig& c = model.config();
   if (kv.n_layer() != c.n_layer || kv.kv_dim() != c.kv_dim())
     return make_error("rerotate_kv: KV arena was made for another model geometry");
-  if (n < 0) return make_error("rerotate_kv: negative token count");
   if (layer_begin < 0 || layer_begin > layer_end || layer_end > c.n_layer)
     return make_error("rerotate_kv: layer range [" + std::to_string(layer_begin) + ", " + std::to_string(layer_end) +
                       ") outside [0, " + std::to_string(c.n_layer) + ")");
-  AGENTKV_TRY(check_range(src, n, kv, "source"));
-  AGENTKV_TRY(check_range(dst, n, kv, "destination"));
+  AGENTKV_TRY(validate_slot_range(src, n, kv, "rerotate_kv: source"));
+  AGENTKV_TRY(validate_slot_range(dst, n, kv, "rerotate_kv: destination"));
   const int bs = kv.block_size();
   // Overlap check on physical slots: slot i may be rewritten in place, but a destination slot that is
   // another token's source would be read after it was overwritten (or before, depending on threads).

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "model/batch.h"
 #include "model/kv_arena.h"
@@ -20,6 +21,10 @@ struct KvSlotRange {
   SeqBlocks blocks;
   int32_t slot0 = 0;
 };
+
+// OK when slots [r.slot0, r.slot0 + n) lie inside the range's blocks and those blocks inside the
+// arena; otherwise an error naming `what` ("source", "agent 3", ...).
+Status validate_slot_range(const KvSlotRange& r, int32_t n, const KvArena& kv, const std::string& what);
 
 // For layers [layer_begin, layer_end) and i in [0, n): K of dst slot i = K of src slot i rotated by
 // delta positions, V of dst slot i = V of src slot i. Source and destination live in the same arena
