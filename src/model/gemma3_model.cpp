@@ -41,22 +41,25 @@ class Gemma3Model final : public Model {
         rope_global_(cfg_.head_dim, cfg_.n_rot, cfg_.rope_base, RopeStyle::kNeox),
         rope_local_(cfg_.head_dim, cfg_.n_rot, cfg_.rope_base_swa, RopeStyle::kNeox) {}
 
+  const Rope& layer_rope(int il) const override { return cfg_.layer_is_swa[il] ? rope_local_ : rope_global_; }
+
  protected:
-  void forward_validated(const Batch& b, const KvArena& kv, float* logits, ThreadPool& pool) const override {
+  void forward_layers_validated(const Batch& b, const KvArena& kv, int layer_begin, int layer_end, float* x,
+                                float* logits, ThreadPool& pool) const override {
     const ModelConfig& c = cfg_;
     const int64_t n = b.size();
     const int d = c.n_embd;
     const int hd = c.head_dim;
-    std::vector<float> x(n * d), h(n * d), q(n * c.q_dim()), k(n * c.kv_dim()), v(n * c.kv_dim()),
+    std::vector<float> h(n * d), q(n * c.q_dim()), k(n * c.kv_dim()), v(n * c.kv_dim()),
         att(n * c.q_dim()), gate(n * c.n_ff), up(n * c.n_ff);
-    embed_tokens(embd_, b, std::sqrt(float(d)), x.data(), pool);
+    if (layer_begin == 0) embed_tokens(embd_, b, std::sqrt(float(d)), x, pool);
     const float kq_scale = 1.0f / std::sqrt(float(hd));
     auto norm = [&](const float* src, const float* w, float* dst) { norm_rows(src, w, dst, n, d, c.rms_eps, pool); };
-    for (int il = 0; il < c.n_layer; ++il) {
+    for (int il = layer_begin; il < layer_end; ++il) {
       const Gemma3Layer& L = layers_[il];
       const bool swa = c.layer_is_swa[il] != 0;
-      const Rope& rope = swa ? rope_local_ : rope_global_;
-      norm(x.data(), L.attn_norm, h.data());
+      const Rope& rope = layer_rope(il);
+      norm(x, L.attn_norm, h.data());
       matmul(L.attn.wq, h.data(), n, q.data(), pool, b.n_tile_tokens);
       matmul(L.attn.wk, h.data(), n, k.data(), pool, b.n_tile_tokens);
       matmul(L.attn.wv, h.data(), n, v.data(), pool, b.n_tile_tokens);
@@ -74,17 +77,17 @@ class Gemma3Model final : public Model {
       attention(c, b, kv, il, q.data(), swa ? c.sliding_window : 0, kq_scale, att.data(), pool);
       matmul(L.attn.wo, att.data(), n, h.data(), pool, b.n_tile_tokens);
       norm(h.data(), L.post_attn_norm, h.data());
-      add_inplace(x.data(), h.data(), n * d);
+      add_inplace(x, h.data(), n * d);
 
-      norm(x.data(), L.ffn_norm, h.data());
+      norm(x, L.ffn_norm, h.data());
       matmul(L.ffn.gate, h.data(), n, gate.data(), pool, b.n_tile_tokens);
       matmul(L.ffn.up, h.data(), n, up.data(), pool, b.n_tile_tokens);
       gelu_tanh_mul(gate.data(), up.data(), n * c.n_ff);
       matmul(L.ffn.down, gate.data(), n, h.data(), pool, b.n_tile_tokens);
       norm(h.data(), L.post_ffw_norm, h.data());
-      add_inplace(x.data(), h.data(), n * d);
+      add_inplace(x, h.data(), n * d);
     }
-    lm_head(embd_, out_norm_, c.rms_eps, b, x.data(), d, logits, pool);
+    if (layer_end == c.n_layer) lm_head(embd_, out_norm_, c.rms_eps, b, x, d, logits, pool);
   }
 
  private:

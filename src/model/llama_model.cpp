@@ -31,18 +31,21 @@ class LlamaModel final : public Model {
         out_norm_(out_norm),
         rope_(cfg_.head_dim, cfg_.n_rot, cfg_.rope_base, RopeStyle::kNorm) {}
 
+  const Rope& layer_rope(int) const override { return rope_; }
+
  protected:
-  void forward_validated(const Batch& b, const KvArena& kv, float* logits, ThreadPool& pool) const override {
+  void forward_layers_validated(const Batch& b, const KvArena& kv, int layer_begin, int layer_end, float* x,
+                                float* logits, ThreadPool& pool) const override {
     const ModelConfig& c = cfg_;
     const int64_t n = b.size();
     const int d = c.n_embd;
-    std::vector<float> x(n * d), h(n * d), q(n * c.q_dim()), k(n * c.kv_dim()), v(n * c.kv_dim()),
+    std::vector<float> h(n * d), q(n * c.q_dim()), k(n * c.kv_dim()), v(n * c.kv_dim()),
         att(n * c.q_dim()), gate(n * c.n_ff), up(n * c.n_ff);
-    embed_tokens(embd_, b, 1.0f, x.data(), pool);
+    if (layer_begin == 0) embed_tokens(embd_, b, 1.0f, x, pool);
     const float kq_scale = 1.0f / std::sqrt(float(c.head_dim));
-    for (int il = 0; il < c.n_layer; ++il) {
+    for (int il = layer_begin; il < layer_end; ++il) {
       const LlamaLayer& L = layers_[il];
-      norm_rows(x.data(), L.attn_norm, h.data(), n, d, c.rms_eps, pool);
+      norm_rows(x, L.attn_norm, h.data(), n, d, c.rms_eps, pool);
       matmul(L.attn.wq, h.data(), n, q.data(), pool, b.n_tile_tokens);
       matmul(L.attn.wk, h.data(), n, k.data(), pool, b.n_tile_tokens);
       matmul(L.attn.wv, h.data(), n, v.data(), pool, b.n_tile_tokens);
@@ -55,16 +58,16 @@ class LlamaModel final : public Model {
       write_kv(b, kv, il, k.data(), v.data());
       attention(c, b, kv, il, q.data(), 0, kq_scale, att.data(), pool);
       matmul(L.attn.wo, att.data(), n, h.data(), pool, b.n_tile_tokens);
-      add_inplace(x.data(), h.data(), n * d);
+      add_inplace(x, h.data(), n * d);
 
-      norm_rows(x.data(), L.ffn_norm, h.data(), n, d, c.rms_eps, pool);
+      norm_rows(x, L.ffn_norm, h.data(), n, d, c.rms_eps, pool);
       matmul(L.ffn.gate, h.data(), n, gate.data(), pool, b.n_tile_tokens);
       matmul(L.ffn.up, h.data(), n, up.data(), pool, b.n_tile_tokens);
       silu_mul(gate.data(), up.data(), n * c.n_ff);
       matmul(L.ffn.down, gate.data(), n, h.data(), pool, b.n_tile_tokens);
-      add_inplace(x.data(), h.data(), n * d);
+      add_inplace(x, h.data(), n * d);
     }
-    lm_head(head_, out_norm_, c.rms_eps, b, x.data(), d, logits, pool);
+    if (layer_end == c.n_layer) lm_head(head_, out_norm_, c.rms_eps, b, x, d, logits, pool);
   }
 
  private:

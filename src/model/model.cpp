@@ -1,11 +1,25 @@
 #include "model/model.h"
 
+#include <vector>
+
 #include "gguf/gguf_file.h"
 #include "model/architectures.h"
 
 namespace agentkv {
 
 Status Model::forward(const Batch& b, const KvArena& kv, float* logits, ThreadPool& pool) const {
+  std::vector<float> hidden(b.tokens.size() * size_t(cfg_.n_embd));
+  return forward_layers(b, kv, 0, cfg_.n_layer, hidden.data(), logits, pool);
+}
+
+Status Model::forward_layers(const Batch& b, const KvArena& kv, int layer_begin, int layer_end, float* hidden,
+                             float* logits, ThreadPool& pool) const {
+  if (layer_begin < 0 || layer_begin >= layer_end || layer_end > cfg_.n_layer)
+    return make_error("forward: layer range [" + std::to_string(layer_begin) + ", " + std::to_string(layer_end) +
+                      ") is empty or outside [0, " + std::to_string(cfg_.n_layer) + ")");
+  if (hidden == nullptr) return make_error("forward: no hidden-state buffer");
+  if (layer_end == cfg_.n_layer && !b.logit_rows.empty() && logits == nullptr)
+    return make_error("forward: logit rows requested but no logits buffer");
   const size_t n = b.tokens.size();
   if (n == 0) return make_error("forward: empty batch");
   if (b.positions.size() != n || b.seq.size() != n || b.slots.size() != n)
@@ -33,7 +47,7 @@ Status Model::forward(const Batch& b, const KvArena& kv, float* logits, ThreadPo
     for (size_t i = 1; i < b.logit_rows.size(); ++i)
       if (b.logit_rows[i - 1] >= b.n_tile_tokens && b.logit_rows[i] < b.n_tile_tokens)
         return make_error("forward: logit rows of tile tokens must precede the others");
-  forward_validated(b, kv, logits, pool);
+  forward_layers_validated(b, kv, layer_begin, layer_end, hidden, logits, pool);
   return {};
 }
 
