@@ -9,6 +9,7 @@
 
 #include "engine/engine.h"
 #include "percentile.h"
+#include "tokendance_round.h"
 #include "util/progress_bar.h"
 
 namespace agentkv {
@@ -53,14 +54,73 @@ Footprint resident_footprint(const std::vector<std::vector<int32_t>>& contexts, 
   return f;
 }
 
+// Round stats of a tokendance round from what run_tokendance_round measured.
+RoundStats tokendance_stats(const TokendanceRoundOut& t, int round, int64_t bpb, int64_t budget_blocks) {
+  RoundStats rs;
+  rs.round = round;
+  rs.agents = int(t.agents.size());
+  std::vector<double> ttfts, kls;
+  double nll_e = 0, nll_a = 0;
+  int64_t scored_tokens = 0;
+  for (const TokendanceAgentOut& a : t.agents) {
+    rs.prompt_tokens += a.prompt_tokens;
+    rs.generated_tokens += int64_t(a.tokens.size());
+    rs.replies.push_back(a.text);
+    ttfts.push_back(a.ttft);
+    rs.segment_recomputed += a.segment_recomputed;
+    if (!a.has_quality) continue;
+    ++rs.quality_agents;
+    kls.insert(kls.end(), a.quality.kl.begin(), a.quality.kl.end());
+    rs.top1_agreement += a.quality.top1_agreement * a.quality.n_positions;
+    rs.greedy_agreement += a.greedy_agreement;
+    nll_e += a.quality.nll_exact * a.quality.n_positions;
+    nll_a += a.quality.nll_approx * a.quality.n_positions;
+    scored_tokens += a.quality.n_positions;
+  }
+  if (scored_tokens > 0) {
+    for (double k : kls) rs.kl_mean += k;
+    rs.kl_mean /= double(kls.size());
+    rs.kl_p95 = percentile(kls, 0.95);
+    rs.top1_agreement /= double(scored_tokens);
+    rs.ppl_exact = std::exp(nll_e / double(scored_tokens));
+    rs.ppl_approx = std::exp(nll_a / double(scored_tokens));
+  }
+  if (rs.quality_agents) rs.greedy_agreement /= rs.quality_agents;
+  rs.segment_tokens = t.segment_tokens;
+  rs.collector_seconds = t.collector_seconds;
+  rs.collector_per_agent_seconds = t.collector_per_agent_seconds;
+  rs.prefill_computed = t.prefill_computed;
+  rs.prefill_reused = t.prefill_reused;
+  rs.prefill_seconds = t.prefill_seconds;
+  rs.round_seconds = t.round_seconds;
+  rs.preemptions = t.preemptions;
+  rs.hit_rate = rs.prompt_tokens ? double(rs.prefill_reused) / double(rs.prompt_tokens) : 0;
+  rs.ttft_p50 = percentile(ttfts, 0.50);
+  rs.ttft_p99 = percentile(ttfts, 0.99);
+  rs.kv_bytes_per_agent_peak = double(t.peak_blocks * bpb) / std::max(1, rs.agents);
+  rs.kv_bytes_per_agent_resident = double(t.resident_blocks * bpb) / std::max(1, rs.agents);
+  const double private_per_agent = double(t.resident_blocks - t.shared_blocks) / std::max(1, rs.agents);
+  rs.max_agents_fit = private_per_agent > 0
+                          ? std::max<int64_t>(0, int64_t(double(budget_blocks - t.shared_blocks) / private_per_agent))
+                          : 0;
+  return rs;
+}
+
+std::string ratio_label(double r) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "td@%g", r);
+  return buf;
+}
+
 Result<ModeReport> run_mode(const LoadedModel& lm, ThreadPool& pool, const BenchAgentsOptions& opt,
-                            const std::string& mode, int64_t* budget_bytes, int64_t* bytes_per_block) {
-  if (mode != "nocache" && mode != "prefix")
-    return make_error("unknown mode '" + mode + "' (choose nocache, prefix)");
+                            const std::string& mode, double ratio, int64_t* budget_bytes, int64_t* bytes_per_block) {
+  if (mode != "nocache" && mode != "prefix" && mode != "tokendance")
+    return make_error("unknown mode '" + mode + "' (choose nocache, prefix, tokendance)");
+  const bool tokendance = mode == "tokendance";
   EngineOptions eo;
   eo.kv.block_size = opt.block_size;
   eo.kv.mem_bytes = opt.kv_mem;
-  eo.kv.prefix_caching = mode == "prefix";
+  eo.kv.prefix_caching = mode != "nocache";
   eo.scheduler.max_batch_tokens = opt.max_batch_tokens;
   std::unique_ptr<Engine> engine;
   AGENTKV_ASSIGN_OR_RETURN(engine, Engine::create(lm, eo, pool));
@@ -72,15 +132,29 @@ Result<ModeReport> run_mode(const LoadedModel& lm, ThreadPool& pool, const Bench
   const int64_t budget_blocks = engine->kv().pool().n_blocks();
 
   ModeReport rep;
-  rep.mode = mode;
+  rep.mode = tokendance ? ratio_label(ratio) : mode;
+  TokendanceOptions td;
+  td.recompute.ratio = ratio;
+  td.measure_quality = opt.quality;
   std::vector<double> all_ttft;
   int64_t turns_total = 0;
   for (int r = 0; r < wl->n_rounds(); ++r) turns_total += wl->n_agents();  // an estimate for the bar
-  ProgressBar bar(lm.name + " " + opt.workload + " " + mode, turns_total, opt.progress);
+  ProgressBar bar(lm.name + " " + opt.workload + " " + rep.mode, turns_total, opt.progress);
   int64_t turns_done = 0;
 
   for (int r = 0; r < wl->n_rounds(); ++r) {
     std::vector<AgentTurn> turns = wl->round(r);
+    if (tokendance) {
+      TokendanceRoundOut t;
+      AGENTKV_ASSIGN_OR_RETURN(t, run_tokendance_round(*engine, pool, turns, td, true));
+      RoundStats rs = tokendance_stats(t, r + 1, bpb, budget_blocks);
+      for (const TokendanceAgentOut& a : t.agents) all_ttft.push_back(a.ttft);
+      turns_done += int64_t(turns.size());
+      bar.update(turns_done);
+      wl->record(r, rs.replies);
+      rep.rounds.push_back(std::move(rs));
+      continue;
+    }
     RoundStats rs;
     rs.round = r + 1;
     rs.agents = int(turns.size());
@@ -163,6 +237,27 @@ Result<ModeReport> run_mode(const LoadedModel& lm, ThreadPool& pool, const Bench
     o.kv_bytes_per_agent_resident = std::max(o.kv_bytes_per_agent_resident, rs.kv_bytes_per_agent_resident);
     o.kv_bytes_per_agent_peak = std::max(o.kv_bytes_per_agent_peak, rs.kv_bytes_per_agent_peak);
     o.max_agents_fit = o.max_agents_fit == 0 ? rs.max_agents_fit : std::min(o.max_agents_fit, rs.max_agents_fit);
+    o.segment_tokens += rs.segment_tokens * rs.agents;
+    o.segment_recomputed += rs.segment_recomputed;
+    o.collector_seconds += rs.collector_seconds;
+    o.collector_per_agent_seconds += rs.collector_per_agent_seconds;
+    if (rs.quality_agents) {
+      // Weighted by agents; the per-round values are already means over their answers.
+      o.kl_mean += rs.kl_mean * rs.quality_agents;
+      o.kl_p95 = std::max(o.kl_p95, rs.kl_p95);
+      o.top1_agreement += rs.top1_agreement * rs.quality_agents;
+      o.greedy_agreement += rs.greedy_agreement * rs.quality_agents;
+      o.ppl_exact += std::log(std::max(rs.ppl_exact, 1e-300)) * rs.quality_agents;
+      o.ppl_approx += std::log(std::max(rs.ppl_approx, 1e-300)) * rs.quality_agents;
+      o.quality_agents += rs.quality_agents;
+    }
+  }
+  if (o.quality_agents) {
+    o.kl_mean /= o.quality_agents;
+    o.top1_agreement /= o.quality_agents;
+    o.greedy_agreement /= o.quality_agents;
+    o.ppl_exact = std::exp(o.ppl_exact / o.quality_agents);
+    o.ppl_approx = std::exp(o.ppl_approx / o.quality_agents);
   }
   o.hit_rate = o.prompt_tokens ? double(o.prefill_reused) / double(o.prompt_tokens) : 0;
   o.ttft_p50 = percentile(all_ttft, 0.50);
@@ -187,6 +282,19 @@ Json round_json(const RoundStats& s, bool with_replies) {
   j.set("cache_hit_rate", Json::number(s.hit_rate));
   j.set("preemptions", Json::number(double(s.preemptions)));
   j.set("max_agents_in_budget", Json::number(double(s.max_agents_fit)));
+  if (s.segment_tokens > 0 || s.quality_agents > 0) {
+    j.set("segment_tokens", Json::number(double(s.segment_tokens)));
+    j.set("segment_tokens_recomputed", Json::number(double(s.segment_recomputed)));
+    j.set("collector_seconds", Json::number(s.collector_seconds));
+    j.set("collector_agent_by_agent_seconds", Json::number(s.collector_per_agent_seconds));
+    j.set("quality_agents", Json::number(s.quality_agents));
+    j.set("kl_mean", Json::number(s.kl_mean));
+    j.set("kl_p95", Json::number(s.kl_p95));
+    j.set("top1_agreement", Json::number(s.top1_agreement));
+    j.set("greedy_agreement", Json::number(s.greedy_agreement));
+    j.set("perplexity_exact", Json::number(s.ppl_exact));
+    j.set("perplexity_tokendance", Json::number(s.ppl_approx));
+  }
   if (with_replies) {
     Json rep = Json::array();
     for (auto& t : s.replies) rep.push(Json::string(t));
@@ -212,11 +320,15 @@ Result<BenchAgentsReport> run_bench_agents(const LoadedModel& lm, ThreadPool& po
   rep.workload = opt.workload;
   rep.threads = pool.size();
   for (const std::string& mode : opt.modes) {
-    ModeReport mr;
-    AGENTKV_ASSIGN_OR_RETURN(mr, run_mode(lm, pool, opt, mode, &rep.kv_budget_bytes, &rep.bytes_per_block));
-    rep.n_rounds = int(mr.rounds.size());
-    rep.n_agents = mr.overall.agents;
-    rep.modes.push_back(std::move(mr));
+    const std::vector<double> ratios = mode == "tokendance" ? opt.recompute : std::vector<double>{0};
+    for (double ratio : ratios) {
+      if (!(ratio >= 0 && ratio <= 1)) return make_error("recompute ratio must be in [0, 1]");
+      ModeReport mr;
+      AGENTKV_ASSIGN_OR_RETURN(mr, run_mode(lm, pool, opt, mode, ratio, &rep.kv_budget_bytes, &rep.bytes_per_block));
+      rep.n_rounds = int(mr.rounds.size());
+      rep.n_agents = mr.overall.agents;
+      rep.modes.push_back(std::move(mr));
+    }
   }
   return rep;
 }
@@ -262,6 +374,27 @@ std::string bench_agents_table(const BenchAgentsReport& r) {
                     (long long)s.prefill_reused, s.hit_rate * 100, s.prefill_seconds, s.round_seconds, s.ttft_p50,
                     human_bytes(s.kv_bytes_per_agent_resident).c_str(), human_bytes(s.kv_bytes_per_agent_peak).c_str(),
                     (long long)s.preemptions, (long long)s.generated_tokens, (long long)s.max_agents_fit);
+      out += line;
+    };
+    for (const RoundStats& s : m.rounds) row(s, std::to_string(s.round));
+    row(m.overall, "all");
+  }
+  bool any_td = false;
+  for (const ModeReport& m : r.modes) any_td = any_td || m.overall.segment_tokens > 0;
+  if (!any_td) return out;
+  out += "\ntokendance: shared segment, its recompute, the collector, and quality against the exact context\n";
+  std::snprintf(line, sizeof line, "%-8s %6s %8s %8s %11s %11s %9s %9s %7s %7s %9s %9s\n", "mode", "round", "segment",
+                "recomp", "collector_s", "1-by-1_s", "kl_mean", "kl_p95", "top1", "greedy", "ppl_exact", "ppl_td");
+  out += line;
+  for (const ModeReport& m : r.modes) {
+    if (m.overall.segment_tokens == 0) continue;
+    auto row = [&](const RoundStats& s, const std::string& label) {
+      const double seg_all = s.round ? double(s.segment_tokens * s.agents) : double(s.segment_tokens);
+      std::snprintf(line, sizeof line, "%-8s %6s %8lld %7.1f%% %11.3f %11.3f %9.4f %9.4f %7.3f %7.3f %9.3f %9.3f\n",
+                    m.mode.c_str(), label.c_str(), (long long)(s.round ? s.segment_tokens : s.segment_tokens),
+                    seg_all > 0 ? 100.0 * double(s.segment_recomputed) / seg_all : 0.0, s.collector_seconds,
+                    s.collector_per_agent_seconds, s.kl_mean, s.kl_p95, s.top1_agreement, s.greedy_agreement,
+                    s.ppl_exact, s.ppl_approx);
       out += line;
     };
     for (const RoundStats& s : m.rounds) row(s, std::to_string(s.round));

@@ -19,7 +19,11 @@ namespace agentkv {
 struct BenchAgentsOptions {
   std::string workload = "generative-agents";
   WorkloadOptions workload_opt;
-  std::vector<std::string> modes{"prefix"};   // "nocache", "prefix"
+  std::vector<std::string> modes{"prefix"};   // "nocache", "prefix", "tokendance"
+  // tokendance: selective-recompute ratios, one run per ratio (reported as td@R), and whether to
+  // measure quality against the exact context (untimed extra work).
+  std::vector<double> recompute{0.15};
+  bool quality = true;
   int64_t kv_mem = 0;                        // 0: default share of RAM
   int block_size = 16;
   int max_batch_tokens = 512;
@@ -41,6 +45,16 @@ struct RoundStats {
   double hit_rate = 0;            // prefill_reused / prompt_tokens
   int64_t preemptions = 0;
   int64_t max_agents_fit = 0;     // agents like these whose contexts fit the budget at once
+  // tokendance only.
+  int64_t segment_tokens = 0;     // the shared segment, per agent
+  int64_t segment_recomputed = 0; // segment tokens recomputed, all agents
+  double collector_seconds = 0;   // the collective step (re-rotation + selective recompute of all agents)
+  double collector_per_agent_seconds = 0;  // the same reuse done agent by agent
+  int quality_agents = 0;         // answers scored against the exact context
+  double kl_mean = 0, kl_p95 = 0; // KL(exact || tokendance) of the next-token distribution over answers, nats
+  double top1_agreement = 0;      // teacher-forced argmax agreement over answers
+  double greedy_agreement = 0;    // leading tokens of the answer equal to the exact context's greedy answer
+  double ppl_exact = 0, ppl_approx = 0;  // perplexity of the answers under each context
   std::vector<std::string> replies;
 };
 

@@ -1,4 +1,5 @@
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 
 #include "bench_agents.h"
@@ -10,6 +11,8 @@ namespace agentkv {
 
 int cmd_bench_agents(int argc, char** argv) {
   std::string model = "smollm2", workload = "generative-agents", modes = "prefix", kv_mem, json_out, plot_out;
+  std::string recompute = "0.15";
+  bool no_quality = false;
   int64_t agents = 0, rounds = 0, seed = 1, threads = 0, block_size = 16, batch_tokens = 512;
   bool quiet = false;
   std::string workload_help = "workload:";
@@ -21,7 +24,10 @@ int cmd_bench_agents(int argc, char** argv) {
   p.add_int("--agents", &agents, "agents (0 = the workload's default)", 0, 100000);
   p.add_int("--rounds", &rounds, "rounds (0 = the workload's default)", 0, 10000);
   p.add_int("--seed", &seed, "workload seed", 0, int64_t(1) << 62);
-  p.add_string("--mode", &modes, "KV mode, or a comma list run one after another: nocache, prefix");
+  p.add_string("--mode", &modes, "KV mode, or a comma list run one after another: nocache, prefix, tokendance");
+  p.add_string("--recompute", &recompute,
+               "tokendance: share of the shared segment recomputed per agent, or a comma list (one run each)");
+  p.add_flag("--no-quality", &no_quality, "tokendance: skip the quality comparison with the exact context");
   p.add_string("--kv-mem", &kv_mem, "KV budget in bytes, e.g. 2G (default: a quarter of RAM)");
   p.add_int("--block-size", &block_size, "tokens per KV block", 1, 1024);
   p.add_int("--batch-tokens", &batch_tokens, "tokens per forward pass", 1, 1 << 16);
@@ -40,6 +46,15 @@ int cmd_bench_agents(int argc, char** argv) {
   opt.block_size = int(block_size);
   opt.max_batch_tokens = int(batch_tokens);
   opt.progress = !quiet;
+  opt.quality = !no_quality;
+  opt.recompute.clear();
+  for (const std::string& r : split_commas(recompute)) {
+    char* end = nullptr;
+    const double v = std::strtod(r.c_str(), &end);
+    if (r.empty() || end != r.c_str() + r.size() || !(v >= 0 && v <= 1))
+      return cli_fail("--recompute: '" + r + "' is not a ratio in [0, 1]");
+    opt.recompute.push_back(v);
+  }
   if (!kv_mem.empty()) {
     auto b = parse_byte_size(kv_mem);
     if (!b.ok()) return cli_fail("--kv-mem: " + b.error());
@@ -48,7 +63,8 @@ int cmd_bench_agents(int argc, char** argv) {
   // Check the workload before loading the model: a typo should not cost a model load.
   if (auto wl = make_workload(opt.workload, opt.workload_opt); !wl.ok()) return cli_fail(wl.error());
   for (auto& m : opt.modes)
-    if (m != "nocache" && m != "prefix") return cli_fail("--mode: unknown mode '" + m + "' (choose nocache, prefix)");
+    if (m != "nocache" && m != "prefix" && m != "tokendance")
+      return cli_fail("--mode: unknown mode '" + m + "' (choose nocache, prefix, tokendance)");
   auto lm = load_model(model);
   if (!lm.ok()) return cli_fail(lm.error());
   ThreadPool pool{int(threads)};

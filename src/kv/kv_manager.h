@@ -72,6 +72,7 @@ class KvSequence {
   const std::vector<int32_t>& tokens() const { return tokens_; }
   int64_t n_tokens() const { return int64_t(tokens_.size()); }
   uint64_t salt() const { return salt_; }
+  KvManager& manager() const { return *m_; }
   // Approximate K/V (reused at another position, selectively recomputed: src/share/) must never be
   // served as an exact prefix-cache hit. From the first full block at or after `slot`, commit()
   // registers nothing in the prefix index; forks and truncations keep the mark (blocks computed on

@@ -26,8 +26,8 @@ int argmax(const float* logits, int n) { return int(std::max_element(logits, log
 
 Result<ContinuationQuality> compare_continuation(const Model& model, KvManager& kv, const KvSequence& exact,
                                                  const KvSequence& approx, std::span<const int32_t> continuation,
-                                                 ThreadPool& pool) {
-  if (continuation.empty()) return make_error("compare_continuation: empty continuation");
+                                                 ThreadPool& pool, size_t score_from) {
+  if (score_from >= continuation.size()) return make_error("compare_continuation: nothing to score");
   if (exact.tokens() != approx.tokens())
     return make_error("compare_continuation: the two contexts hold different tokens");
   const int64_t n_ctx = exact.n_tokens();
@@ -54,20 +54,21 @@ Result<ContinuationQuality> compare_continuation(const Model& model, KvManager& 
   std::vector<float> logits(batch.logit_rows.size() * size_t(n_vocab));
   AGENTKV_TRY(model.forward(batch, kv.arena(), logits.data(), pool));
   // Nothing is committed: the forks are dropped, their written blocks were private copies or new.
-  const size_t m = batch.logit_rows.size() / 2;
+  const size_t rows = batch.logit_rows.size() / 2;
+  const size_t m = rows - score_from;
   ContinuationQuality q;
   q.n_positions = int(m);
   int agree = 0;
-  for (size_t i = 0; i < m; ++i) {
+  for (size_t i = score_from; i < rows; ++i) {
     const float* la = logits.data() + i * size_t(n_vocab);
-    const float* lb = logits.data() + (m + i) * size_t(n_vocab);
+    const float* lb = logits.data() + (rows + i) * size_t(n_vocab);
     const std::vector<double> pa = log_softmax(la, n_vocab), pb = log_softmax(lb, n_vocab);
     double kl = 0;
     for (int v = 0; v < n_vocab; ++v) kl += std::exp(pa[size_t(v)]) * (pa[size_t(v)] - pb[size_t(v)]);
     q.kl.push_back(std::max(0.0, kl));
     const int ta = argmax(la, n_vocab), tb = argmax(lb, n_vocab);
     if (ta == tb) ++agree;
-    else if (q.first_disagreement < 0) q.first_disagreement = int(i);
+    else if (q.first_disagreement < 0) q.first_disagreement = int(i - score_from);
     q.nll_exact -= pa[size_t(continuation[i])];
     q.nll_approx -= pb[size_t(continuation[i])];
   }

@@ -29,9 +29,10 @@ struct ContinuationQuality {
 
 // `exact` and `approx` hold the same tokens (their K/V differs); the continuation is scored after
 // them without changing either (forks are used and released). Distribution i predicts
-// continuation[i]; the continuation must not be empty.
+// continuation[i]; only i >= score_from enter the statistics (e.g. an agent's own prompt is read
+// first, its answer scored).
 Result<ContinuationQuality> compare_continuation(const Model& model, KvManager& kv, const KvSequence& exact,
                                                  const KvSequence& approx, std::span<const int32_t> continuation,
-                                                 ThreadPool& pool);
+                                                 ThreadPool& pool, size_t score_from = 0);
 
 }  // namespace agentkv

@@ -1,0 +1,64 @@
+// One all-gather round in `tokendance` mode (issue 5) on a serving engine:
+//   1. every agent's private prefix is prefilled (the prefix cache keeps it across rounds) and the
+//      shared segment's master is prefilled once as [BOS][segment], keyed by content;
+//   2. the KV collector builds every agent's copy of the segment in one collective step: the master
+//      re-rotated to the agent's positions, then selective recompute of the most deviating tokens
+//      of all agents in one batched pass (share/selective_recompute.h);
+//   3. the engine runs each agent's own prompt and answer from its blended context (marked
+//      approximate, so nothing of it enters the exact prefix cache);
+//   4. afterwards each agent keeps master + sparse diff + its packed prompt/answer (master–diff
+//      storage, share/master_diff.h) and its exact prefix, and the pool is measured.
+// Quality (optional, not timed): every agent's answer is scored under its blended context and under
+// the exact one (full prefill), and the exact context's own greedy answer is compared with it.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "engine/engine.h"
+#include "share/continuation_quality.h"
+#include "share/selective_recompute.h"
+#include "workload.h"
+
+namespace agentkv {
+
+struct TokendanceOptions {
+  RecomputeOptions recompute;
+  bool measure_quality = true;
+  int greedy_tokens = 32;   // free-running agreement is compared over this many tokens
+};
+
+struct TokendanceAgentOut {
+  std::string text;
+  std::vector<int32_t> tokens;  // the answer (end-of-generation excluded)
+  double ttft = -1;             // from the round's start
+  int64_t prompt_tokens = 0;
+  int64_t segment_recomputed = 0;
+  // Quality (when measured and the answer is not empty).
+  bool has_quality = false;
+  ContinuationQuality quality;
+  double greedy_agreement = 0;  // leading tokens equal to the exact context's greedy answer, / compared
+};
+
+struct TokendanceRoundOut {
+  std::vector<TokendanceAgentOut> agents;
+  int64_t segment_tokens = 0;        // per agent
+  int64_t prefill_computed = 0;      // prefix + master + recomputed segment tokens + own prompts
+  int64_t prefill_reused = 0;        // prompt tokens not computed (prefix cache + segment reuse)
+  double prefill_seconds = 0;        // engine prefill (prefixes, master, own prompts) + the collector
+  double collector_seconds = 0;      // the collective step alone
+  double collector_per_agent_seconds = 0;  // the same reuse done agent by agent (measured when asked)
+  double round_seconds = 0;
+  int64_t resident_blocks = 0;       // pool blocks after master–diff conversion (all agents)
+  int64_t shared_blocks = 0;         // of those, held for more than one agent (masters, common prefixes)
+  int64_t peak_blocks = 0;
+  int64_t preemptions = 0;
+};
+
+// Runs round `turns` on `engine` (prefix caching on). The turns' segments must mark a shared block
+// (AgentTurn::private_end/shared_end); turns without one run as plain requests.
+Result<TokendanceRoundOut> run_tokendance_round(Engine& engine, ThreadPool& pool, const std::vector<AgentTurn>& turns,
+                                                const TokendanceOptions& opt, bool time_per_agent);
+
+}  // namespace agentkv
