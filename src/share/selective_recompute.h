@@ -64,7 +64,10 @@ struct AgentRecompute {
 
 // Fills every agent's segment slots as described above and reports each agent's diff, in agent
 // order. segment_tokens are the segment's token ids (the master's). Errors (bad ranges, options,
-// token ids) are returned before anything is written.
+// token ids) are returned before anything is written. Scratch grows with the round: about
+// n_agents × n × (n_embd + kv_dim) floats plus the forward pass's activations for that many tokens,
+// so a caller with hundreds of agents and long segments hands them over in groups (the result per
+// agent does not depend on the grouping).
 Result<std::vector<AgentRecompute>> selective_recompute(const Model& model, const KvArena& kv,
                                                         const SegmentMaster& master,
                                                         std::span<const int32_t> segment_tokens,

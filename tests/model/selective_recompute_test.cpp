@@ -24,30 +24,6 @@ using testing::same_bits;
 constexpr double kMaxMeanKl = 0.25;
 constexpr double kMinAgreement = 0.75;
 
-struct Quality {
-  double mean_kl = 0, max_kl = 0, agreement = 0;
-  size_t rows = 0;
-};
-
-Quality compare(const std::vector<std::vector<float>>& ref, const std::vector<std::vector<float>>& got, int n_vocab) {
-  Quality q;
-  size_t rows = 0, agree = 0;
-  for (size_t a = 0; a < ref.size(); ++a)
-    for (size_t t = 0; t * n_vocab < ref[a].size(); ++t) {
-      const float* r = ref[a].data() + t * n_vocab;
-      const float* g = got[a].data() + t * n_vocab;
-      const double kl = testing::kl_of_logits(r, g, n_vocab);
-      q.mean_kl += kl;
-      q.max_kl = std::max(q.max_kl, kl);
-      agree += testing::argmax(r, n_vocab) == testing::argmax(g, n_vocab);
-      ++rows;
-    }
-  q.mean_kl /= double(rows);
-  q.agreement = double(agree) / double(rows);
-  q.rows = rows;
-  return q;
-}
-
 class SelectiveRecomputeTest : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
@@ -69,6 +45,7 @@ TEST_P(SelectiveRecomputeTest, RatioOneEqualsFullPrefill) {
   RecomputeOptions o;
   o.ratio = 1.0;
   std::vector<AgentRecompute> diffs;
+  testing::prefill_prefixes(m, kv, L, r, everyone, pool);
   const auto got = testing::reused_prompt_logits(lm, kv, L, r, master, everyone, o, pool, &diffs);
   for (size_t a = 0; a < r.n_agents(); ++a) {
     const std::vector<float> want = testing::reference_prompt_logits(m, kv, L, r, a, pool);
@@ -87,14 +64,15 @@ TEST_P(SelectiveRecomputeTest, PartialRecomputeStaysCloseToFullPrefill) {
   std::vector<std::vector<float>> ref;
   for (size_t a = 0; a < r.n_agents(); ++a) ref.push_back(testing::reference_prompt_logits(m, kv, L, r, a, pool));
   const SegmentMaster master = testing::compute_master(lm, kv, L, r, pool);
+  testing::prefill_prefixes(m, kv, L, r, everyone, pool);
   RecomputeOptions blend;  // defaults: R = 0.15, first 4 tokens, check layer 1
   std::vector<AgentRecompute> diffs;
-  const Quality q = compare(ref, testing::reused_prompt_logits(lm, kv, L, r, master, everyone, blend, pool, &diffs),
+  const testing::Quality q = testing::compare(ref, testing::reused_prompt_logits(lm, kv, L, r, master, everyone, blend, pool, &diffs),
                             c.n_vocab);
   RecomputeOptions plain;
   plain.ratio = 0;
   plain.n_first = 0;
-  const Quality q0 = compare(ref, testing::reused_prompt_logits(lm, kv, L, r, master, everyone, plain, pool), c.n_vocab);
+  const testing::Quality q0 = testing::compare(ref, testing::reused_prompt_logits(lm, kv, L, r, master, everyone, plain, pool), c.n_vocab);
   std::printf("[%s] %zu prompt positions, segment %zu tokens, %zu recomputed per agent: R = 0.15 mean KL %.4f (max %.4f), greedy "
               "agreement %.3f; plain reuse mean KL %.4f (max %.4f), agreement %.3f\n",
               GetParam().c_str(), q.rows, r.segment.size(), diffs[0].recomputed_slots.size(), q.mean_kl, q.max_kl,
@@ -115,6 +93,8 @@ TEST_P(SelectiveRecomputeTest, BatchedCollectorEqualsOneAgentAtATime) {
   const SegmentMaster master = testing::compute_master(lm, together, L, r, pool);
   testing::compute_master(lm, alone, L, r, pool);
   std::vector<AgentRecompute> batched;
+  testing::prefill_prefixes(m, together, L, r, everyone, pool);
+  testing::prefill_prefixes(m, alone, L, r, everyone, pool);
   const auto got = testing::reused_prompt_logits(lm, together, L, r, master, everyone, o, pool, &batched);
   for (size_t a = 0; a < r.n_agents(); ++a) {
     std::vector<AgentRecompute> single;

@@ -109,19 +109,22 @@ inline AgentSegment agent_segment(const RoundLayout& L, const RoundTokens& r, si
   return AgentSegment{SeqBlocks{L.reused[a].data(), int32_t(L.reused[a].size())}, p, p};
 }
 
-// Prefix prefill of the given agents into their reused tables, selective recompute of the segment for
-// all of them in one call, then each prompt's prefill; returns the per-agent prompt logits and the
-// diffs through *diffs.
+// Prefix prefill of the given agents into their reused tables (selective recompute and prompt
+// prefill leave those slots alone, so one prefill serves several runs).
+inline void prefill_prefixes(const Model& m, const KvArena& kv, const RoundLayout& L, const RoundTokens& r,
+                             const std::vector<size_t>& who, ThreadPool& pool) {
+  for (size_t a : who) prefill(m, kv, L.reused[a], r.prefix[a], 0, 0, false, pool);
+}
+
+// Selective recompute of the segment for the given agents (prefixes already prefilled) in one call,
+// then each prompt's prefill; returns the per-agent prompt logits and the diffs through *diffs.
 inline std::vector<std::vector<float>> reused_prompt_logits(const LoadedModel& lm, const KvArena& kv,
                                                             const RoundLayout& L, const RoundTokens& r,
                                                             const SegmentMaster& master, const std::vector<size_t>& who,
                                                             const RecomputeOptions& o, ThreadPool& pool,
                                                             std::vector<AgentRecompute>* diffs = nullptr) {
   std::vector<AgentSegment> agents;
-  for (size_t a : who) {
-    prefill(*lm.model, kv, L.reused[a], r.prefix[a], 0, 0, false, pool);
-    agents.push_back(agent_segment(L, r, a));
-  }
+  for (size_t a : who) agents.push_back(agent_segment(L, r, a));
   auto res = selective_recompute(*lm.model, kv, master, r.segment, agents, o, pool);
   EXPECT_TRUE(res.ok()) << res.error();
   if (diffs && res.ok()) *diffs = *res;
@@ -131,6 +134,70 @@ inline std::vector<std::vector<float>> reused_prompt_logits(const LoadedModel& l
     out.push_back(prefill(*lm.model, kv, L.reused[a], r.prompt[a], at, at, true, pool));
   }
   return out;
+}
+
+// Appends to every agent's prompt the first n - 1 tokens of its greedy reply under full prefill, so
+// the prompt logits then also cover the reply's first n next-token distributions (teacher-forced on
+// the reference's own reply). The agents decode together, one token each per step.
+inline void extend_prompts_with_greedy_reply(const Model& m, RoundTokens& r, int n, ThreadPool& pool) {
+  std::vector<std::vector<int32_t>> tables, ctx(r.n_agents());
+  int64_t n_blocks = 0;
+  for (size_t a = 0; a < r.n_agents(); ++a) {
+    ctx[a] = r.prefix[a];
+    ctx[a].insert(ctx[a].end(), r.segment.begin(), r.segment.end());
+    ctx[a].insert(ctx[a].end(), r.prompt[a].begin(), r.prompt[a].end());
+    tables.push_back(block_run(int32_t(n_blocks), blocks_for(int64_t(ctx[a].size()) + n, kRoundBlockSize)));
+    n_blocks += int64_t(tables.back().size());
+  }
+  KvArena kv(m.config(), kRoundBlockSize, n_blocks);
+  const int nv = m.config().n_vocab;
+  std::vector<int32_t> next(r.n_agents());
+  for (size_t a = 0; a < r.n_agents(); ++a) {
+    const std::vector<float> logits = prefill(m, kv, tables[a], ctx[a], 0, 0, true, pool);
+    next[a] = argmax(logits.data() + (ctx[a].size() - 1) * nv, nv);
+  }
+  for (int step = 1; step < n; ++step) {
+    Batch b = invariant_batch();
+    for (size_t a = 0; a < r.n_agents(); ++a) {
+      b.seqs.push_back(SeqBlocks{tables[a].data(), int32_t(tables[a].size())});
+      r.prompt[a].push_back(next[a]);
+      const int32_t at = int32_t(ctx[a].size()) + step - 1;
+      b.add(next[a], at, int32_t(a), at, true);
+    }
+    std::vector<float> logits(r.n_agents() * size_t(nv)), hidden(r.n_agents() * size_t(m.config().n_embd));
+    const Status st = m.forward_layers(b, kv, 0, m.config().n_layer, hidden.data(), logits.data(), pool);
+    ASSERT_TRUE(st.ok()) << st.error();
+    for (size_t a = 0; a < r.n_agents(); ++a) next[a] = argmax(logits.data() + a * nv, nv);
+  }
+}
+
+// Reused against reference next-token distributions, over rows [first_row, end) of each agent's
+// prompt logits: mean, 95th percentile and max KL (nats) and the fraction of rows whose argmax agrees.
+struct Quality {
+  double mean_kl = 0, p95_kl = 0, max_kl = 0, agreement = 0;
+  size_t rows = 0;
+};
+
+inline Quality compare(const std::vector<std::vector<float>>& ref, const std::vector<std::vector<float>>& got,
+                       int n_vocab, const std::vector<size_t>& first_row = {}) {
+  Quality q;
+  std::vector<double> kls;
+  size_t agree = 0;
+  for (size_t a = 0; a < ref.size(); ++a)
+    for (size_t t = first_row.empty() ? 0 : first_row[a]; t * n_vocab < ref[a].size(); ++t) {
+      const float* r = ref[a].data() + t * n_vocab;
+      const float* g = got[a].data() + t * n_vocab;
+      kls.push_back(kl_of_logits(r, g, n_vocab));
+      agree += argmax(r, n_vocab) == argmax(g, n_vocab);
+    }
+  q.rows = kls.size();
+  if (kls.empty()) return q;
+  q.mean_kl = std::accumulate(kls.begin(), kls.end(), 0.0) / double(kls.size());
+  q.agreement = double(agree) / double(kls.size());
+  std::sort(kls.begin(), kls.end());
+  q.p95_kl = kls[std::min(kls.size() - 1, size_t(0.95 * double(kls.size())))];
+  q.max_kl = kls.back();
+  return q;
 }
 
 }  // namespace agentkv::testing
