@@ -1,0 +1,68 @@
+// bench-agents' tokendance mode on the real models, over a 3-round generative-agents run (4 agents,
+// to keep the suite affordable on 2 cores): with --recompute 1 every agent's segment is recomputed
+// in full, so every answer must be exactly prefix mode's — the teacher-forced distributions equal
+// the exact context's bit for bit (KL 0), and the free-running answers are the same tokens. With the
+// default ratio the master–diff residency must hold less KV per agent than prefix mode.
+#include "bench_agents.h"
+
+#include "engine_test_util.h"
+
+namespace agentkv {
+namespace {
+
+using testing::real_model;
+
+class TokendanceRoundTest : public ::testing::TestWithParam<std::string> {};
+
+BenchAgentsOptions options(std::vector<std::string> modes, std::vector<double> ratios) {
+  BenchAgentsOptions o;
+  o.workload = "generative-agents";
+  o.workload_opt.n_agents = 4;
+  o.workload_opt.n_rounds = 3;
+  o.modes = std::move(modes);
+  o.recompute = std::move(ratios);
+  o.kv_mem = int64_t(1) << 30;
+  o.progress = false;
+  return o;
+}
+
+TEST_P(TokendanceRoundTest, RecomputeOneEqualsPrefixModeAndDiffsAreSmaller) {
+  const LoadedModel& lm = real_model(GetParam());
+  ThreadPool pool(0);
+  auto rep = run_bench_agents(lm, pool, options({"prefix", "tokendance"}, {1.0, 0.15}));
+  ASSERT_TRUE(rep.ok()) << rep.error();
+  ASSERT_EQ(rep->modes.size(), 3u);
+  const ModeReport& prefix = rep->modes[0];
+  const ModeReport& full = rep->modes[1];
+  const ModeReport& td = rep->modes[2];
+  EXPECT_EQ(full.mode, "td@1");
+  ASSERT_EQ(full.rounds.size(), 3u);
+  for (size_t r = 0; r < 3; ++r) {
+    const RoundStats& a = prefix.rounds[r];
+    const RoundStats& b = full.rounds[r];
+    EXPECT_EQ(b.replies, a.replies) << "round " << r + 1 << ": --recompute 1 answered differently from prefix mode";
+    if (b.segment_tokens == 0) continue;  // a round without a shared block
+    EXPECT_EQ(b.quality_agents, b.agents) << "round " << r + 1;
+    EXPECT_EQ(b.kl_mean, 0.0) << "round " << r + 1;
+    EXPECT_EQ(b.kl_p95, 0.0) << "round " << r + 1;
+    EXPECT_EQ(b.top1_agreement, 1.0) << "round " << r + 1;
+    EXPECT_EQ(b.greedy_agreement, 1.0) << "round " << r + 1;
+    EXPECT_EQ(b.segment_recomputed, b.segment_tokens * b.agents);
+  }
+  // At the default ratio a minority of the segment is recomputed and the resident KV per agent
+  // (exact prefix + diff + own prompt/answer, the master shared) is below prefix mode's.
+  const RoundStats& last = td.rounds.back();
+  ASSERT_GT(last.segment_tokens, 0);
+  EXPECT_LT(last.segment_recomputed, last.segment_tokens * last.agents / 2);
+  EXPECT_LT(last.kv_bytes_per_agent_resident, prefix.rounds.back().kv_bytes_per_agent_resident);
+  EXPECT_GT(last.quality_agents, 0);
+  std::printf("%s td@0.15 round 3: KV/agent %.0f KiB vs prefix %.0f KiB, KL mean %.4f, top-1 %.3f, greedy %.3f\n",
+              GetParam().c_str(), last.kv_bytes_per_agent_resident / 1024,
+              prefix.rounds.back().kv_bytes_per_agent_resident / 1024, last.kl_mean, last.top1_agreement,
+              last.greedy_agreement);
+}
+
+INSTANTIATE_TEST_SUITE_P(BothModels, TokendanceRoundTest, ::testing::Values("smollm2", "gemma3"));
+
+}  // namespace
+}  // namespace agentkv
