@@ -14,6 +14,8 @@ int cmd_inspect(int argc, char** argv);
 int cmd_bench_agents(int argc, char** argv);
 int cmd_serve(int argc, char** argv);
 int cmd_bench_serve(int argc, char** argv);
+int cmd_fit_prm(int argc, char** argv);
+int cmd_search(int argc, char** argv);
 
 // "a,b,,c" -> {"a", "b", "c"}: list-valued options (--mode, serve's -m).
 std::vector<std::string> split_commas(const std::string& s);

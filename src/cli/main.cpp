@@ -21,6 +21,8 @@ constexpr Command kCommands[] = {
     {"serve", agentkv::cmd_serve, "OpenAI-compatible HTTP server for one or more models"},
     {"bench-serve", agentkv::cmd_bench_serve, "closed-loop HTTP clients against serve: req/s, tok/s, TTFT, latency"},
     {"bench-agents", agentkv::cmd_bench_agents, "multi-agent workloads on the engine: prefill, latency, KV per agent"},
+    {"fit-prm", agentkv::cmd_fit_prm, "fit the KV-PRM verify head on checked arithmetic steps"},
+    {"search", agentkv::cmd_search, "best-of-N on held-out arithmetic problems with a PRM, log-prob or vote"},
     {"inspect", agentkv::cmd_inspect, "print a GGUF file's metadata and tensor table"},
 };
 

@@ -1,0 +1,34 @@
+// The fitted verify head on disk: a small JSON file that names the model it was fitted on (by
+// fingerprint, so a head is never applied to another model's logits), the verify question and answer
+// tokens, the calibration, and the figures of the fit.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "prm/verify_head.h"
+#include "util/status.h"
+
+namespace agentkv::prm {
+
+struct CalibrationRecord {
+  uint64_t model_fingerprint = 0;
+  std::string model_name;
+  std::string question;
+  std::string pos_text = "+", neg_text = "-";
+  int32_t pos_token = -1, neg_token = -1;
+  Calibration calibration;
+  int64_t n_train_steps = 0;
+  int64_t n_train_positive = 0;
+  double train_auroc = 0;
+  double train_log_loss = 0;
+};
+
+Status write_calibration(const std::string& path, const CalibrationRecord& r);
+Result<CalibrationRecord> read_calibration(const std::string& path);
+
+// Checks the record against the model about to use it (fingerprint and answer tokens) and returns
+// the head it describes. The error names the mismatch.
+Result<VerifyHead> head_from_record(const CalibrationRecord& r, const Tokenizer& tok, uint64_t model_fingerprint);
+
+}  // namespace agentkv::prm

@@ -1,0 +1,23 @@
+// Fitting the verify head's affine calibration and measuring how well a score ranks steps.
+#pragma once
+
+#include <span>
+
+#include "prm/verify_head.h"
+
+namespace agentkv::prm {
+
+// Logistic regression of label on one feature: P(correct) = sigmoid(a * x + b), fitted by Newton's
+// method on the mean log-loss plus l2 * a^2 / 2 (the small ridge keeps a finite when the classes
+// are separable). Labels are 0 / 1. With no examples or one class only, a = 0 and b is the
+// clamped base-rate logit.
+Calibration fit_logistic(std::span<const float> x, std::span<const int> label, double l2 = 1e-4);
+
+// Mean log-loss of the calibration on (x, label).
+double log_loss(const Calibration& c, std::span<const float> x, std::span<const int> label);
+
+// Area under the ROC curve: the probability that a random positive scores above a random negative
+// (ties count half), by ranks. NaN when a class is empty.
+double auroc(std::span<const double> score, std::span<const int> label);
+
+}  // namespace agentkv::prm

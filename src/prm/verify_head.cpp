@@ -1,0 +1,43 @@
+#include "prm/verify_head.h"
+
+#include "tokenizer/chat_template.h"
+
+namespace agentkv::prm {
+namespace {
+
+Result<int32_t> single_token(const Tokenizer& tok, const std::string& text) {
+  const std::vector<int32_t> ids = tok.encode(text, false, false);
+  if (ids.size() != 1)
+    return make_error("verify answer '" + text + "' is " + std::to_string(ids.size()) + " tokens, expected 1");
+  return ids[0];
+}
+
+}  // namespace
+
+Result<VerifyHead> make_verify_head(const Tokenizer& tok, const std::string& question, const std::string& pos,
+                                    const std::string& neg) {
+  VerifyHead head;
+  head.question = question;
+  std::string text;
+  switch (detect_chat_format(tok)) {
+    case ChatFormat::kChatML:
+      text = "<|im_end|>\n<|im_start|>user\n" + question + "<|im_end|>\n<|im_start|>assistant\n";
+      break;
+    case ChatFormat::kGemma:
+      text = "<end_of_turn>\n<start_of_turn>user\n" + question + "<end_of_turn>\n<start_of_turn>model\n";
+      break;
+    case ChatFormat::kUnknown:
+      return make_error("verify head: the tokenizer has no known chat format");
+  }
+  head.tokens = tok.encode(text, false, true);
+  auto p = single_token(tok, pos);
+  if (!p.ok()) return make_error(p.error());
+  auto n = single_token(tok, neg);
+  if (!n.ok()) return make_error(n.error());
+  if (*p == *n) return make_error("verify answers '" + pos + "' and '" + neg + "' are the same token");
+  head.pos_token = *p;
+  head.neg_token = *n;
+  return head;
+}
+
+}  // namespace agentkv::prm
