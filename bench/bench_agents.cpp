@@ -172,7 +172,7 @@ Result<ModeReport> run_mode(const LoadedModel& lm, ThreadPool& pool, const Bench
     const double t0 = now_seconds();
     for (size_t i = 0; i < turns.size(); ++i) {
       RequestParams p;
-      prompts[i] = lm.tokenizer->encode(turns[i].prompt, lm.tokenizer->add_bos_default(), false);
+      prompts[i] = turn_tokens(*lm.tokenizer, turns[i]).all();
       p.prompt = prompts[i];
       p.max_tokens = turns[i].max_tokens;
       p.min_tokens = std::min(turns[i].min_tokens, turns[i].max_tokens);

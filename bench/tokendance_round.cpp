@@ -11,31 +11,25 @@
 
 namespace agentkv {
 
-namespace {
-
-double now_seconds() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+std::vector<int32_t> TurnTokens::all() const {
+  std::vector<int32_t> t = prefix;
+  t.insert(t.end(), segment.begin(), segment.end());
+  t.insert(t.end(), own.begin(), own.end());
+  return t;
 }
 
-struct Pieces {
-  std::vector<int32_t> prefix, segment, own;
-  std::vector<int32_t> all() const {
-    std::vector<int32_t> t = prefix;
-    t.insert(t.end(), segment.begin(), segment.end());
-    t.insert(t.end(), own.begin(), own.end());
-    return t;
-  }
-};
-
-// The turn's text cut at its marked segment boundaries and tokenized piece by piece (the workload
-// ends each piece where every tokenizer splits the same way, so the pieces concatenate to the same
-// tokens the whole text gives).
-Pieces split_turn(const Tokenizer& tok, const AgentTurn& t) {
-  Pieces p;
+TurnTokens turn_tokens(const Tokenizer& tok, const AgentTurn& t) {
+  TurnTokens p;
   p.prefix = tok.encode(t.prompt.substr(0, t.private_end), tok.add_bos_default(), false);
   p.segment = tok.encode(t.prompt.substr(t.private_end, t.shared_end - t.private_end), false, false);
   p.own = tok.encode(t.prompt.substr(t.shared_end), false, false);
   return p;
+}
+
+namespace {
+
+double now_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
 struct Done {
@@ -76,11 +70,11 @@ Result<TokendanceRoundOut> run_tokendance_round(Engine& engine, ThreadPool& pool
   const size_t n = turns.size();
   TokendanceRoundOut out;
   out.agents.resize(n);
-  std::vector<Pieces> pieces;
-  for (const AgentTurn& t : turns) pieces.push_back(split_turn(tok, t));
+  std::vector<TurnTokens> pieces;
+  for (const AgentTurn& t : turns) pieces.push_back(turn_tokens(tok, t));
   // Agents whose segment is the round's (the first non-empty one) share it; the rest run plainly.
   std::vector<int32_t> segment;
-  for (const Pieces& p : pieces)
+  for (const TurnTokens& p : pieces)
     if (!p.segment.empty()) {
       segment = p.segment;
       break;
@@ -154,7 +148,7 @@ Result<TokendanceRoundOut> run_tokendance_round(Engine& engine, ThreadPool& pool
   std::vector<Done> answers(n);
   for (size_t i = 0; i < n; ++i) {
     RequestParams p;
-    p.prompt = sharing[i] ? pieces[i].all() : tok.encode(turns[i].prompt, tok.add_bos_default(), false);
+    p.prompt = pieces[i].all();
     p.max_tokens = turns[i].max_tokens;
     p.min_tokens = std::min(turns[i].min_tokens, turns[i].max_tokens);
     p.kv_from = blended_handles[i];

@@ -23,6 +23,15 @@
 
 namespace agentkv {
 
+// A turn's prompt tokens, tokenized piece by piece at its marked segment boundaries
+// ([BOS][private prefix] [shared block] [own prompt]): every mode tokenizes turns this way, so modes
+// differ only in how they compute the same tokens.
+struct TurnTokens {
+  std::vector<int32_t> prefix, segment, own;
+  std::vector<int32_t> all() const;
+};
+TurnTokens turn_tokens(const Tokenizer& tok, const AgentTurn& t);
+
 struct TokendanceOptions {
   RecomputeOptions recompute;
   bool measure_quality = true;

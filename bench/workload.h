@@ -34,7 +34,8 @@ struct AgentTurn {
   // Character offsets of the segments inside prompt, so later sharing modes can mark them:
   // [0, private_end) private, [private_end, shared_end) shared by every agent of the round.
   // Each segment ends with a newline and the next one starts with a non-space character, so a
-  // tokenizer splits the same way at the boundaries for every agent.
+  // tokenizer splits the same way at the boundaries for every agent. The harness tokenizes the
+  // three pieces separately in every mode (bench/tokendance_round.h, turn_tokens).
   size_t private_end = 0;
   size_t shared_end = 0;
 };
