@@ -21,6 +21,8 @@ constexpr Command kCommands[] = {
     {"serve", agentkv::cmd_serve, "OpenAI-compatible HTTP server for one or more models"},
     {"bench-agents", agentkv::cmd_bench_agents, "multi-agent workloads on the engine: prefill, latency, KV per agent"},
     {"inspect", agentkv::cmd_inspect, "print a GGUF file's metadata and tensor table"},
+    {"fit-transfer", agentkv::cmd_fit_transfer, "fit a cross-model KV transfer map on a calibration corpus"},
+    {"transfer-quality", agentkv::cmd_transfer_quality, "receiver NLL with a transferred context vs native prefill vs none"},
 };
 
 void usage(FILE* out) {
