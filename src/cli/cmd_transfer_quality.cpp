@@ -43,9 +43,10 @@ int cmd_transfer_quality(int argc, char** argv) {
   auto map = load_transfer_map(map_path, sender, receiver);
   if (!map.ok()) return cli_fail(map.error());
   ThreadPool pool{int(threads)};
-  double a = 0, b = 0, c = 0, kl = 0, agree = 0;
+  double a = 0, b = 0, c = 0, kl = 0, agree = 0, t_prefill = 0, t_transfer = 0;
   int n = 0;
-  std::printf("%-4s %6s %6s %9s %9s %9s %8s %7s\n", "#", "ctx", "cont", "native", "transfer", "no-ctx", "kept", "top1");
+  std::printf("%-4s %6s %6s %9s %9s %9s %8s %7s %10s %10s\n", "#", "ctx", "cont", "native", "transfer", "no-ctx", "kept",
+              "top1", "prefill_s", "transfer_s");
   for (size_t at = 0; at < text.size() && n < max_passages;) {
     size_t end = text.find("\n\n", at);
     if (end == std::string::npos) end = text.size();
@@ -58,9 +59,11 @@ int cmd_transfer_quality(int argc, char** argv) {
     const std::string continuation = rest.substr(0, space_before(rest, size_t(cont_bytes)));
     auto q = measure_transfer_quality(*map, sender, receiver, context, continuation, pool);
     if (!q.ok()) return cli_fail(q.error());
-    std::printf("%-4d %6lld %6lld %9.4f %9.4f %9.4f %8.3f %7.3f\n", n, (long long)q->n_context_tokens,
+    std::printf("%-4d %6lld %6lld %9.4f %9.4f %9.4f %8.3f %7.3f %10.3f %10.3f\n", n, (long long)q->n_context_tokens,
                 (long long)q->n_continuation, q->nll_native, q->nll_transfer, q->nll_no_context, q->kept(),
-                q->top1_agreement);
+                q->top1_agreement, q->native_prefill_s, q->transfer_s);
+    t_prefill += q->native_prefill_s;
+    t_transfer += q->transfer_s;
     std::fflush(stdout);
     a += q->nll_native;
     b += q->nll_transfer;
@@ -71,8 +74,8 @@ int cmd_transfer_quality(int argc, char** argv) {
   }
   if (n == 0) return cli_fail("no passage long enough in '" + corpus + "'");
   std::printf("mean over %d passages: NLL native %.4f, transferred %.4f, no context %.4f; kept (c-b)/(c-a) = %.3f; "
-              "KL(native||transfer) %.4f; top-1 agreement %.3f\n",
-              n, a / n, b / n, c / n, (c - b) / (c - a), kl / n, agree / n);
+              "KL(native||transfer) %.4f; top-1 agreement %.3f; context cache in %.3f s (transfer) vs %.3f s (prefill)\n",
+              n, a / n, b / n, c / n, (c - b) / (c - a), kl / n, agree / n, t_transfer / n, t_prefill / n);
   return 0;
 }
 

@@ -1,5 +1,7 @@
 #include "transfer/transfer_quality.h"
 
+#include <chrono>
+
 #include "share/continuation_quality.h"
 #include "transfer/layer_kv.h"
 #include "transfer/token_alignment.h"
@@ -44,9 +46,13 @@ Result<TransferQuality> measure_transfer_quality(const TransferMap& map, const L
   KvSequence sender_seq(*skv);
   AGENTKV_TRY(prefill_sequence(sender, *skv, sender_seq, s.tokens, pool));
   KvSequence native(*rkv), transferred(*rkv), empty(*rkv);
+  using Clock = std::chrono::steady_clock;
+  const auto t0 = Clock::now();
   AGENTKV_TRY(prefill_sequence(receiver, *rkv, native, r.tokens, pool));
+  const auto t1 = Clock::now();
   auto rep = transfer_kv_cache(map, sender, *skv, sender_seq, receiver, *rkv, transferred, context, pool, opt);
   if (!rep.ok()) return make_error(rep.error());
+  const auto t2 = Clock::now();
   const int32_t start = receiver.tokenizer->bos_id();
   AGENTKV_TRY(prefill_sequence(receiver, *rkv, empty, std::span<const int32_t>(&start, 1), pool));
 
@@ -62,6 +68,8 @@ Result<TransferQuality> measure_transfer_quality(const TransferMap& map, const L
   q.nll_no_context = cc->nll_exact;
   q.mean_kl = ab->mean_kl;
   q.top1_agreement = ab->top1_agreement;
+  q.native_prefill_s = std::chrono::duration<double>(t1 - t0).count();
+  q.transfer_s = std::chrono::duration<double>(t2 - t1).count();
   return q;
 }
 

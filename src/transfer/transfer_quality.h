@@ -19,6 +19,9 @@ struct TransferQuality {
   double nll_native = 0, nll_transfer = 0, nll_no_context = 0;  // mean per continuation token, nats
   double mean_kl = 0;          // KL(native || transferred) of the next-token distributions
   double top1_agreement = 0;   // share of positions whose argmax agrees between (a) and (b)
+  // Wall time to build the receiver's context cache: its own prefill vs the transfer from the
+  // sender's existing cache (informational, for benchmarks; never asserted).
+  double native_prefill_s = 0, transfer_s = 0;
   double kept() const { return (nll_no_context - nll_transfer) / (nll_no_context - nll_native); }
 };
 
