@@ -51,9 +51,14 @@ std::unique_ptr<KvManager> manager(const LoadedModel& lm) {
   return std::move(*m);
 }
 
-// Evaluation text (John) was never seen in fitting (Exodus).
+// Evaluation text (John) was never seen in fitting (Exodus): the first ~1000 bytes of John 1 as
+// the context, the next ~300 as the continuation it should help predict.
 std::string eval_context() { return cut_at_space(kjv_chapters("joh", 1, 1)[0], 1000); }
-std::string eval_continuation() { return " " + cut_at_space(kjv_chapters("joh", 2, 2)[0], 300); }
+std::string eval_continuation() {
+  const std::string ch = kjv_chapters("joh", 1, 1)[0];
+  const size_t start = eval_context().size();
+  return cut_at_space(ch.substr(start), 300);
+}
 
 TEST(KvTransfer, SelfMapReproducesOwnCache) {
   const LoadedModel& a = real_model("smollm2");
@@ -102,13 +107,42 @@ TEST(KvTransfer, SelfMapLogitsMatchNativePrefill) {
               "mean KL %.2e, top-1 agreement %.3f\n",
               (long long)q->n_context_tokens, (long long)q->n_continuation, q->nll_native, q->nll_transfer,
               q->nll_no_context, q->mean_kl, q->top1_agreement);
-  // Measured: mean KL 5.0e-3, top-1 agreement 0.972 (70/72), NLL 2.966 vs 2.951 native (the context
-  // is worth 0.37 nats/token here). The bounds leave ~2x room for thread-count rounding; a broken
-  // transfer (cache zeroed or misplaced) loses most of the context benefit and fails them.
+  // Measured: mean KL 4.9e-3, top-1 agreement 0.935 (72/77; the misses are near-ties), NLL 3.2558
+  // vs 3.2563 native, while the context is worth 0.64 nats/token here. The bounds leave ~2x room; a
+  // broken transfer (cache zeroed, misplaced or mis-rotated) loses most of the context benefit and
+  // fails them by far.
   EXPECT_LT(q->mean_kl, 1e-2);
-  EXPECT_GE(q->top1_agreement, 0.93);
+  EXPECT_GE(q->top1_agreement, 0.85);
   EXPECT_LT(std::fabs(q->nll_transfer - q->nll_native), 0.04);
   EXPECT_GT(q->nll_no_context - q->nll_native, 0.1) << "the context must matter, or the comparison says nothing";
+}
+
+// Cross-family, SmolLM2 → Gemma 3 (different tokenizers, depths, KV widths and RoPE styles, two
+// RoPE bases on the receiver), fitted on a small slice of Exodus: the transferred cache must
+// carry a real part of the context into Gemma's predictions on unseen text.
+TEST(KvTransfer, CrossFamilyKeepsPartOfTheContextBenefit) {
+  const LoadedModel& a = real_model("smollm2");
+  const LoadedModel& b = real_model("gemma3");
+  TransferFitter fit(a, b);
+  for (const std::string& ch : kjv_chapters("ex", 5, 12)) {
+    const Status st = fit.add_passage(cut_at_space(ch, 1400), test_pool());
+    ASSERT_TRUE(st.ok()) << st.error();
+  }
+  auto map = fit.solve();
+  ASSERT_TRUE(map.ok()) << map.error();
+  EXPECT_EQ(map->sender_layer.front(), 0);
+  EXPECT_EQ(map->sender_layer.back(), 29);
+  auto q = measure_transfer_quality(*map, a, b, eval_context(), eval_continuation(), test_pool());
+  ASSERT_TRUE(q.ok()) << q.error();
+  std::printf("smollm2->gemma3 (%lld fit rows): NLL native %.4f transfer %.4f no-context %.4f; kept %.3f; "
+              "top-1 agreement %.3f\n",
+              (long long)map->n_fit_tokens, q->nll_native, q->nll_transfer, q->nll_no_context, q->kept(),
+              q->top1_agreement);
+  ASSERT_GT(q->nll_no_context - q->nll_native, 0.1) << "the context must matter, or the comparison says nothing";
+  // Measured: kept 0.51 (NLL 2.29 transferred, 1.86 native, 2.73 without context) from 2.6k fit
+  // rows; 0.58 with 14k rows (BENCHMARKS.md). Half the measured share is the bound; a cache that
+  // carried nothing of the context would score about 0.
+  EXPECT_GT(q->kept(), 0.25);
 }
 
 TEST(KvTransfer, RefusesOtherPairCorruptFileAndForeignCache) {
