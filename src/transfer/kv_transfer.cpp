@@ -42,17 +42,30 @@ Result<KvTransferReport> transfer_kv_cache(const TransferMap& map, const LoadedM
       read_unrotated_kv(sender.config(), sender_kv.arena(), sender_seq.blocks(), sender_seq.n_tokens());
   const ModelConfig& rc = receiver.config();
   const int rd = rc.kv_dim();
+  // Tiles of tokens, so each layer's weights stream through the cache once per tile.
+  constexpr int64_t kTile = 16;
+  const int in_dim = map.in_dim(), out_dim = map.out_dim();
   pool.run([&](int ti, int nt) {
-    std::vector<float> x(size_t(map.in_dim())), y(size_t(map.out_dim()));
-    std::vector<float> k(size_t(rc.n_layer) * size_t(rd)), v(k.size());
-    for (int64_t t = n_native + ti; t < nr; t += nt) {
+    std::vector<float> x(size_t(kTile * in_dim)), y(size_t(kTile * out_dim));
+    std::vector<float> k(size_t(kTile * rc.n_layer * rd)), v(k.size());
+    for (int64_t t0 = n_native + ti * kTile; t0 < nr; t0 += nt * kTile) {
+      const int n = int(std::min(kTile, nr - t0));
       for (int l = 0; l < rc.n_layer; ++l) {
-        pooled_sender_features(skv[size_t(map.sender_layer[size_t(l)])], align, size_t(t), x.data());
-        map.project(l, x.data(), y.data());
-        std::copy(y.begin(), y.begin() + rd, k.begin() + int64_t(l) * rd);
-        std::copy(y.begin() + rd, y.end(), v.begin() + int64_t(l) * rd);
+        const LayerKv& sl = skv[size_t(map.sender_layer[size_t(l)])];
+        for (int r = 0; r < n; ++r) pooled_sender_features(sl, align, size_t(t0 + r), x.data() + int64_t(r) * in_dim);
+        map.project_rows(l, x.data(), n, y.data());
+        for (int r = 0; r < n; ++r) {
+          const float* yr = y.data() + int64_t(r) * out_dim;
+          float* kr = k.data() + (int64_t(r) * rc.n_layer + l) * rd;
+          float* vr = v.data() + (int64_t(r) * rc.n_layer + l) * rd;
+          std::copy(yr, yr + rd, kr);
+          std::copy(yr + rd, yr + out_dim, vr);
+        }
       }
-      write_rotated_kv(rc, receiver_kv.arena(), table, t, t, k.data(), v.data());
+      for (int r = 0; r < n; ++r) {
+        const int64_t off = int64_t(r) * rc.n_layer * rd;
+        write_rotated_kv(rc, receiver_kv.arena(), table, t0 + r, t0 + r, k.data() + off, v.data() + off);
+      }
     }
   });
   receiver_seq.mark_approximate_from(n_native);

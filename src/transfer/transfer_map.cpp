@@ -48,6 +48,20 @@ void TransferMap::project(int receiver_layer, const float* x, float* y) const {
   }
 }
 
+void TransferMap::project_rows(int receiver_layer, const float* x, int n, float* y) const {
+  const int d = in_dim(), m = out_dim();
+  const float* w = weights[size_t(receiver_layer)].data();
+  for (int64_t j = 0; j < int64_t(n) * m; ++j) y[j] = 0.0f;
+  for (int i = 0; i < d; ++i) {
+    const float* wi = w + int64_t(i) * m;
+    for (int r = 0; r < n; ++r) {
+      const float xi = x[int64_t(r) * d + i];
+      float* yr = y + int64_t(r) * m;
+      for (int j = 0; j < m; ++j) yr[j] += xi * wi[j];
+    }
+  }
+}
+
 Status TransferMap::validate() const {
   if (sender_n_layer <= 0 || receiver_n_layer <= 0 || sender_kv_dim <= 0 || receiver_kv_dim <= 0)
     return make_error("transfer map: layer counts and KV widths must be positive");

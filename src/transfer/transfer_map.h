@@ -28,6 +28,9 @@ struct TransferMap {
   int out_dim() const { return 2 * receiver_kv_dim; }
   // y[out_dim] = x[in_dim]' W_l (x ends with the constant 1).
   void project(int receiver_layer, const float* x, float* y) const;
+  // n rows at once (x: n x in_dim, y: n x out_dim): each weight row is read once per call, not
+  // once per token, which is what bounds the single-row version.
+  void project_rows(int receiver_layer, const float* x, int n, float* y) const;
   // Structural consistency (sizes, layer indices); a message names the first problem.
   Status validate() const;
 };

@@ -26,16 +26,17 @@ ThreadPool& test_pool() {
   return pool;
 }
 
-// Fitted once per binary: SmolLM2 → SmolLM2 on Exodus 1-4 (cut to ~300 tokens each).
+// A map fitted on Exodus chapters [first, last], each cut to ~300 tokens.
+Result<TransferMap> fit_on_exodus(const LoadedModel& sender, const LoadedModel& receiver, int first, int last) {
+  TransferFitter fit(sender, receiver);
+  for (const std::string& ch : kjv_chapters("ex", first, last)) AGENTKV_TRY(fit.add_passage(cut_at_space(ch, 1400), test_pool()));
+  return fit.solve();
+}
+
+// Fitted once per binary: SmolLM2 → SmolLM2 on Exodus 1-4.
 const TransferMap& self_map() {
   static TransferMap map = [] {
-    const LoadedModel& a = real_model("smollm2");
-    TransferFitter fit(a, a);
-    for (const std::string& ch : kjv_chapters("ex", 1, 4)) {
-      const Status st = fit.add_passage(cut_at_space(ch, 1400), test_pool());
-      EXPECT_TRUE(st.ok()) << st.error();
-    }
-    auto m = fit.solve();
+    auto m = fit_on_exodus(real_model("smollm2"), real_model("smollm2"), 1, 4);
     EXPECT_TRUE(m.ok()) << m.error();
     return m.ok() ? *m : TransferMap{};
   }();
@@ -123,12 +124,7 @@ TEST(KvTransfer, SelfMapLogitsMatchNativePrefill) {
 TEST(KvTransfer, CrossFamilyKeepsPartOfTheContextBenefit) {
   const LoadedModel& a = real_model("smollm2");
   const LoadedModel& b = real_model("gemma3");
-  TransferFitter fit(a, b);
-  for (const std::string& ch : kjv_chapters("ex", 5, 12)) {
-    const Status st = fit.add_passage(cut_at_space(ch, 1400), test_pool());
-    ASSERT_TRUE(st.ok()) << st.error();
-  }
-  auto map = fit.solve();
+  auto map = fit_on_exodus(a, b, 5, 12);
   ASSERT_TRUE(map.ok()) << map.error();
   EXPECT_EQ(map->sender_layer.front(), 0);
   EXPECT_EQ(map->sender_layer.back(), 29);

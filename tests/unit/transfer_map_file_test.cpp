@@ -55,6 +55,18 @@ TEST(TransferMapFile, DepthProportionalLayersMapEndsToEnds) {
   for (size_t i = 1; i < m.size(); ++i) EXPECT_GE(m[i], m[i - 1]);
 }
 
+TEST(TransferMapFile, ProjectRowsMatchesProjectPerRow) {
+  const TransferMap m = small_map();
+  const int n = 5;
+  std::vector<float> x(size_t(n * m.in_dim())), y(size_t(n * m.out_dim())), one(size_t(m.out_dim()));
+  for (size_t i = 0; i < x.size(); ++i) x[i] = float(int(i % 7) - 3) * 0.25f;
+  m.project_rows(1, x.data(), n, y.data());
+  for (int r = 0; r < n; ++r) {
+    m.project(1, x.data() + r * m.in_dim(), one.data());
+    for (int j = 0; j < m.out_dim(); ++j) EXPECT_FLOAT_EQ(y[size_t(r * m.out_dim() + j)], one[size_t(j)]) << r << "," << j;
+  }
+}
+
 TEST(TransferMapFile, RoundTripsExactly) {
   const TransferMap m = small_map();
   const std::string p = temp_path("map_roundtrip.gguf");
