@@ -23,7 +23,7 @@ size_t space_before(const std::string& s, size_t n) {
 
 int cmd_transfer_quality(int argc, char** argv) {
   std::string from, to, map_path, corpus;
-  int64_t threads = 0, ctx_bytes = 1500, cont_bytes = 400, max_passages = 8;
+  int64_t threads = 0, ctx_bytes = 1500, cont_bytes = 400, max_passages = 8, native_last = 0;
   ArgParser p("transfer-quality", "Receiver NLL of held-out continuations: native prefill vs transferred cache vs no context.");
   p.add_string("--from", &from, "sender model alias or .gguf path", true);
   p.add_string("--to", &to, "receiver model alias or .gguf path", true);
@@ -32,6 +32,7 @@ int cmd_transfer_quality(int argc, char** argv) {
   p.add_int("--context-bytes", &ctx_bytes, "context length in bytes (cut at a space)", 16, 1 << 20);
   p.add_int("--continuation-bytes", &cont_bytes, "continuation length in bytes", 8, 1 << 20);
   p.add_int("--max-passages", &max_passages, "passages to score", 1, 1 << 20);
+  p.add_int("--native-last", &native_last, "hybrid: the receiver recomputes the context's last N tokens itself", 0, 1 << 20);
   p.add_int("-t,--threads", &threads, "threads (0 = all cores)", 0, 1024);
   if (auto rc = p.parse_command(argc, argv)) return *rc;
   std::string text;
@@ -57,7 +58,9 @@ int cmd_transfer_quality(int argc, char** argv) {
     const std::string context = passage.substr(0, cut);
     const std::string rest = passage.substr(cut);
     const std::string continuation = rest.substr(0, space_before(rest, size_t(cont_bytes)));
-    auto q = measure_transfer_quality(*map, sender, receiver, context, continuation, pool);
+    KvTransferOptions xo;
+    xo.native_suffix = int(native_last);
+    auto q = measure_transfer_quality(*map, sender, receiver, context, continuation, pool, xo);
     if (!q.ok()) return cli_fail(q.error());
     std::printf("%-4d %6lld %6lld %9.4f %9.4f %9.4f %8.3f %7.3f %10.3f %10.3f\n", n, (long long)q->n_context_tokens,
                 (long long)q->n_continuation, q->nll_native, q->nll_transfer, q->nll_no_context, q->kept(),

@@ -68,14 +68,19 @@ Result<KvTransferReport> transfer_kv_cache(const TransferMap& map, const LoadedM
       }
     }
   });
+  const int64_t n_suffix = std::min<int64_t>(nr - n_native, std::max(0, opt.native_suffix));
+  if (n_suffix > 0)
+    AGENTKV_TRY(prefill_slots(*receiver.model, receiver_kv.arena(), table,
+                              std::span<const int32_t>(r.tokens.data() + (nr - n_suffix), size_t(n_suffix)), nr - n_suffix,
+                              pool));
   receiver_seq.mark_approximate_from(n_native);
   receiver_seq.commit(r.tokens);
 
   KvTransferReport rep;
   rep.n_sender_tokens = int64_t(s.size());
   rep.n_receiver_tokens = nr;
-  rep.n_native = n_native;
-  rep.n_projected = nr - n_native;
+  rep.n_native = n_native + n_suffix;
+  rep.n_projected = nr - n_native - n_suffix;
   return rep;
 }
 

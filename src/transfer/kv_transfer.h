@@ -17,12 +17,16 @@ namespace agentkv {
 
 struct KvTransferOptions {
   int native_prefix = 1;
+  // Hybrid mode: after the transfer, the receiver recomputes its last native_suffix context tokens
+  // itself (they attend to the transferred cache), trading prefill time for quality where it
+  // matters most, next to the tokens to be generated.
+  int native_suffix = 0;
 };
 
 struct KvTransferReport {
   int64_t n_sender_tokens = 0;
   int64_t n_receiver_tokens = 0;
-  int64_t n_native = 0;     // receiver tokens computed by the receiver
+  int64_t n_native = 0;     // receiver tokens computed by the receiver (prefix and suffix)
   int64_t n_projected = 0;  // receiver tokens whose K/V came from the sender
 };
 

@@ -63,6 +63,10 @@ Status prefill_slots(const Model& model, const KvArena& arena, std::span<const i
     batch.seqs.push_back(SeqBlocks{table.data(), int32_t(table.size())});
     for (int64_t i = c; i < end; ++i)
       batch.add(tokens[size_t(i)], int32_t(first + i), 0, int32_t(first + i), i == end - 1);
+    // Batch-invariant numerics (every token on the prefill kernels): a token's K/V must not depend
+    // on how the run is split (one native BOS, a hybrid suffix, chunks), or transferred and native
+    // caches would differ by more than the transfer itself.
+    batch.n_tile_tokens = 0;
     AGENTKV_TRY(model.forward(batch, arena, logits.data(), pool));
   }
   return Status::ok_status();

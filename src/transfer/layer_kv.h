@@ -40,6 +40,7 @@ void write_rotated_kv(const ModelConfig& cfg, const KvArena& arena, std::span<co
 
 // Runs `tokens` at positions/slots [first, first + tokens.size()) of one sequence, in chunks so
 // activations stay small; the logits are discarded (only the K/V written into the arena is used).
+// Batch-invariant: each token's K/V is the same however the run is split.
 Status prefill_slots(const Model& model, const KvArena& arena, std::span<const int32_t> table,
                      std::span<const int32_t> tokens, int64_t first, ThreadPool& pool);
 
