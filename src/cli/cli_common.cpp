@@ -1,4 +1,5 @@
 #include <cstdio>
+#include <fstream>
 #include <sstream>
 
 #include "cli/commands.h"
@@ -11,6 +12,24 @@ std::vector<std::string> split_commas(const std::string& s) {
   for (std::string item; std::getline(ss, item, ',');)
     if (!item.empty()) out.push_back(item);
   return out;
+}
+
+bool read_text_file(const std::string& path, std::string* out) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return false;
+  std::stringstream ss;
+  ss << f.rdbuf();
+  *out = ss.str();
+  return true;
+}
+
+Result<std::pair<std::unique_ptr<LoadedModel>, std::unique_ptr<LoadedModel>>> load_model_pair(const std::string& sender,
+                                                                                               const std::string& receiver) {
+  auto a = load_model(sender);
+  if (!a.ok()) return make_error(a.error());
+  auto b = load_model(receiver);
+  if (!b.ok()) return make_error(b.error());
+  return std::make_pair(std::move(*a), std::move(*b));
 }
 
 int cli_fail(const std::string& msg) {

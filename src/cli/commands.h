@@ -1,8 +1,12 @@
 // The agentkv subcommands. Each takes argv with argv[0] = the subcommand name and returns the exit code.
 #pragma once
 
+#include <memory>
 #include <string>
+#include <utility>
 #include <vector>
+
+#include "model/loaded_model.h"
 
 namespace agentkv {
 
@@ -16,9 +20,18 @@ int cmd_serve(int argc, char** argv);
 int cmd_bench_serve(int argc, char** argv);
 int cmd_fit_prm(int argc, char** argv);
 int cmd_search(int argc, char** argv);
+int cmd_fit_transfer(int argc, char** argv);
+int cmd_transfer_quality(int argc, char** argv);
 
 // "a,b,,c" -> {"a", "b", "c"}: list-valued options (--mode, serve's -m).
 std::vector<std::string> split_commas(const std::string& s);
+
+// The whole file; false when it cannot be opened.
+bool read_text_file(const std::string& path, std::string* out);
+
+// A sender and a receiver model (fit-transfer, transfer-quality).
+Result<std::pair<std::unique_ptr<LoadedModel>, std::unique_ptr<LoadedModel>>> load_model_pair(const std::string& sender,
+                                                                                               const std::string& receiver);
 
 // Prints "agentkv: error: <msg>" as one line on stderr and returns 1.
 int cli_fail(const std::string& msg);

@@ -24,6 +24,8 @@ constexpr Command kCommands[] = {
     {"fit-prm", agentkv::cmd_fit_prm, "fit the KV-PRM verify head on checked arithmetic steps"},
     {"search", agentkv::cmd_search, "best-of-N on held-out arithmetic problems with a PRM, log-prob or vote"},
     {"inspect", agentkv::cmd_inspect, "print a GGUF file's metadata and tensor table"},
+    {"fit-transfer", agentkv::cmd_fit_transfer, "fit a cross-model KV transfer map on a calibration corpus"},
+    {"transfer-quality", agentkv::cmd_transfer_quality, "receiver NLL with a transferred context vs native prefill vs none"},
 };
 
 void usage(FILE* out) {

@@ -1,0 +1,42 @@
+// Prefill-free transfer: the receiver's cache for a context is built from the sender's cache of
+// the same text instead of running the receiver over it. Per receiver token: pool the aligned
+// sender tokens' un-rotated K/V, project with the map, rotate K with the receiver's RoPE at the
+// receiver position, and write both into the receiver's blocks. Only the first native_prefix
+// receiver tokens (BOS / the attention sink, context-free) are computed by the receiver itself.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+#include "kv/kv_manager.h"
+#include "model/loaded_model.h"
+#include "transfer/transfer_map.h"
+#include "util/thread_pool.h"
+
+namespace agentkv {
+
+struct KvTransferOptions {
+  int native_prefix = 1;
+  // Hybrid mode: after the transfer, the receiver recomputes its last native_suffix context tokens
+  // itself (they attend to the transferred cache), trading prefill time for quality where it
+  // matters most, next to the tokens to be generated.
+  int native_suffix = 0;
+};
+
+struct KvTransferReport {
+  int64_t n_sender_tokens = 0;
+  int64_t n_receiver_tokens = 0;
+  int64_t n_native = 0;     // receiver tokens computed by the receiver (prefix and suffix)
+  int64_t n_projected = 0;  // receiver tokens whose K/V came from the sender
+};
+
+// `sender_seq` (in `sender_kv`) must hold exactly the sender's tokenization of `text` (with its
+// default BOS); `receiver_seq` (in `receiver_kv`) must be empty and receives the receiver's
+// tokenization of `text`, marked approximate past the native prefix so that it is never served as
+// an exact prefix hit. Refuses a map of another pair and a cache of another model or text.
+Result<KvTransferReport> transfer_kv_cache(const TransferMap& map, const LoadedModel& sender, const KvManager& sender_kv,
+                                           const KvSequence& sender_seq, const LoadedModel& receiver,
+                                           KvManager& receiver_kv, KvSequence& receiver_seq, std::string_view text,
+                                           ThreadPool& pool, const KvTransferOptions& opt = {});
+
+}  // namespace agentkv

@@ -1,0 +1,55 @@
+// Reading a model's K/V back out of the paged arena in a position-free form: K with each layer's
+// RoPE undone (at the token's own position), V as stored. Transfer maps work on these, since a
+// linear map cannot follow a rotation that depends on the position.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "model/kv_arena.h"
+#include "model/model.h"
+#include "ops/rope.h"
+#include "util/status.h"
+#include "util/thread_pool.h"
+
+namespace agentkv {
+
+// The rotation layer il applies to K. Mirrors the architectures' forward passes from ModelConfig
+// alone: llama rotates consecutive pairs with rope_base; gemma3 rotates half-split pairs, with
+// rope_base_swa on its sliding-window layers and rope_base on the global ones.
+Rope layer_rope(const ModelConfig& cfg, int il);
+
+// One layer's un-rotated K and V, [n_tokens][kv_dim] each.
+struct LayerKv {
+  int64_t n_tokens = 0;
+  int kv_dim = 0;
+  std::vector<float> k, v;
+  const float* k_row(int64_t t) const { return k.data() + t * kv_dim; }
+  const float* v_row(int64_t t) const { return v.data() + t * kv_dim; }
+};
+
+// Slots [0, n_tokens) of a sequence whose block table is `table`; slot t holds position t.
+std::vector<LayerKv> read_unrotated_kv(const ModelConfig& cfg, const KvArena& arena, std::span<const int32_t> table,
+                                       int64_t n_tokens);
+
+// Writes one token's K (un-rotated, rotated here to `pos`) and V into slot `slot` of every layer.
+// k and v are [n_layer][kv_dim].
+void write_rotated_kv(const ModelConfig& cfg, const KvArena& arena, std::span<const int32_t> table, int64_t slot,
+                      int64_t pos, const float* k_layers, const float* v_layers);
+
+// Runs `tokens` at positions/slots [first, first + tokens.size()) of one sequence, in chunks so
+// activations stay small; the logits are discarded (only the K/V written into the arena is used).
+// Batch-invariant: each token's K/V is the same however the run is split.
+Status prefill_slots(const Model& model, const KvArena& arena, std::span<const int32_t> table,
+                     std::span<const int32_t> tokens, int64_t first, ThreadPool& pool);
+
+}  // namespace agentkv
+
+namespace agentkv {
+
+// Prefills `tokens` (positions 0..n-1) into a private arena and reads them back un-rotated: the
+// sender side of fitting, and the receiver's reference targets.
+Result<std::vector<LayerKv>> compute_unrotated_kv(const Model& model, std::span<const int32_t> tokens, ThreadPool& pool);
+
+}  // namespace agentkv

@@ -1,0 +1,193 @@
+#include "transfer/transfer_map.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "gguf/ggml_types.h"
+#include "gguf/gguf_file.h"
+#include "gguf/gguf_writer.h"
+
+namespace agentkv {
+
+namespace {
+
+constexpr const char* kArch = "agentkv-transfer";
+constexpr uint32_t kFormatVersion = 1;
+
+std::string layer_tensor_name(int l) { return "transfer.blk." + std::to_string(l) + ".w"; }
+
+// FNV-1a over the weight bytes in layer order: cheap, and any flipped byte changes it.
+uint64_t weights_checksum(const std::vector<std::vector<float>>& weights) {
+  uint64_t h = 1469598103934665603ull;
+  for (const auto& w : weights) {
+    const auto* p = reinterpret_cast<const uint8_t*>(w.data());
+    for (size_t i = 0; i < w.size() * sizeof(float); ++i) {
+      h ^= p[i];
+      h *= 1099511628211ull;
+    }
+  }
+  return h;
+}
+
+std::string hex(uint64_t v) {
+  char buf[24];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
+}  // namespace
+
+void TransferMap::project(int receiver_layer, const float* x, float* y) const {
+  const int n = in_dim(), m = out_dim();
+  const float* w = weights[size_t(receiver_layer)].data();
+  for (int j = 0; j < m; ++j) y[j] = 0.0f;
+  for (int i = 0; i < n; ++i) {
+    const float xi = x[i];
+    const float* wi = w + int64_t(i) * m;
+    for (int j = 0; j < m; ++j) y[j] += xi * wi[j];
+  }
+}
+
+void TransferMap::project_rows(int receiver_layer, const float* x, int n, float* y) const {
+  const int d = in_dim(), m = out_dim();
+  const float* w = weights[size_t(receiver_layer)].data();
+  for (int64_t j = 0; j < int64_t(n) * m; ++j) y[j] = 0.0f;
+  for (int i = 0; i < d; ++i) {
+    const float* wi = w + int64_t(i) * m;
+    for (int r = 0; r < n; ++r) {
+      const float xi = x[int64_t(r) * d + i];
+      float* yr = y + int64_t(r) * m;
+      for (int j = 0; j < m; ++j) yr[j] += xi * wi[j];
+    }
+  }
+}
+
+Status TransferMap::validate() const {
+  if (sender_n_layer <= 0 || receiver_n_layer <= 0 || sender_kv_dim <= 0 || receiver_kv_dim <= 0)
+    return make_error("transfer map: layer counts and KV widths must be positive");
+  if (int(sender_layer.size()) != receiver_n_layer)
+    return make_error("transfer map: layer map has " + std::to_string(sender_layer.size()) + " entries, the receiver has " +
+                      std::to_string(receiver_n_layer) + " layers");
+  for (int32_t s : sender_layer)
+    if (s < 0 || s >= sender_n_layer) return make_error("transfer map: sender layer " + std::to_string(s) + " out of range");
+  if (int(weights.size()) != receiver_n_layer) return make_error("transfer map: wrong number of weight matrices");
+  for (size_t l = 0; l < weights.size(); ++l)
+    if (weights[l].size() != size_t(in_dim()) * size_t(out_dim()))
+      return make_error("transfer map: weight matrix of receiver layer " + std::to_string(l) + " has the wrong size");
+  return Status::ok_status();
+}
+
+std::vector<int32_t> depth_proportional_layers(int receiver_n_layer, int sender_n_layer) {
+  std::vector<int32_t> out(size_t(receiver_n_layer), 0);
+  for (int l = 0; l < receiver_n_layer; ++l) {
+    const double frac = receiver_n_layer > 1 ? double(l) / double(receiver_n_layer - 1) : 0.0;
+    out[size_t(l)] = int32_t(std::lround(frac * double(sender_n_layer - 1)));
+  }
+  return out;
+}
+
+Status save_transfer_map(const TransferMap& map, const std::string& path) {
+  AGENTKV_TRY(map.validate());
+  GgufWriter w;
+  w.add_string("general.architecture", kArch);
+  w.add<uint32_t>("transfer.format_version", kFormatVersion);
+  w.add<uint64_t>("transfer.sender.fingerprint", map.sender_fingerprint);
+  w.add<uint64_t>("transfer.receiver.fingerprint", map.receiver_fingerprint);
+  w.add_string("transfer.sender.name", map.sender_name);
+  w.add_string("transfer.receiver.name", map.receiver_name);
+  w.add<int32_t>("transfer.sender.block_count", map.sender_n_layer);
+  w.add<int32_t>("transfer.sender.kv_dim", map.sender_kv_dim);
+  w.add<int32_t>("transfer.receiver.block_count", map.receiver_n_layer);
+  w.add<int32_t>("transfer.receiver.kv_dim", map.receiver_kv_dim);
+  w.add_array<int32_t>("transfer.sender_layer", map.sender_layer);
+  w.add<double>("transfer.ridge_alpha", map.ridge_alpha);
+  w.add<int64_t>("transfer.fit_tokens", map.n_fit_tokens);
+  w.add<uint64_t>("transfer.weights_checksum", weights_checksum(map.weights));
+  for (int l = 0; l < map.receiver_n_layer; ++l) {
+    const auto& m = map.weights[size_t(l)];
+    std::vector<uint8_t> bytes(m.size() * sizeof(float));
+    std::memcpy(bytes.data(), m.data(), bytes.size());
+    w.add_tensor(layer_tensor_name(l), uint32_t(GgmlType::F32), {map.out_dim(), map.in_dim()}, bytes);
+  }
+  return w.write_file(path);
+}
+
+Result<TransferMap> read_transfer_map(const std::string& path) {
+  auto file = GgufFile::open(path);
+  if (!file.ok()) return make_error("transfer map " + path + ": " + file.error());
+  const GgufFile& f = **file;
+  const std::string where = "transfer map " + path + ": ";
+  if (f.get_string_or("general.architecture", "") != kArch)
+    return make_error(where + "not a transfer map (general.architecture is not \"" + kArch + "\")");
+  if (f.get_int_or("transfer.format_version", -1) != kFormatVersion)
+    return make_error(where + "unsupported format version");
+  TransferMap map;
+  auto need_int = [&](const char* key) -> Result<int64_t> {
+    auto v = f.get_int(key);
+    if (!v.ok()) return make_error(where + v.error());
+    return *v;
+  };
+  const GgufValue* sf = f.find("transfer.sender.fingerprint");
+  const GgufValue* rf = f.find("transfer.receiver.fingerprint");
+  const GgufValue* ck = f.find("transfer.weights_checksum");
+  if (!sf || !rf || !ck || sf->type != GgufValueType::U64 || rf->type != GgufValueType::U64 || ck->type != GgufValueType::U64)
+    return make_error(where + "fingerprints or checksum missing");
+  map.sender_fingerprint = sf->u;
+  map.receiver_fingerprint = rf->u;
+  map.sender_name = f.get_string_or("transfer.sender.name", "?");
+  map.receiver_name = f.get_string_or("transfer.receiver.name", "?");
+  int64_t v = 0;
+  AGENTKV_ASSIGN_OR_RETURN(v, need_int("transfer.sender.block_count"));
+  map.sender_n_layer = int(v);
+  AGENTKV_ASSIGN_OR_RETURN(v, need_int("transfer.sender.kv_dim"));
+  map.sender_kv_dim = int(v);
+  AGENTKV_ASSIGN_OR_RETURN(v, need_int("transfer.receiver.block_count"));
+  map.receiver_n_layer = int(v);
+  AGENTKV_ASSIGN_OR_RETURN(v, need_int("transfer.receiver.kv_dim"));
+  map.receiver_kv_dim = int(v);
+  AGENTKV_ASSIGN_OR_RETURN(v, need_int("transfer.fit_tokens"));
+  map.n_fit_tokens = v;
+  map.ridge_alpha = f.get_float_or("transfer.ridge_alpha", 0.0);
+  auto layers = f.get_int_array("transfer.sender_layer");
+  if (!layers.ok()) return make_error(where + layers.error());
+  map.sender_layer = *layers;
+  if (map.receiver_n_layer <= 0 || map.receiver_n_layer > 4096 || map.sender_kv_dim <= 0 || map.sender_kv_dim > 65536 ||
+      map.receiver_kv_dim <= 0 || map.receiver_kv_dim > 65536)
+    return make_error(where + "implausible geometry");
+  for (int l = 0; l < map.receiver_n_layer; ++l) {
+    const GgufTensorInfo* t = f.tensor(layer_tensor_name(l));
+    if (!t) return make_error(where + "tensor " + layer_tensor_name(l) + " missing");
+    if (t->type != uint32_t(GgmlType::F32) || t->ne[0] != map.out_dim() || t->ne[1] != map.in_dim() || t->n_dims != 2)
+      return make_error(where + "tensor " + layer_tensor_name(l) + " has the wrong type or shape");
+    std::vector<float> w(size_t(map.in_dim()) * size_t(map.out_dim()));
+    std::memcpy(w.data(), t->data, w.size() * sizeof(float));
+    map.weights.push_back(std::move(w));
+  }
+  AGENTKV_TRY(map.validate());
+  if (weights_checksum(map.weights) != ck->u)
+    return make_error(where + "weights checksum mismatch: the file is corrupted");
+  for (const auto& w : map.weights)
+    for (float x : w)
+      if (!std::isfinite(x)) return make_error(where + "non-finite weight");
+  return map;
+}
+
+Status check_transfer_pair(const TransferMap& map, const LoadedModel& sender, const LoadedModel& receiver) {
+  if (map.sender_fingerprint != sender.fingerprint || map.receiver_fingerprint != receiver.fingerprint)
+    return make_error("transfer map was fitted for " + map.sender_name + " (" + hex(map.sender_fingerprint) + ") -> " +
+                      map.receiver_name + " (" + hex(map.receiver_fingerprint) + "), refused for " + sender.name + " (" +
+                      hex(sender.fingerprint) + ") -> " + receiver.name + " (" + hex(receiver.fingerprint) + ")");
+  if (map.sender_n_layer != sender.config().n_layer || map.sender_kv_dim != sender.config().kv_dim() ||
+      map.receiver_n_layer != receiver.config().n_layer || map.receiver_kv_dim != receiver.config().kv_dim())
+    return make_error("transfer map geometry does not match the models");
+  return Status::ok_status();
+}
+
+Result<TransferMap> load_transfer_map(const std::string& path, const LoadedModel& sender, const LoadedModel& receiver) {
+  TransferMap map;
+  AGENTKV_ASSIGN_OR_RETURN(map, read_transfer_map(path));
+  AGENTKV_TRY(check_transfer_pair(map, sender, receiver));
+  return map;
+}
+
+}  // namespace agentkv

@@ -1,0 +1,54 @@
+// A fitted sender → receiver KV projection and its file. For every receiver layer l the map holds
+// one matrix W_l (in_dim x out_dim): the receiver's un-rotated K and V of a token (out, [K | V])
+// are x' W_l, where x is the pooled un-rotated K and V of the aligned sender tokens at sender
+// layer sender_layer[l], followed by a constant 1 (the bias row). Columns of one receiver KV head
+// are an independent ridge regression, so this is the per-layer-and-head map of issue 6.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "model/loaded_model.h"
+#include "util/status.h"
+
+namespace agentkv {
+
+struct TransferMap {
+  uint64_t sender_fingerprint = 0, receiver_fingerprint = 0;
+  std::string sender_name, receiver_name;  // informational (error messages)
+  int sender_n_layer = 0, sender_kv_dim = 0;
+  int receiver_n_layer = 0, receiver_kv_dim = 0;
+  std::vector<int32_t> sender_layer;  // per receiver layer
+  double ridge_alpha = 0;
+  int64_t n_fit_tokens = 0;           // receiver tokens the map was fitted on
+  std::vector<std::vector<float>> weights;  // per receiver layer, row-major [in_dim][out_dim]
+
+  int in_dim() const { return 2 * sender_kv_dim + 1; }
+  int out_dim() const { return 2 * receiver_kv_dim; }
+  // y[out_dim] = x[in_dim]' W_l (x ends with the constant 1).
+  void project(int receiver_layer, const float* x, float* y) const;
+  // n rows at once (x: n x in_dim, y: n x out_dim): each weight row is read once per call, not
+  // once per token, which is what bounds the single-row version.
+  void project_rows(int receiver_layer, const float* x, int n, float* y) const;
+  // Structural consistency (sizes, layer indices); a message names the first problem.
+  Status validate() const;
+};
+
+// Depth-proportional layer map: receiver layer l reads sender layer round(l (Ls-1) / (Lr-1)), so
+// first maps to first and last to last.
+std::vector<int32_t> depth_proportional_layers(int receiver_n_layer, int sender_n_layer);
+
+// GGUF file (general.architecture = "agentkv-transfer"): metadata records both fingerprints and
+// geometry, one F32 tensor per receiver layer, and a checksum over all weights so that a damaged
+// file is refused even where the GGUF structure still parses.
+Status save_transfer_map(const TransferMap& map, const std::string& path);
+// Reads and checks the file itself (format, sizes, checksum); says nothing about the models.
+Result<TransferMap> read_transfer_map(const std::string& path);
+// A map is only valid for the exact pair it was fitted on: refuses any other sender or receiver
+// (fingerprints differ) with a message naming both sides.
+Status check_transfer_pair(const TransferMap& map, const LoadedModel& sender, const LoadedModel& receiver);
+// read_transfer_map + check_transfer_pair.
+Result<TransferMap> load_transfer_map(const std::string& path, const LoadedModel& sender, const LoadedModel& receiver);
+
+}  // namespace agentkv

@@ -1,0 +1,116 @@
+// The transfer map file round-trips exactly and refuses damage: a flipped weight byte (checksum),
+// truncation, another file format, and inconsistent geometry, each with an error that says so.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+#include <iterator>
+#include <random>
+
+#include "transfer/transfer_map.h"
+
+namespace agentkv {
+namespace {
+
+TransferMap small_map() {
+  TransferMap m;
+  m.sender_fingerprint = 0x1111222233334444ull;
+  m.receiver_fingerprint = 0x5555666677778888ull;
+  m.sender_name = std::string(1, 'a');
+  m.receiver_name = std::string(1, 'b');
+  m.sender_n_layer = 3;
+  m.sender_kv_dim = 4;
+  m.receiver_n_layer = 2;
+  m.receiver_kv_dim = 6;
+  m.sender_layer = depth_proportional_layers(2, 3);
+  m.ridge_alpha = 1e-3;
+  m.n_fit_tokens = 77;
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> u(-1, 1);
+  for (int l = 0; l < 2; ++l) {
+    std::vector<float> w(size_t(m.in_dim() * m.out_dim()));
+    for (float& v : w) v = u(rng);
+    m.weights.push_back(w);
+  }
+  return m;
+}
+
+std::string temp_path(const char* name) { return ::testing::TempDir() + name; }
+
+std::vector<char> slurp(const std::string& p) {
+  std::ifstream f(p, std::ios::binary);
+  return {std::istreambuf_iterator<char>(f), {}};
+}
+void spit(const std::string& p, const std::vector<char>& b) {
+  std::ofstream f(p, std::ios::binary);
+  f.write(b.data(), std::streamsize(b.size()));
+}
+
+TEST(TransferMapFile, DepthProportionalLayersMapEndsToEnds) {
+  EXPECT_EQ(depth_proportional_layers(18, 30).front(), 0);
+  EXPECT_EQ(depth_proportional_layers(18, 30).back(), 29);
+  EXPECT_EQ(depth_proportional_layers(30, 18).back(), 17);
+  EXPECT_EQ(depth_proportional_layers(30, 30)[13], 13);
+  const auto m = depth_proportional_layers(30, 18);
+  for (size_t i = 1; i < m.size(); ++i) EXPECT_GE(m[i], m[i - 1]);
+}
+
+TEST(TransferMapFile, ProjectRowsMatchesProjectPerRow) {
+  const TransferMap m = small_map();
+  const int n = 5;
+  std::vector<float> x(size_t(n * m.in_dim())), y(size_t(n * m.out_dim())), one(size_t(m.out_dim()));
+  for (size_t i = 0; i < x.size(); ++i) x[i] = float(int(i % 7) - 3) * 0.25f;
+  m.project_rows(1, x.data(), n, y.data());
+  for (int r = 0; r < n; ++r) {
+    m.project(1, x.data() + r * m.in_dim(), one.data());
+    for (int j = 0; j < m.out_dim(); ++j) EXPECT_FLOAT_EQ(y[size_t(r * m.out_dim() + j)], one[size_t(j)]) << r << "," << j;
+  }
+}
+
+TEST(TransferMapFile, RoundTripsExactly) {
+  const TransferMap m = small_map();
+  const std::string p = temp_path("map_roundtrip.gguf");
+  ASSERT_TRUE(save_transfer_map(m, p).ok());
+  auto r = read_transfer_map(p);
+  ASSERT_TRUE(r.ok()) << r.error();
+  EXPECT_EQ(r->sender_fingerprint, m.sender_fingerprint);
+  EXPECT_EQ(r->receiver_fingerprint, m.receiver_fingerprint);
+  EXPECT_EQ(r->sender_layer, m.sender_layer);
+  EXPECT_EQ(r->n_fit_tokens, 77);
+  EXPECT_EQ(r->weights, m.weights);
+  std::remove(p.c_str());
+}
+
+TEST(TransferMapFile, RefusesCorruption) {
+  const TransferMap m = small_map();
+  const std::string p = temp_path("map_corrupt.gguf");
+  ASSERT_TRUE(save_transfer_map(m, p).ok());
+  const std::vector<char> good = slurp(p);
+
+  std::vector<char> flipped = good;
+  flipped[flipped.size() - 5] ^= 0x40;  // inside the last weight tensor
+  spit(p, flipped);
+  auto r = read_transfer_map(p);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().find("corrupted"), std::string::npos) << r.error();
+
+  spit(p, std::vector<char>(good.begin(), good.begin() + std::ptrdiff_t(good.size() / 2)));
+  r = read_transfer_map(p);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().find("transfer map"), std::string::npos) << r.error();
+
+  r = read_transfer_map(p + ".missing");
+  EXPECT_FALSE(r.ok());
+  std::remove(p.c_str());
+}
+
+TEST(TransferMapFile, RefusesInconsistentMap) {
+  TransferMap m = small_map();
+  m.sender_layer[1] = 3;  // the sender has 3 layers
+  const Status st = save_transfer_map(m, temp_path("map_bad.gguf"));
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.error().find("out of range"), std::string::npos) << st.error();
+}
+
+}  // namespace
+}  // namespace agentkv
