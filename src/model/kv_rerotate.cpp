@@ -7,20 +7,6 @@
 
 namespace agentkv {
 
-namespace {
-
-// The arena block and in-block offset of slot i of a range (already validated).
-struct PhysicalSlot {
-  int32_t block;
-  int offset;
-};
-PhysicalSlot physical(const KvSlotRange& r, int32_t i, int bs) {
-  const int32_t s = r.slot0 + i;
-  return {r.blocks.table[s / bs], int(s % bs)};
-}
-
-}  // namespace
-
 Status validate_slot_range(const KvSlotRange& r, int32_t n, const KvArena& kv, const std::string& what) {
   if (n < 0) return make_error(what + ": negative token count");
   if (r.slot0 < 0 || int64_t(r.slot0) + n > int64_t(r.blocks.n_blocks) * kv.block_size())
@@ -51,11 +37,11 @@ Status rerotate_kv(const Model& model, const KvArena& kv, const KvSlotRange& src
   std::unordered_map<int64_t, int32_t> src_at;
   src_at.reserve(size_t(n));
   for (int32_t i = 0; i < n; ++i) {
-    const PhysicalSlot p = physical(src, i, bs);
+    const PhysicalSlot p = physical_slot(src, i, bs);
     src_at.emplace(int64_t(p.block) * bs + p.offset, i);
   }
   for (int32_t i = 0; i < n; ++i) {
-    const PhysicalSlot p = physical(dst, i, bs);
+    const PhysicalSlot p = physical_slot(dst, i, bs);
     const auto it = src_at.find(int64_t(p.block) * bs + p.offset);
     if (it != src_at.end() && it->second != i)
       return make_error("rerotate_kv: destination slot " + std::to_string(dst.slot0 + i) +
@@ -65,7 +51,7 @@ Status rerotate_kv(const Model& model, const KvArena& kv, const KvSlotRange& src
   pool.parallel_for(n, 4, [&](int64_t i0, int64_t i1) {
     std::vector<float> row(static_cast<size_t>(kvd));
     for (int64_t i = i0; i < i1; ++i) {
-      const PhysicalSlot s = physical(src, int32_t(i), bs), d = physical(dst, int32_t(i), bs);
+      const PhysicalSlot s = physical_slot(src, int32_t(i), bs), d = physical_slot(dst, int32_t(i), bs);
       for (int il = layer_begin; il < layer_end; ++il) {
         const PagedKvLayer l = kv.layer(il);
         if (delta == 0) {

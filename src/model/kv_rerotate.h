@@ -22,6 +22,16 @@ struct KvSlotRange {
   int32_t slot0 = 0;
 };
 
+// The arena block and in-block offset of slot i of a range (the range must hold it).
+struct PhysicalSlot {
+  int32_t block;
+  int offset;
+};
+inline PhysicalSlot physical_slot(const KvSlotRange& r, int64_t i, int block_size) {
+  const int64_t s = r.slot0 + i;
+  return {r.blocks.table[s / block_size], int(s % block_size)};
+}
+
 // OK when slots [r.slot0, r.slot0 + n) lie inside the range's blocks and those blocks inside the
 // arena; otherwise an error naming `what` ("source", "agent 3", ...).
 Status validate_slot_range(const KvSlotRange& r, int32_t n, const KvArena& kv, const std::string& what);

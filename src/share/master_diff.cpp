@@ -8,15 +8,10 @@ namespace agentkv {
 
 namespace {
 
-struct RowRef {
-  int32_t block;
-  int offset;
-};
-
-RowRef row_at(const KvSlotRange& s, int64_t i, int block_size) {
+PhysicalSlot row_at(const KvSlotRange& s, int64_t i, int block_size) {
   const int64_t slot = s.slot0 + i;
   AGENTKV_CHECK(slot >= 0 && slot / block_size < s.blocks.n_blocks);
-  return {s.blocks.table[slot / block_size], int(slot % block_size)};
+  return physical_slot(s, i, block_size);
 }
 
 KvSlotRange packed(const std::vector<int32_t>& blocks) {
@@ -24,7 +19,7 @@ KvSlotRange packed(const std::vector<int32_t>& blocks) {
 }
 
 // One token's K and V rows in every layer, copied bitwise.
-void copy_row(const KvArena& arena, RowRef from, RowRef to) {
+void copy_row(const KvArena& arena, PhysicalSlot from, PhysicalSlot to) {
   const size_t bytes = size_t(arena.kv_dim()) * sizeof(kv_t);
   for (int l = 0; l < arena.n_layer(); ++l) {
     const PagedKvLayer L = arena.layer(l);
