@@ -149,11 +149,15 @@ def check_model(api, model):
             assert a["messages"] == 1 + 2 * ROUNDS, a
 
     # TTL: an idle agent past its TTL is removed and its context released.
-    short = api.call("POST", "/v1/agents", {"model": model, "system": "You are brief.", "ttl_seconds": 1}, expect=201)
-    n_before = api.metric("agentkv_kv_retained_contexts", model)
-    time.sleep(2.5)
+    # The count is known (the round agents, the probe and its child); the metrics snapshot lags the engine
+    # by a step, so each expected value is waited for rather than read once.
+    resident_n = len(ids) + 2
+    api.wait_metric("agentkv_kv_retained_contexts", model, lambda v: v == resident_n, "resident contexts")
+    short = api.call("POST", "/v1/agents", {"model": model, "system": "You are brief.", "ttl_seconds": 2}, expect=201)
+    api.wait_metric("agentkv_kv_retained_contexts", model, lambda v: v == resident_n + 1, "short-lived agent resident")
+    time.sleep(4)  # TTL 2 s, and the sweeper wakes once a second
     api.call("GET", f"/v1/agents/{short['id']}", expect=404)
-    api.wait_metric("agentkv_kv_retained_contexts", model, lambda v: v == n_before - 1, "expired agent released")
+    api.wait_metric("agentkv_kv_retained_contexts", model, lambda v: v == resident_n, "expired agent released")
 
     # Deleting agents gives their blocks back; after the last one, nothing is pinned or used.
     used = api.wait_metric("agentkv_kv_blocks_used", model, lambda v: v > 0, "blocks used by resident agents")
