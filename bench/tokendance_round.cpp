@@ -7,6 +7,7 @@
 #include <memory>
 #include <set>
 
+#include "engine/segment_collector.h"
 #include "share/master_diff.h"
 
 namespace agentkv {
@@ -101,47 +102,34 @@ Result<TokendanceRoundOut> run_tokendance_round(Engine& engine, ThreadPool& pool
     if (!d.error.empty()) return make_error(d.error);
   if (!master_done[0].error.empty()) return make_error(master_done[0].error);
 
+  // 2. The collective step: every sharing agent's copy of the segment in one call.
+  std::vector<size_t> who;
+  std::vector<uint64_t> prefix_handles;
+  for (size_t i = 0; i < n; ++i)
+    if (sharing[i]) {
+      who.push_back(i);
+      prefix_handles.push_back(prefix_done[i].retained);
+    }
   std::shared_ptr<const MasterSegment> master;
+  std::vector<CollectedCopy> copies;
   if (!segment.empty()) {
     const KvSequence* ms = engine.retained(master_done[0].retained);
     if (!ms) return make_error("tokendance: the master's prefill was not retained");
     master = std::make_shared<const MasterSegment>(ms->fork(), master_start, master_start);
+    if (!who.empty()) {
+      const double c0 = now_seconds();
+      auto res = collect_shared_segment(engine, master_done[0].retained, master_start, segment, prefix_handles,
+                                        opt.recompute);
+      if (!res.ok()) return make_error(res.error());
+      out.collector_seconds = now_seconds() - c0;
+      copies = std::move(*res);
+    }
     engine.release_retained(master_done[0].retained);
-  }
-
-  // 2. The collective step: every sharing agent's copy of the segment in one call.
-  std::vector<KvSequence> blended;
-  std::vector<size_t> who;
-  std::vector<AgentSegment> segs;
-  for (size_t i = 0; i < n; ++i) {
-    if (!sharing[i]) continue;
-    const KvSequence* ps = engine.retained(prefix_done[i].retained);
-    if (!ps) return make_error("tokendance: a prefix prefill was not retained");
-    KvSequence s = ps->fork();
-    if (!s.reserve(int64_t(segment.size())))
-      return make_error("tokendance: the KV budget cannot hold the round's blended segments (raise --kv-mem)");
-    blended.push_back(std::move(s));
-    who.push_back(i);
-  }
-  for (size_t k = 0; k < who.size(); ++k) {
-    const int32_t p = int32_t(pieces[who[k]].prefix.size());
-    segs.push_back(AgentSegment{SeqBlocks{blended[k].blocks().data(), int32_t(blended[k].blocks().size())}, p, p});
-  }
-  std::vector<AgentRecompute> diffs;
-  if (!who.empty()) {
-    const double c0 = now_seconds();
-    auto res = selective_recompute(*lm.model, engine.kv().arena(), master->view(), segment, segs, opt.recompute, pool);
-    if (!res.ok()) return make_error(res.error());
-    out.collector_seconds = now_seconds() - c0;
-    diffs = std::move(*res);
   }
   std::vector<uint64_t> blended_handles(n, 0);
   for (size_t k = 0; k < who.size(); ++k) {
-    const int64_t p = int64_t(pieces[who[k]].prefix.size());
-    blended[k].mark_approximate_from(p);
-    blended[k].commit(segment);
-    out.agents[who[k]].segment_recomputed = int64_t(diffs[k].recomputed_slots.size());
-    blended_handles[who[k]] = engine.adopt_retained(std::move(blended[k]));
+    out.agents[who[k]].segment_recomputed = int64_t(copies[k].recomputed_slots.size());
+    blended_handles[who[k]] = copies[k].handle;
   }
 
   // 3. Every agent's own prompt and answer, from its blended context, all together.
@@ -168,7 +156,7 @@ Result<TokendanceRoundOut> run_tokendance_round(Engine& engine, ThreadPool& pool
   out.peak_blocks = engine.kv().pool().stats().peak_used;
   out.preemptions = int64_t(m1.preemptions - m0.preemptions);
   int64_t seg_recomputed = 0;
-  for (const auto& d : diffs) seg_recomputed += int64_t(d.recomputed_slots.size());
+  for (const auto& c : copies) seg_recomputed += int64_t(c.recomputed_slots.size());
   out.prefill_computed = int64_t(m1.tokens_prefilled - m0.tokens_prefilled) + seg_recomputed;
   int64_t prompt_total = 0;
   for (const auto& a : out.agents) prompt_total += a.prompt_tokens;
@@ -242,7 +230,7 @@ Result<TokendanceRoundOut> run_tokendance_round(Engine& engine, ThreadPool& pool
     const int32_t p = int32_t(pieces[i].prefix.size());
     const KvSlotRange dense{SeqBlocks{fin->blocks().data(), int32_t(fin->blocks().size())}, p};
     std::vector<int32_t> rows;
-    for (int32_t slot : diffs[k].recomputed_slots) rows.push_back(slot - p);
+    for (int32_t slot : copies[k].recomputed_slots) rows.push_back(slot - p);
     auto diff = SegmentDiff::extract(master, dense, p, std::move(rows));
     const int32_t tail0 = p + int32_t(segment.size());
     auto tail = PackedKv::pack(engine.kv(), KvSlotRange{dense.blocks, tail0}, int32_t(fin->n_tokens()) - tail0);

@@ -5,6 +5,7 @@
 #include "cli/commands.h"
 #include "kv/kv_manager.h"
 #include "server/api_server.h"
+#include "sharing_gate.h"
 
 namespace agentkv {
 
@@ -28,7 +29,15 @@ int cmd_serve(int argc, char** argv) {
   p.add_int("-t,--threads", &threads, "threads (0 = all cores)", 0, 1024);
   p.add_int("--max-tokens", &max_tokens, "largest max_tokens a request may ask for", 1, 1 << 20);
   p.add_int("--max-body", &max_body, "largest request body in bytes", 1024, int64_t(1) << 30);
+  std::string round_sharing = "on";
+  double recompute = 0.15;
+  p.add_string("--round-sharing", &round_sharing,
+               "on | off: whether /v1/rounds shares the round's block collectively (TokenDance; a request turns "
+               "it off with \"kv_sharing\": false); on runs a quality gate per model at start-up");
+  p.add_float("--recompute", &recompute, "share of a round's shared block recomputed per agent", 0.0, 1.0);
   if (auto rc = p.parse_command(argc, argv)) return *rc;
+  if (round_sharing != "on" && round_sharing != "off")
+    return cli_fail("--round-sharing: '" + round_sharing + "' is not on or off");
   ServeOptions opt;
   opt.host = host;
   opt.port = int(port);
@@ -42,6 +51,14 @@ int cmd_serve(int argc, char** argv) {
     if (!b.ok()) return cli_fail("--kv-mem: " + b.error());
     opt.kv_mem = *b;
   }
+  opt.round_sharing = round_sharing == "on";
+  opt.recompute = recompute;
+  opt.sharing_gate = [recompute](const LoadedModel& lm, ThreadPool& pool) -> Result<std::pair<bool, std::string>> {
+    auto g = run_sharing_gate(lm, pool, recompute, kSharingGateThresholds, default_sharing_gate_cache_dir());
+    if (!g.ok()) return make_error(g.error());
+    std::fprintf(stderr, "agentkv: KV-sharing quality gate for %s: %s\n", lm.name.c_str(), g->summary().c_str());
+    return std::make_pair(g->pass, g->summary());
+  };
   auto server = ApiServer::create(models, opt);
   if (!server.ok()) return cli_fail(server.error());
   if (Status st = (*server)->start(); !st.ok()) return cli_fail(st.error());

@@ -38,6 +38,8 @@ class Engine {
   int n_ctx() const { return n_ctx_; }
   KvManager& kv() { return *kv_; }
   const KvManager& kv() const { return *kv_; }
+  // The pool the forward passes run on (work outside the scheduler, e.g. the KV collector, uses it too).
+  ThreadPool& pool() const { return pool_; }
 
   // Checks a request against the model and the KV budget; the error names the bad field. Const and
   // thread-safe, so server threads can reject bad requests without a round trip to the engine.

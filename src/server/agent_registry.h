@@ -27,6 +27,9 @@ struct Agent {
   double expires_at = 0;
   bool busy = false;
   std::string last_answer;      // the latest assistant message: what a default round shares
+  // The shared blocks of the rounds it took part in, in order: tokenized on their own in every
+  // rendering of its context (server/agent_context.h), whether or not a round shared their KV.
+  std::vector<std::string> segments;
 };
 
 class AgentRegistry {

@@ -5,7 +5,7 @@
 #include <random>
 
 #include "server/agent_context.h"
-#include "server/api_server.h"
+#include "server/agent_job.h"
 
 namespace agentkv {
 
@@ -24,20 +24,6 @@ std::optional<Json> parse_body(const HttpRequest& req, HttpResponseWriter& w, bo
 }
 
 }  // namespace
-
-struct ApiServer::AgentJob {
-  size_t model = 0;
-  RequestParams params;
-  // Filled from the engine's events.
-  std::string text;
-  std::string finish_reason;
-  UsageCounts usage;
-  uint64_t retained = 0;
-  int64_t retained_tokens = 0;
-  std::string error;
-  bool done = false;
-  uint64_t id = 0;
-};
 
 void ApiServer::release_kv(size_t model, uint64_t handle) {
   if (handle == 0) return;
@@ -138,11 +124,14 @@ bool ApiServer::run_jobs(std::vector<AgentJob>& jobs, HttpResponseWriter& w) {
 
 bool ApiServer::prepare_turn(const Agent& a, const GenerationFields& gen, HttpResponseWriter& w, AgentJob* job) {
   const Served& m = models_[a.model];
-  auto tokens = agent_context_tokens(*m.lm->tokenizer, a.messages, true);
-  if (!tokens.ok()) {
-    reply(w, ApiError{400, "agent '" + a.id + "': " + tokens.error(), "messages"});
+  auto ctx = agent_context_pieces(*m.lm->tokenizer, a.messages, a.segments, true);
+  if (!ctx.ok()) {
+    reply(w, ApiError{400, "agent '" + a.id + "': " + ctx.error(), "messages"});
     return false;
   }
+  // The last segment is this turn's block only when every earlier one was found too.
+  if (!ctx->segments.empty() && ctx->segments.size() == a.segments.size()) job->segment = ctx->segments.back();
+  std::vector<int32_t>* tokens = &ctx->tokens;
   const int n_ctx = m.engine->n_ctx();
   const int room = n_ctx - int(tokens->size());
   if (room <= 0) {
@@ -170,7 +159,7 @@ bool ApiServer::prepare_turn(const Agent& a, const GenerationFields& gen, HttpRe
 }
 
 bool ApiServer::run_turns(std::vector<Agent>& agents, const GenerationFields& gen, HttpResponseWriter& w,
-                          std::vector<AgentJob>* jobs) {
+                          std::vector<AgentJob>* jobs, std::optional<double> sharing, RoundSharingReport* report) {
   auto abandon_all = [&] {
     for (const Agent& a : agents) agents_->abandon(a.id);
     return false;
@@ -178,7 +167,11 @@ bool ApiServer::run_turns(std::vector<Agent>& agents, const GenerationFields& ge
   jobs->assign(agents.size(), AgentJob{});
   for (size_t i = 0; i < agents.size(); ++i)
     if (!prepare_turn(agents[i], gen, w, &(*jobs)[i])) return abandon_all();
-  if (!run_jobs(*jobs, w)) return abandon_all();
+  if (sharing && !share_segments(*jobs, *sharing, w, report)) return abandon_all();
+  const bool ran = run_jobs(*jobs, w);
+  // The blended contexts served as the turns' starting points; the turns' own snapshots replace them.
+  for (const AgentJob& j : *jobs) release_kv(j.model, j.blended);
+  if (!ran) return abandon_all();
   for (const AgentJob& j : *jobs) {
     if (j.error.empty() && j.finish_reason != "cancelled") continue;
     for (const AgentJob& k : *jobs) release_kv(k.model, k.retained);
@@ -256,7 +249,7 @@ void ApiServer::create_agent(const HttpRequest& req, HttpResponseWriter& w) {
   if (cr.prefill && !a.messages.empty()) {
     // Compute the context now and keep it: max_tokens 0 is a prefill without sampling.
     const Served& m = models_[a.model];
-    auto tokens = agent_context_tokens(*m.lm->tokenizer, a.messages, false);
+    auto tokens = agent_context_tokens(*m.lm->tokenizer, a.messages, a.segments, false);
     if (!tokens.ok()) return reply(w, ApiError{400, tokens.error(), "messages"});
     if (int(tokens->size()) >= m.engine->n_ctx())
       return reply(w, ApiError{400, "the agent's context has " + std::to_string(tokens->size()) +
@@ -387,9 +380,17 @@ void ApiServer::handle_round(const HttpRequest& req, HttpResponseWriter& w) {
     abandon_all();
     return reply(w, ApiError{400, "the round's message is empty: give 'shared' or 'instruction'", "shared"});
   }
-  for (Agent& a : as) a.messages.push_back(ChatMessage{"user", content});
+  for (Agent& a : as) {
+    a.messages.push_back(ChatMessage{"user", content});
+    if (!shared.empty()) a.segments.push_back(shared);
+  }
   std::vector<AgentJob> jobs;
-  if (!run_turns(as, rr.gen, w, &jobs)) return;
+  RoundSharingReport sharing;
+  std::optional<double> recompute;
+  if (!opt_.round_sharing) sharing.reason = "KV sharing is off on this server (serve --round-sharing off)";
+  else if (!rr.kv_sharing.value_or(true)) sharing.reason = "kv_sharing is false";
+  else recompute = rr.recompute.value_or(opt_.recompute);
+  if (!run_turns(as, rr.gen, w, &jobs, recompute, &sharing)) return;
   Json answers = Json::array();
   UsageCounts total;
   for (size_t i = 0; i < as.size(); ++i) {
@@ -405,6 +406,7 @@ void ApiServer::handle_round(const HttpRequest& req, HttpResponseWriter& w) {
   out.set("shared", Json::string(shared));
   out.set("answers", std::move(answers));
   out.set("usage", usage_json(total));
+  out.set("kv_sharing", round_sharing_json(sharing));
   w.respond(200, "application/json", out.dump());
 }
 

@@ -115,7 +115,7 @@ std::optional<ApiError> parse_agent_fork(const Json& body, const AgentLimits& al
 }
 
 std::optional<ApiError> parse_round(const Json& body, const ApiLimits& limits, const AgentLimits& al, RoundRequest* out) {
-  if (auto e = only_fields(body, with_generation({"agents", "shared", "instruction"}))) return e;
+  if (auto e = only_fields(body, with_generation({"agents", "shared", "instruction", "kv_sharing", "recompute"}))) return e;
   RoundRequest r;
   const Json* agents = body.get("agents");
   if (!agents || !agents->is_array() || agents->items().empty())
@@ -134,6 +134,15 @@ std::optional<ApiError> parse_round(const Json& body, const ApiLimits& limits, c
     r.shared = std::move(text);
   }
   if (auto e = get_string(body, "instruction", limits.max_prompt_bytes, &r.instruction)) return e;
+  if (const Json* v = body.get("kv_sharing"); v && !v->is_null()) {
+    if (!v->is_bool()) return bad("kv_sharing", "'kv_sharing' must be true or false");
+    r.kv_sharing = v->as_bool();
+  }
+  if (const Json* v = body.get("recompute"); v && !v->is_null()) {
+    if (!v->is_number() || !(v->as_number() >= 0.0 && v->as_number() <= 1.0))
+      return bad("recompute", "'recompute' must be a number in [0, 1] (the share of the shared block recomputed)");
+    r.recompute = v->as_number();
+  }
   if (auto e = parse_generation(body, limits, &r.gen)) return e;
   *out = std::move(r);
   return std::nullopt;
@@ -163,6 +172,20 @@ Json agent_answer_json(const AgentAnswer& a) {
   j.set("message", std::move(msg));
   j.set("finish_reason", Json::string(a.finish_reason));
   j.set("usage", usage_json(a.usage));
+  return j;
+}
+
+Json round_sharing_json(const RoundSharingReport& r) {
+  Json j = Json::object();
+  j.set("mode", Json::string(r.mode));
+  if (!r.reason.empty()) j.set("reason", Json::string(r.reason));
+  if (r.mode == "tokendance") {
+    j.set("recompute", Json::number(r.recompute));
+    j.set("agents", Json::number(double(r.agents)));
+    j.set("segment_tokens", Json::number(double(r.segment_tokens)));
+    j.set("recomputed_tokens", Json::number(double(r.recomputed_tokens)));
+    j.set("collector_seconds", Json::number(r.collector_seconds));
+  }
   return j;
 }
 

@@ -8,7 +8,8 @@
 //   POST   /v1/agents/{id}/respond     {messages?, max_tokens?, temperature?, top_p?, seed?, stop?}
 //   POST   /v1/agents/{id}/fork        {name?, ttl_seconds?}
 //   DELETE /v1/agents/{id}
-//   POST   /v1/rounds                  {agents: [ids], shared?, instruction?, max_tokens?, ...}
+//   POST   /v1/rounds                  {agents: [ids], shared?, instruction?, kv_sharing?, recompute?,
+//                                        max_tokens?, ...}
 #pragma once
 
 #include <cstdint>
@@ -58,6 +59,11 @@ struct RoundRequest {
   std::vector<std::string> agents;
   std::optional<std::string> shared;   // absent: every listed agent's last answer, "name: text" lines
   std::string instruction;             // appended after the shared block in the same message
+  // Collective KV sharing of the shared block (TokenDance): on unless false or the server runs with
+  // --round-sharing off; a model that failed its start-up quality gate runs exactly anyway (the
+  // reply's kv_sharing says which, and why).
+  std::optional<bool> kv_sharing;
+  std::optional<double> recompute;     // share of the block recomputed per agent, [0, 1]
   GenerationFields gen;
 };
 
@@ -88,5 +94,17 @@ struct AgentAnswer {
   UsageCounts usage;
 };
 Json agent_answer_json(const AgentAnswer& a);
+
+// What a round did about sharing, over all its models (the reply's "kv_sharing").
+struct RoundSharingReport {
+  std::string mode = "exact";   // "tokendance" or "exact"
+  std::string reason;           // why exact, when sharing was asked for
+  double recompute = 1.0;
+  int agents = 0;               // agents whose copy of the block came from the collector
+  int64_t segment_tokens = 0;
+  int64_t recomputed_tokens = 0;  // all agents
+  double collector_seconds = 0;
+};
+Json round_sharing_json(const RoundSharingReport& r);
 
 }  // namespace agentkv

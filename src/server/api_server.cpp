@@ -71,6 +71,14 @@ Result<std::unique_ptr<ApiServer>> ApiServer::create(const std::vector<std::stri
     m.engine = std::move(engine);
     s->models_.push_back(std::move(m));
   }
+  // After every model loaded, so a bad model list fails before minutes of gate runs.
+  if (opt.round_sharing && opt.sharing_gate)
+    for (Served& m : s->models_) {
+      auto verdict = opt.sharing_gate(*m.lm, *s->pool_);
+      if (!verdict.ok()) return make_error("model '" + m.id + "': KV-sharing quality gate: " + verdict.error());
+      m.sharing_allowed = verdict->first;
+      m.gate_summary = verdict->second;
+    }
   std::vector<Engine*> engines;
   for (Served& m : s->models_) engines.push_back(m.engine.get());
   s->loop_ = std::make_unique<EngineLoop>(std::move(engines));
@@ -114,6 +122,12 @@ std::string ApiServer::models_json() const {
     j.set("object", Json::string("model"));
     j.set("created", Json::number(double(created_)));
     j.set("owned_by", Json::string("agentkv"));
+    // Whether /v1/rounds shares KV on this model, and the start-up quality gate's measurement.
+    Json sharing = Json::object();
+    sharing.set("rounds", Json::boolean(opt_.round_sharing && m.sharing_allowed));
+    sharing.set("recompute", Json::number(opt_.recompute));
+    if (!m.gate_summary.empty()) sharing.set("quality_gate", Json::string(m.gate_summary));
+    j.set("kv_sharing", std::move(sharing));
     data.push(std::move(j));
   }
   Json out = Json::object();

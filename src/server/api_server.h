@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <condition_variable>
 #include <mutex>
@@ -30,7 +31,16 @@ struct ServeOptions {
   size_t max_body_bytes = size_t(8) << 20;
   ApiLimits limits;
   AgentLimits agent_limits;
+  // Collective KV sharing of a round's shared block (TokenDance, issue 5): whether rounds use it
+  // (each request can still turn it off), and the share of the block recomputed per agent.
+  bool round_sharing = true;
+  double recompute = 0.15;
+  // Run once per model at start-up when round_sharing is on: the quality gate. It returns whether
+  // approximate sharing is allowed on that model (and a line saying what was measured); a model that
+  // fails runs every round exactly. Unset: allowed without a check (library use, tests).
+  std::function<Result<std::pair<bool, std::string>>(const LoadedModel&, ThreadPool&)> sharing_gate;
 };
+
 
 class ApiServer {
  public:
@@ -47,6 +57,8 @@ class ApiServer {
     std::string id;  // the name clients put in "model"
     std::unique_ptr<LoadedModel> lm;
     std::unique_ptr<Engine> engine;
+    bool sharing_allowed = true;  // the start-up quality gate's verdict
+    std::string gate_summary;
   };
   explicit ApiServer(const ServeOptions& opt);
   void handle(const HttpRequest& req, HttpResponseWriter& w);
@@ -65,8 +77,15 @@ class ApiServer {
   // One turn of each agent (whose messages end with what it answers), all scheduled together. On
   // success each agent (acquired, updated in place) gets its answer and new KV and is released; on
   // failure it stays as it was and the error has been replied.
+  // With `sharing` (a round's recompute ratio), each model's agents whose context holds the round's
+  // block as a marked segment get their copy of it from the KV collector (round_sharing.cpp).
   bool run_turns(std::vector<Agent>& agents, const GenerationFields& gen, HttpResponseWriter& w,
-                 std::vector<AgentJob>* jobs);
+                 std::vector<AgentJob>* jobs, std::optional<double> sharing = std::nullopt,
+                 RoundSharingReport* report = nullptr);
+  // Builds the shared copies for run_turns: prefix prefills and one master prefill per model, then
+  // the collector on the engine thread; sets the jobs' kv_from. False after replying with an error.
+  bool share_segments(std::vector<AgentJob>& jobs, double recompute, HttpResponseWriter& w,
+                      RoundSharingReport* report);
   // Runs the jobs together to their end. False if the client went away (all were cancelled).
   bool run_jobs(std::vector<AgentJob>& jobs, HttpResponseWriter& w);
   void release_kv(size_t model, uint64_t handle);

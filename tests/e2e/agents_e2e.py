@@ -6,6 +6,9 @@ The server serves both models; on MODEL: 25 agents with personas, 3 all-gather r
 agent's previous answers), every agent reusing its resident context; a fresh agent's first greedy
 answer equals /v1/chat/completions on the same messages; fork; TTL expiry; API errors leave agents
 untouched; deleting agents returns their KV blocks (all of them at the end, read from /metrics).
+Rounds share the block's KV collectively (TokenDance) when the model passed the server's start-up
+quality gate, and a round at recompute 1 gives exactly the answers of the same round with sharing
+off (kv_sharing false), on forks of the same agents.
 """
 import json
 import re
@@ -31,7 +34,7 @@ TRAITS = ["cheerful", "grumpy", "curious", "shy", "talkative", "careful", "bold"
 
 
 def start_server():
-    return http_raw.start_server(BIN, models=MODELS, kv_mem="2G")
+    return http_raw.start_server(BIN, models=MODELS, kv_mem="2G", round_sharing=True)
 
 
 class Api:
@@ -119,7 +122,10 @@ def check_model(api, model):
     after = api.call("GET", f"/v1/agents/{ids[0]}")
     assert before["messages"] == after["messages"] and before["resident_tokens"] == after["resident_tokens"]
 
-    # Three all-gather rounds for all 25 agents.
+    # Three all-gather rounds for all 25 agents, sharing the block's KV if the model passed the gate.
+    info = [m for m in api.call("GET", "/v1/models")["data"] if m["id"] == model][0]["kv_sharing"]
+    sharing_on = info["rounds"]
+    print(f"{model}: kv sharing in rounds: {sharing_on} ({info.get('quality_gate')})", flush=True)
     last_completion = {}
     for r in range(ROUNDS):
         resident = {a["id"]: a["resident_tokens"] for a in api.call("GET", "/v1/agents")["data"]}
@@ -129,6 +135,12 @@ def check_model(api, model):
             body["instruction"] = "What should the village do? Answer in one sentence."
         out = api.call("POST", "/v1/rounds", body)
         assert out["object"] == "round" and len(out["answers"]) == N_AGENTS, out
+        ks = out["kv_sharing"]
+        if sharing_on:
+            assert ks["mode"] == "tokendance" and ks["agents"] == N_AGENTS and ks["segment_tokens"] > 0, ks
+            assert 0 < ks["recomputed_tokens"] < N_AGENTS * ks["segment_tokens"], ks
+        else:
+            assert ks["mode"] == "exact" and "quality gate" in ks["reason"], ks
         if r > 0:
             for i, a in enumerate(out["answers"][:3]):
                 assert f"{NAMES[i]}: " in out["shared"], out["shared"][:300]
@@ -147,6 +159,24 @@ def check_model(api, model):
     for a in api.call("GET", "/v1/agents")["data"]:
         if a["id"] in ids:
             assert a["messages"] == 1 + 2 * ROUNDS, a
+
+    # Sharing at recompute 1 is exact: forks of the same agents answer a round identically with it and
+    # without it (greedy; the same piecewise tokenization either way).
+    twins = [[api.call("POST", f"/v1/agents/{aid}/fork", {}, expect=201)["id"] for aid in ids[:4]] for _ in range(2)]
+    same = {"shared": "Town crier: The new bridge opens tomorrow at noon.\nMayor: Everyone is invited.",
+            "instruction": "Will you come? Answer in one sentence.", "max_tokens": MAX_TOKENS, "temperature": 0}
+    exact = api.call("POST", "/v1/rounds", dict(same, agents=twins[0], kv_sharing=False))
+    assert exact["kv_sharing"]["mode"] == "exact" and exact["kv_sharing"]["reason"] == "kv_sharing is false", exact
+    full = api.call("POST", "/v1/rounds", dict(same, agents=twins[1], recompute=1))
+    if sharing_on:
+        assert full["kv_sharing"]["mode"] == "tokendance", full["kv_sharing"]
+        assert full["kv_sharing"]["recomputed_tokens"] == 4 * full["kv_sharing"]["segment_tokens"], full["kv_sharing"]
+    assert [a["message"]["content"] for a in exact["answers"]] == [a["message"]["content"] for a in full["answers"]], \
+        (exact["answers"], full["answers"])
+    api.call("POST", "/v1/rounds", dict(same, agents=twins[0], recompute=1.5), expect=400)
+    api.call("POST", "/v1/rounds", dict(same, agents=twins[0], kv_sharing="yes"), expect=400)
+    for aid in twins[0] + twins[1]:
+        api.call("DELETE", f"/v1/agents/{aid}")
 
     # TTL: an idle agent past its TTL is removed and its context released.
     # The count is known (the round agents, the probe and its child); the metrics snapshot lags the engine

@@ -8,12 +8,16 @@ import subprocess
 import time
 
 
-def start_server(binary, extra_args=(), models=("smollm2",), kv_mem="256M"):
-    """Starts `agentkv serve` on a free port; returns (process, port) once it says where it listens."""
+def start_server(binary, extra_args=(), models=("smollm2",), kv_mem="256M", round_sharing=False):
+    """Starts `agentkv serve` on a free port; returns (process, port) once it says where it listens.
+
+    Round sharing is off unless asked for: with it on, the server runs its KV-sharing quality gate per
+    model before it listens (minutes on two cores the first time; cached after that)."""
     model_args = [a for m in models for a in ("-m", m)]
+    sharing = [] if round_sharing else ["--round-sharing", "off"]
     proc = subprocess.Popen([binary, "serve", *model_args, "--port", "0", "--kv-mem", kv_mem, "-t", "2",
-                             *extra_args], stderr=subprocess.PIPE, text=True)
-    deadline = time.time() + 120
+                             *sharing, *extra_args], stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + (1200 if round_sharing else 120)
     while time.time() < deadline:
         line = proc.stderr.readline()
         if not line:

@@ -67,6 +67,11 @@ TEST(AgentsProtocol, RejectsBadRequestsNamingTheField) {
       {R"({"agents":["a"],"top_p":0})", "top_p"},
       {R"({"agents":["a"],"stop":[""]})", "stop"},
       {R"({"agents":["a"],"n":2})", "n"},
+      {R"({"agents":["a"],"kv_sharing":"yes"})", "kv_sharing"},
+      {R"({"agents":["a"],"kv_sharing":1})", "kv_sharing"},
+      {R"({"agents":["a"],"recompute":1.5})", "recompute"},
+      {R"({"agents":["a"],"recompute":-0.1})", "recompute"},
+      {R"({"agents":["a"],"recompute":"all"})", "recompute"},
   };
   for (const Case& c : round_cases) {
     RoundRequest r;
@@ -95,6 +100,11 @@ TEST(AgentsProtocol, ParsesARound) {
   EXPECT_EQ(*r.gen.max_tokens, 5);
   EXPECT_EQ(*r.gen.seed, 3u);
   EXPECT_EQ(r.gen.stop, std::vector<std::string>{"\n"});
+  EXPECT_FALSE(r.kv_sharing);
+  EXPECT_FALSE(r.recompute);
+  ASSERT_FALSE(parse_round(body(R"({"agents":["a"],"kv_sharing":false,"recompute":0.25})"), ApiLimits{}, AgentLimits{}, &r));
+  EXPECT_EQ(r.kv_sharing, std::optional<bool>(false));
+  EXPECT_EQ(r.recompute, std::optional<double>(0.25));
 }
 
 TEST(AgentRegistry, AcquireIsAllOrNoneAndBusyAgentsCannotBeTouched) {

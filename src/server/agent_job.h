@@ -1,0 +1,31 @@
+// One agent turn (or a prefill for one) as the agents and rounds API runs it on the engine loop;
+// shared by agents_api.cpp and round_sharing.cpp.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+
+#include "server/api_server.h"
+
+namespace agentkv {
+
+struct ApiServer::AgentJob {
+  size_t model = 0;
+  RequestParams params;
+  // Filled from the engine's events.
+  std::string text;
+  std::string finish_reason;
+  UsageCounts usage;
+  uint64_t retained = 0;
+  int64_t retained_tokens = 0;
+  std::string error;
+  bool done = false;
+  uint64_t id = 0;
+  // The round's shared block in params.prompt ([first, second) tokens; -1: not marked), and the
+  // blended snapshot the turn starts from when the block was shared (released after the turn).
+  std::pair<int64_t, int64_t> segment{-1, -1};
+  uint64_t blended = 0;
+};
+
+}  // namespace agentkv
