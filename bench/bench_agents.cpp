@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <map>
 #include <unordered_map>
 
@@ -428,6 +429,48 @@ Status bench_agents_plot(const BenchAgentsReport& r, const std::string& png_path
   charts.push_back(per_round("KV per agent (resident)", "MiB", [](const RoundStats& s) { return s.kv_bytes_per_agent_resident / double(1 << 20); }));
   charts.push_back(per_round("prefix-cache hit rate", "%", [](const RoundStats& s) { return s.hit_rate * 100; }));
   charts.push_back(per_round("agents that fit the KV budget", "agents", [](const RoundStats& s) { return double(s.max_agents_fit); }));
+  // With two or more recompute ratios: the quality curve against R (issue 5's report), with the
+  // prefill time of each R and, as a flat reference, of prefix mode.
+  std::vector<const ModeReport*> td;
+  const ModeReport* prefix = nullptr;
+  for (const ModeReport& m : r.modes) {
+    if (m.mode.rfind("td@", 0) == 0 && m.overall.quality_agents > 0) td.push_back(&m);
+    if (m.mode == "prefix") prefix = &m;
+  }
+  std::sort(td.begin(), td.end(), [](const ModeReport* a, const ModeReport* b) {
+    return std::stod(a->mode.substr(3)) < std::stod(b->mode.substr(3));
+  });
+  if (td.size() >= 2) {
+    auto curve = [&](const std::string& title, const std::string& unit,
+                     std::vector<std::pair<std::string, std::function<double(const RoundStats&)>>> fields) {
+      Chart c;
+      c.kind = Chart::Kind::kLines;
+      c.title = title;
+      c.y_label = unit;
+      for (const ModeReport* m : td) c.x_labels.push_back("R=" + m->mode.substr(3));
+      for (auto& [name, f] : fields) {
+        ChartSeries s;
+        s.name = name;
+        for (const ModeReport* m : td) s.values.push_back(f(m->overall));
+        c.series.push_back(std::move(s));
+      }
+      return c;
+    };
+    charts.push_back(curve("KL(exact || shared) vs R", "nats",
+                           {{"mean", [](const RoundStats& s) { return s.kl_mean; }},
+                            {"p95", [](const RoundStats& s) { return s.kl_p95; }}}));
+    charts.push_back(curve("agreement with exact vs R", "%",
+                           {{"top-1 (teacher-forced)", [](const RoundStats& s) { return 100 * s.top1_agreement; }},
+                            {"greedy, first 32", [](const RoundStats& s) { return 100 * s.greedy_agreement; }}}));
+    Chart perp = curve("perplexity of the answers vs R", "ppl",
+                       {{"exact context", [](const RoundStats& s) { return s.ppl_exact; }},
+                        {"shared context", [](const RoundStats& s) { return s.ppl_approx; }}});
+    charts.push_back(std::move(perp));
+    Chart pf = curve("prefill time, all rounds, vs R", "seconds",
+                     {{"tokendance", [](const RoundStats& s) { return s.prefill_seconds; }}});
+    if (prefix) pf.series.push_back(ChartSeries{"prefix", std::vector<double>(td.size(), prefix->overall.prefill_seconds)});
+    charts.push_back(std::move(pf));
+  }
   for (Chart& c : charts) c.title = r.model + " " + r.workload + ": " + c.title;
   return write_charts_png(png_path, charts, 2);
 }
