@@ -63,6 +63,7 @@ Engine::~Engine() {
   // Sequences release their blocks in their destructors; the manager must outlive them.
   requests_.clear();
   retained_.clear();
+  compact_.clear();
 }
 
 Status Engine::validate(const RequestParams& p) const {
@@ -117,9 +118,9 @@ Status Engine::add_request_with_id(uint64_t id, RequestParams p, RequestCallback
   if (requests_.count(id)) return make_error("request id " + std::to_string(id) + " is already in use");
   std::shared_ptr<const KvSequence> resume;
   if (p.kv_from) {
-    auto it = retained_.find(p.kv_from);
-    if (it == retained_.end()) return make_error("retained KV " + std::to_string(p.kv_from) + " does not exist");
-    resume = it->second;
+    std::string error;
+    resume = dense_retained(p.kv_from, &error);
+    if (!resume) return make_error(error);
   }
   RequestState& r = requests_[id];
   r.params = std::move(p);
@@ -366,17 +367,58 @@ EngineMetrics Engine::metrics() const {
   m.bytes_per_block = kv_->bytes_per_block();
   m.requests_running = int64_t(scheduler_.n_running());
   m.requests_waiting = int64_t(scheduler_.n_waiting());
-  m.retained_snapshots = int64_t(retained_.size());
+  m.retained_snapshots = int64_t(retained_.size() + compact_.size());
   for (const auto& [h, snap] : retained_) m.retained_tokens += snap->n_tokens();
+  for (const auto& [h, c] : compact_) {
+    m.retained_tokens += c->n_tokens();
+    m.retained_compact_blocks += c->own_blocks();
+  }
+  m.retained_compact = int64_t(compact_.size());
   return m;
 }
 
+std::shared_ptr<KvSequence> Engine::dense_retained(uint64_t handle, std::string* error) {
+  if (auto it = retained_.find(handle); it != retained_.end()) return it->second;
+  auto c = compact_.find(handle);
+  if (c == compact_.end()) {
+    *error = "retained KV " + std::to_string(handle) + " does not exist";
+    return nullptr;
+  }
+  auto dense = c->second->expand(*lm_.model, pool_);
+  if (!dense) {
+    *error = "the KV budget cannot hold the context restored from master–diff storage (raise --kv-mem)";
+    return nullptr;
+  }
+  return std::make_shared<KvSequence>(std::move(*dense));
+}
+
 uint64_t Engine::fork_retained(uint64_t handle) {
-  auto it = retained_.find(handle);
-  if (it == retained_.end()) return 0;
+  std::string error;
+  auto src = dense_retained(handle, &error);
+  if (!src) return 0;
   const uint64_t h = ++next_retained_;
-  retained_.emplace(h, std::make_shared<KvSequence>(it->second->fork()));
+  retained_.emplace(h, std::make_shared<KvSequence>(src->fork()));
   return h;
+}
+
+bool Engine::compact_retained(uint64_t handle, int64_t seg_begin, uint64_t master, int32_t master_start,
+                              std::vector<int32_t> rows) {
+  auto it = retained_.find(handle);
+  auto mi = retained_.find(master);
+  if (it == retained_.end() || mi == retained_.end()) return false;
+  const KvSequence& dense = *it->second;
+  const int64_t seg_len = mi->second->n_tokens() - master_start;
+  if (master_start < 0 || seg_len <= 0 || seg_begin < 0 || seg_begin + seg_len > dense.n_tokens()) return false;
+  // The segment's tokens must be the master's: anything else is a caller bug that would corrupt KV.
+  if (!std::equal(dense.tokens().begin() + seg_begin, dense.tokens().begin() + seg_begin + seg_len,
+                  mi->second->tokens().begin() + master_start))
+    return false;
+  auto seg = std::make_shared<const MasterSegment>(mi->second->fork(), master_start, master_start);
+  auto c = CompactContext::compact(dense, seg_begin, std::move(seg), std::move(rows));
+  if (!c) return false;
+  compact_.emplace(handle, std::make_unique<CompactContext>(std::move(*c)));
+  retained_.erase(it);
+  return true;
 }
 
 uint64_t Engine::adopt_retained(KvSequence seq) {
@@ -385,7 +427,10 @@ uint64_t Engine::adopt_retained(KvSequence seq) {
   return h;
 }
 
-void Engine::release_retained(uint64_t handle) { retained_.erase(handle); }
+void Engine::release_retained(uint64_t handle) {
+  retained_.erase(handle);
+  compact_.erase(handle);
+}
 
 const KvSequence* Engine::retained(uint64_t handle) const {
   auto it = retained_.find(handle);

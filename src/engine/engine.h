@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/compact_context.h"
 #include "engine/engine_metrics.h"
 #include "engine/request.h"
 #include "engine/scheduler.h"
@@ -71,9 +72,18 @@ class Engine {
   uint64_t adopt_retained(KvSequence seq);
   // Unknown handles are ignored.
   void release_retained(uint64_t handle);
-  // nullptr if unknown.
+  // nullptr if unknown or compacted.
   const KvSequence* retained(uint64_t handle) const;
-  size_t n_retained() const { return retained_.size(); }
+  size_t n_retained() const { return retained_.size() + compact_.size(); }
+  // Master–diff storage (engine/compact_context.h): replaces the dense snapshot `handle`, whose
+  // slots [seg_begin, …) hold the segment the KV collector built from the snapshot `master`
+  // (segment at master_start..) with the segment-relative `rows` recomputed, by the compact form;
+  // the handle stays valid. A request resuming from it (kv_from), or a fork, gets a dense copy
+  // rebuilt bit for bit. False (the snapshot stays dense) when the pool is short or a handle is
+  // unknown.
+  bool compact_retained(uint64_t handle, int64_t seg_begin, uint64_t master, int32_t master_start,
+                        std::vector<int32_t> rows);
+  bool is_compact(uint64_t handle) const { return compact_.count(handle) != 0; }
 
  private:
   struct RequestState {
@@ -108,7 +118,10 @@ class Engine {
   std::vector<float> scratch_logits_;
   std::vector<int32_t> eog_ids_;  // cached: the tokenizer builds the list on each call
   EngineMetrics m_;
+  // A dense copy of a retained snapshot, rebuilt if it is compact; nullptr if unknown or the pool is short.
+  std::shared_ptr<KvSequence> dense_retained(uint64_t handle, std::string* error);
   std::map<uint64_t, std::shared_ptr<KvSequence>> retained_;
+  std::map<uint64_t, std::unique_ptr<CompactContext>> compact_;
   uint64_t next_retained_ = 0;
 };
 

@@ -51,6 +51,8 @@ struct EngineMetrics {
   int64_t requests_waiting = 0;
   int64_t retained_snapshots = 0;     // resident contexts (agents' pinned KV)
   int64_t retained_tokens = 0;
+  int64_t retained_compact = 0;         // of those, in master–diff form
+  int64_t retained_compact_blocks = 0;  // blocks they hold on their own (diff rows, packed turns)
   // Latencies.
   LatencyHistogram ttft;
   LatencyHistogram inter_token;

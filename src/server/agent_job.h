@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "server/api_server.h"
 
@@ -26,6 +27,12 @@ struct ApiServer::AgentJob {
   // blended snapshot the turn starts from when the block was shared (released after the turn).
   std::pair<int64_t, int64_t> segment{-1, -1};
   uint64_t blended = 0;
+  // When shared: the round's master snapshot (one per model and block, shared by the jobs of that
+  // group), where the block starts in it, and the block-relative rows the collector recomputed for
+  // this agent; after the turn the agent's context is compacted to master + diff.
+  uint64_t master = 0;
+  int32_t master_start = 0;
+  std::vector<int32_t> diff_rows;
 };
 
 }  // namespace agentkv

@@ -169,8 +169,11 @@ bool ApiServer::run_turns(std::vector<Agent>& agents, const GenerationFields& ge
     if (!prepare_turn(agents[i], gen, w, &(*jobs)[i])) return abandon_all();
   if (sharing && !share_segments(*jobs, *sharing, w, report)) return abandon_all();
   const bool ran = run_jobs(*jobs, w);
-  // The blended contexts served as the turns' starting points; the turns' own snapshots replace them.
-  for (const AgentJob& j : *jobs) release_kv(j.model, j.blended);
+  bool ok = ran;
+  for (const AgentJob& j : *jobs) ok = ok && j.error.empty() && j.finish_reason != "cancelled";
+  // The blended contexts served as the turns' starting points; the turns' own snapshots replace them
+  // and, when every turn succeeded, are compacted to master + diff.
+  release_sharing(*jobs, ok);
   if (!ran) return abandon_all();
   for (const AgentJob& j : *jobs) {
     if (j.error.empty() && j.finish_reason != "cancelled") continue;

@@ -183,6 +183,12 @@ std::string ApiServer::metrics_text() const {
        [](const EngineMetrics& m) { return double(m.requests_cancelled); }},
       {"agentkv_kv_retained_contexts", "gauge", "Retained KV snapshots (agents' pinned contexts).",
        [](const EngineMetrics& m) { return double(m.retained_snapshots); }},
+      {"agentkv_kv_retained_compact_contexts", "gauge",
+       "Retained contexts kept as master + sparse diff (collective KV sharing) between rounds.",
+       [](const EngineMetrics& m) { return double(m.retained_compact); }},
+      {"agentkv_kv_retained_compact_blocks", "gauge",
+       "Blocks those compact contexts hold on their own (diff rows and packed own turns).",
+       [](const EngineMetrics& m) { return double(m.retained_compact_blocks); }},
       {"agentkv_kv_retained_tokens", "gauge", "Tokens in retained KV snapshots.",
        [](const EngineMetrics& m) { return double(m.retained_tokens); }},
   };

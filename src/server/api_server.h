@@ -86,6 +86,9 @@ class ApiServer {
   // the collector on the engine thread; sets the jobs' kv_from. False after replying with an error.
   bool share_segments(std::vector<AgentJob>& jobs, double recompute, HttpResponseWriter& w,
                       RoundSharingReport* report);
+  // After the turns: releases the blended starting points and the masters; with `compact`, first
+  // turns each shared agent's new context into master + diff (Engine::compact_retained).
+  void release_sharing(std::vector<AgentJob>& jobs, bool compact);
   // Runs the jobs together to their end. False if the client went away (all were cancelled).
   bool run_jobs(std::vector<AgentJob>& jobs, HttpResponseWriter& w);
   void release_kv(size_t model, uint64_t handle);

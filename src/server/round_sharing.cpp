@@ -6,11 +6,15 @@
 //   2. runs the KV collector on the engine thread: the master re-rotated to every agent's position
 //      and the most deviating tokens of all agents recomputed in one batched pass,
 //   3. lets every agent's turn continue from its blended copy (marked approximate: it never serves
-//      an exact prefix-cache hit).
+//      an exact prefix-cache hit),
+//   4. keeps every agent's new context as master + sparse diff between rounds (master–diff storage,
+//      Engine::compact_retained): its exact prefix blocks, the rows the collector recomputed for it
+//      and its own turn packed, and a reference to the master; the next turn rebuilds it bit for bit.
 // recompute = 1 recomputes every token and gives exactly the tokens of an exact round.
 #include <chrono>
 #include <future>
 #include <map>
+#include <set>
 
 #include "engine/segment_collector.h"
 #include "server/agent_job.h"
@@ -116,7 +120,7 @@ bool ApiServer::share_segments(std::vector<AgentJob>& jobs, double recompute, Ht
     const bool posted = loop_->post(
         [done, master, start, segment, prefixes, ropt](Engine& e) {
           auto res = collect_shared_segment(e, master, start, segment, prefixes, ropt);
-          e.release_retained(master);
+          if (!res.ok()) e.release_retained(master);  // on success the agents' diffs will refer to it
           for (uint64_t h : prefixes) e.release_retained(h);
           done->set_value(std::move(res));
         },
@@ -129,7 +133,7 @@ bool ApiServer::share_segments(std::vector<AgentJob>& jobs, double recompute, Ht
     auto res = fut.get();
     rep.collector_seconds += seconds_now() - t0;
     if (!res.ok()) {
-      for (const AgentJob& j : jobs) release_kv(j.model, j.blended);
+      release_sharing(jobs, false);
       for (size_t later = size_t(&g - gs.data()) + 1; later < gs.size(); ++later) {
         for (size_t i : gs[later].members) release_kv(gs[later].model, pre[prefix_job[i]].retained);
         release_kv(gs[later].model, pre[gs[later].master_job].retained);
@@ -141,6 +145,9 @@ bool ApiServer::share_segments(std::vector<AgentJob>& jobs, double recompute, Ht
       AgentJob& j = jobs[g.members[k]];
       j.blended = (*res)[k].handle;
       j.params.kv_from = j.blended;
+      j.master = master;
+      j.master_start = start;
+      for (int32_t slot : (*res)[k].recomputed_slots) j.diff_rows.push_back(slot - int32_t(j.segment.first));
       rep.recomputed_tokens += int64_t((*res)[k].recomputed_slots.size());
     }
     rep.agents += int(g.members.size());
@@ -150,6 +157,40 @@ bool ApiServer::share_segments(std::vector<AgentJob>& jobs, double recompute, Ht
   rep.reason = gate_reason;
   if (report) *report = rep;
   return true;
+}
+
+void ApiServer::release_sharing(std::vector<AgentJob>& jobs, bool compact) {
+  // One task per model, posted before the server answers, so the agents' next requests (posted
+  // later) find their contexts compacted or dense, never in between.
+  std::map<size_t, std::vector<AgentJob*>> by_model;
+  for (AgentJob& j : jobs)
+    if (j.blended || j.master) by_model[j.model].push_back(&j);
+  for (auto& [model, js] : by_model) {
+    struct Item {
+      uint64_t blended, retained, master;
+      int64_t seg_begin;
+      int32_t master_start;
+      std::vector<int32_t> rows;
+    };
+    std::vector<Item> items;
+    for (AgentJob* j : js) {
+      items.push_back(Item{j->blended, compact ? j->retained : 0, j->master, j->segment.first, j->master_start,
+                           std::move(j->diff_rows)});
+      j->blended = j->master = 0;
+    }
+    loop_->post(
+        [items = std::move(items)](Engine& e) mutable {
+          std::set<uint64_t> masters;
+          for (Item& it : items) {
+            e.release_retained(it.blended);
+            if (it.retained && it.master)
+              e.compact_retained(it.retained, it.seg_begin, it.master, it.master_start, std::move(it.rows));
+            if (it.master) masters.insert(it.master);
+          }
+          for (uint64_t m : masters) e.release_retained(m);  // the compact contexts hold forks of it
+        },
+        model);
+  }
 }
 
 }  // namespace agentkv

@@ -159,10 +159,14 @@ def check_model(api, model):
     for a in api.call("GET", "/v1/agents")["data"]:
         if a["id"] in ids:
             assert a["messages"] == 1 + 2 * ROUNDS, a
+    # Between rounds every shared agent's context is kept as master + sparse diff, not densely.
+    if sharing_on:
+        api.wait_metric("agentkv_kv_retained_compact_contexts", model, lambda v: v == N_AGENTS, "compact contexts")
 
     # Sharing at recompute 1 is exact: forks of the same agents answer a round identically with it and
     # without it (greedy; the same piecewise tokenization either way).
-    twins = [[api.call("POST", f"/v1/agents/{aid}/fork", {}, expect=201)["id"] for aid in ids[:4]] for _ in range(2)]
+    twins = [[api.call("POST", f"/v1/agents/{aid}/fork", {"name": f"Twin{k}"}, expect=201)["id"]
+              for k, aid in enumerate(ids[:4])] for _ in range(2)]
     same = {"shared": "Town crier: The new bridge opens tomorrow at noon.\nMayor: Everyone is invited.",
             "instruction": "Will you come? Answer in one sentence.", "max_tokens": MAX_TOKENS, "temperature": 0}
     exact = api.call("POST", "/v1/rounds", dict(same, agents=twins[0], kv_sharing=False))
@@ -173,6 +177,14 @@ def check_model(api, model):
         assert full["kv_sharing"]["recomputed_tokens"] == 4 * full["kv_sharing"]["segment_tokens"], full["kv_sharing"]
     assert [a["message"]["content"] for a in exact["answers"]] == [a["message"]["content"] for a in full["answers"]], \
         (exact["answers"], full["answers"])
+    # A second round (the default all-gather block: their identical answers) resumes the shared twins from
+    # master–diff storage, rebuilt bit for bit: the answers stay identical.
+    again = {"max_tokens": MAX_TOKENS, "temperature": 0, "instruction": "Anything else? One sentence."}
+    exact2 = api.call("POST", "/v1/rounds", dict(again, agents=twins[0], kv_sharing=False))
+    full2 = api.call("POST", "/v1/rounds", dict(again, agents=twins[1], recompute=1))
+    assert exact2["shared"] == full2["shared"]
+    assert [a["message"]["content"] for a in exact2["answers"]] == [a["message"]["content"] for a in full2["answers"]], \
+        (exact2["answers"], full2["answers"])
     api.call("POST", "/v1/rounds", dict(same, agents=twins[0], recompute=1.5), expect=400)
     api.call("POST", "/v1/rounds", dict(same, agents=twins[0], kv_sharing="yes"), expect=400)
     for aid in twins[0] + twins[1]:
