@@ -5,6 +5,8 @@
 #include <fstream>
 #include <sstream>
 
+#include <fcntl.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include "bench_agents.h"
@@ -48,10 +50,9 @@ bool read_cached(const std::string& path, SharingGateResult* r) {
   return true;
 }
 
-void write_cached(const std::string& dir, const std::string& path, const SharingGateResult& r) {
+void write_cached(const std::string& path, const SharingGateResult& r) {
+  // A cache that cannot be written only costs a re-measurement next time.
   std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec) return;  // a cache that cannot be written only costs a re-measurement next time
   Json j = Json::object();
   j.set("agents", Json::number(r.agents));
   j.set("kl_mean", Json::number(r.kl_mean));
@@ -92,6 +93,21 @@ Result<SharingGateResult> run_sharing_gate(const LoadedModel& lm, ThreadPool& po
   r.recompute = recompute;
   r.thresholds = th;
   const std::string path = cache_dir.empty() ? "" : cache_path(cache_dir, lm.fingerprint, recompute);
+  // Servers starting together (a test suite, a fleet on one host) measure once: the others wait on
+  // the lock and read the result. Without a lock file the gate simply measures.
+  int lock_fd = -1;
+  if (!path.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(cache_dir, ec);
+    lock_fd = ::open((path + ".lock").c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0644);
+    if (lock_fd >= 0) ::flock(lock_fd, LOCK_EX);
+  }
+  struct Unlock {
+    int fd;
+    ~Unlock() {
+      if (fd >= 0) ::close(fd);  // closing releases the flock
+    }
+  } unlock{lock_fd};
   if (!path.empty() && read_cached(path, &r)) {
     r.from_cache = true;
   } else {
@@ -115,7 +131,7 @@ Result<SharingGateResult> run_sharing_gate(const LoadedModel& lm, ThreadPool& po
     r.kl_p95 = q.kl_p95;
     r.top1 = q.top1_agreement;
     r.greedy = q.greedy_agreement;
-    if (!path.empty()) write_cached(cache_dir, path, r);
+    if (!path.empty()) write_cached(path, r);
   }
   r.pass = r.kl_mean <= th.max_kl_mean && r.greedy >= th.min_greedy_agreement;
   return r;
