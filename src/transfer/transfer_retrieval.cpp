@@ -11,7 +11,7 @@ namespace agentkv {
 namespace {
 
 // Enough tokens for a few words in either tokenizer; only the expected prefix is compared.
-constexpr int kNewTokens = 12;
+constexpr int kNewTokens = 16;
 
 // How many probes of the context `seq` holds the receiver answers.
 Result<int> count_hits(const LoadedModel& lm, const KvSequence& seq, const std::vector<RetrievalProbe>& probes,
@@ -22,7 +22,12 @@ Result<int> count_hits(const LoadedModel& lm, const KvSequence& seq, const std::
     const bool bos = seq.n_tokens() == 0 && lm.tokenizer->add_bos_default();
     const std::vector<int32_t> prompt = lm.tokenizer->encode(p.prompt, bos, false);
     std::string out;
-    AGENTKV_ASSIGN_OR_RETURN(out, greedy_continuation(lm, seq, prompt, kNewTokens, pool));
+    // Settled once the text covers the expected words or has left them.
+    auto settled = [&](const std::string& text) {
+      const size_t n = std::min(text.size(), p.expected.size());
+      return text.size() >= p.expected.size() || text.compare(0, n, p.expected, 0, n) != 0;
+    };
+    AGENTKV_ASSIGN_OR_RETURN(out, greedy_continuation(lm, seq, prompt, kNewTokens, pool, settled));
     hits += out.compare(0, p.expected.size(), p.expected) == 0;
   }
   return hits;
@@ -31,7 +36,8 @@ Result<int> count_hits(const LoadedModel& lm, const KvSequence& seq, const std::
 }  // namespace
 
 Result<std::string> greedy_continuation(const LoadedModel& lm, const KvSequence& ctx, std::span<const int32_t> prompt,
-                                        int n_new, ThreadPool& pool) {
+                                        int n_new, ThreadPool& pool,
+                                        const std::function<bool(const std::string&)>& done) {
   if (prompt.empty()) return make_error("greedy continuation: empty prompt");
   KvSequence seq = ctx.fork();
   if (!seq.reserve(int64_t(prompt.size()) + n_new)) return make_error("greedy continuation: KV budget too small");
@@ -44,7 +50,7 @@ Result<std::string> greedy_continuation(const LoadedModel& lm, const KvSequence&
   for (int i = 0; i < n_new; ++i) {
     const int32_t tok = int32_t(std::max_element(logits.begin(), logits.end()) - logits.begin());
     out.push_back(tok);
-    if (i + 1 == n_new) break;
+    if (i + 1 == n_new || (done && done(lm.tokenizer->decode(out)))) break;
     AGENTKV_TRY(prefill_slots(*lm.model, arena, seq.blocks(), std::span<const int32_t>(&tok, 1), pos, pool, logits.data(),
                               /*decode kernels*/ -1));
     ++pos;
