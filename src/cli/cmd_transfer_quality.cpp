@@ -4,8 +4,8 @@
 #include <cstdio>
 #include <fstream>
 
-#include "cli/arg_parser.h"
 #include "cli/commands.h"
+#include "cli/transfer_cli.h"
 #include "transfer/transfer_quality.h"
 
 namespace agentkv {
@@ -22,12 +22,11 @@ size_t space_before(const std::string& s, size_t n) {
 }  // namespace
 
 int cmd_transfer_quality(int argc, char** argv) {
-  std::string from, to, map_path, corpus;
+  TransferPairArgs pair;
+  std::string corpus;
   int64_t threads = 0, ctx_bytes = 1500, cont_bytes = 400, max_passages = 8, native_last = 0;
   ArgParser p("transfer-quality", "Receiver NLL of held-out continuations: native prefill vs transferred cache vs no context.");
-  p.add_string("--from", &from, "sender model alias or .gguf path", true);
-  p.add_string("--to", &to, "receiver model alias or .gguf path", true);
-  p.add_string("--map", &map_path, "map file from fit-transfer", true);
+  add_transfer_pair_options(p, &pair);
   p.add_string("--corpus", &corpus, "held-out text, passages separated by blank lines (not the fitting corpus)", true);
   p.add_int("--context-bytes", &ctx_bytes, "context length in bytes (cut at a space)", 16, 1 << 20);
   p.add_int("--continuation-bytes", &cont_bytes, "continuation length in bytes", 8, 1 << 20);
@@ -35,14 +34,11 @@ int cmd_transfer_quality(int argc, char** argv) {
   p.add_int("--native-last", &native_last, "hybrid: the receiver recomputes the context's last N tokens itself", 0, 1 << 20);
   p.add_int("-t,--threads", &threads, "threads (0 = all cores)", 0, 1024);
   if (auto rc = p.parse_command(argc, argv)) return *rc;
-  std::string text;
-  if (!read_text_file(corpus, &text)) return cli_fail("cannot open corpus '" + corpus + "'");
-  auto models = load_model_pair(from, to);
-  if (!models.ok()) return cli_fail(models.error());
-  const LoadedModel& sender = *models->first;
-  const LoadedModel& receiver = *models->second;
-  auto map = load_transfer_map(map_path, sender, receiver);
-  if (!map.ok()) return cli_fail(map.error());
+  auto setup = load_transfer_setup(pair, corpus);
+  if (!setup.ok()) return cli_fail(setup.error());
+  const std::string& text = setup->corpus;
+  const LoadedModel& sender = *setup->sender;
+  const LoadedModel& receiver = *setup->receiver;
   ThreadPool pool{int(threads)};
   double a = 0, b = 0, c = 0, kl = 0, agree = 0, t_prefill = 0, t_transfer = 0;
   int n = 0;
@@ -60,7 +56,7 @@ int cmd_transfer_quality(int argc, char** argv) {
     const std::string continuation = rest.substr(0, space_before(rest, size_t(cont_bytes)));
     KvTransferOptions xo;
     xo.native_suffix = int(native_last);
-    auto q = measure_transfer_quality(*map, sender, receiver, context, continuation, pool, xo);
+    auto q = measure_transfer_quality(setup->map, sender, receiver, context, continuation, pool, xo);
     if (!q.ok()) return cli_fail(q.error());
     std::printf("%-4d %6lld %6lld %9.4f %9.4f %9.4f %8.3f %7.3f %10.3f %10.3f\n", n, (long long)q->n_context_tokens,
                 (long long)q->n_continuation, q->nll_native, q->nll_transfer, q->nll_no_context, q->kept(),

@@ -22,6 +22,10 @@ int cmd_fit_prm(int argc, char** argv);
 int cmd_search(int argc, char** argv);
 int cmd_fit_transfer(int argc, char** argv);
 int cmd_transfer_quality(int argc, char** argv);
+int cmd_bench_transfer(int argc, char** argv);
+int cmd_transfer_retrieval(int argc, char** argv);
+int cmd_kv_save(int argc, char** argv);
+int cmd_transfer_generate(int argc, char** argv);
 
 // "a,b,,c" -> {"a", "b", "c"}: list-valued options (--mode, serve's -m).
 std::vector<std::string> split_commas(const std::string& s);

@@ -26,6 +26,10 @@ constexpr Command kCommands[] = {
     {"inspect", agentkv::cmd_inspect, "print a GGUF file's metadata and tensor table"},
     {"fit-transfer", agentkv::cmd_fit_transfer, "fit a cross-model KV transfer map on a calibration corpus"},
     {"transfer-quality", agentkv::cmd_transfer_quality, "receiver NLL with a transferred context vs native prefill vs none"},
+    {"transfer-retrieval", agentkv::cmd_transfer_retrieval, "verse retrieval accuracy: transferred context vs native prefill vs none"},
+    {"kv-save", agentkv::cmd_kv_save, "prefill a context and write the model's KV cache to a file"},
+    {"transfer-generate", agentkv::cmd_transfer_generate, "load a sender's cache file, transfer it, generate from it"},
+    {"bench-transfer", agentkv::cmd_bench_transfer, "time to first token: transferred context vs native prefill, by length"},
 };
 
 void usage(FILE* out) {

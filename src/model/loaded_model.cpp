@@ -5,6 +5,7 @@
 #include <cstdlib>
 
 #include "tokenizer/vocab_loader.h"
+#include "util/fnv_hash.h"
 
 namespace agentkv {
 
@@ -26,11 +27,8 @@ bool is_regular_file(const std::string& p) {
 
 // FNV-1a over what identifies a model's numerics: sizes, metadata keys/values and the tensor table.
 uint64_t fingerprint_of(const GgufFile& f) {
-  uint64_t h = 1469598103934665603ull;
-  auto mix = [&](const void* p, size_t n) {
-    const auto* b = static_cast<const uint8_t*>(p);
-    for (size_t i = 0; i < n; ++i) h = (h ^ b[i]) * 1099511628211ull;
-  };
+  Fnv1a fnv;
+  auto mix = [&](const void* p, size_t n) { fnv.mix(p, n); };
   const uint64_t size = f.file_size();
   mix(&size, sizeof size);
   for (const std::string& k : f.keys()) {
@@ -45,7 +43,7 @@ uint64_t fingerprint_of(const GgufFile& f) {
     // A sample of the weight bytes, so two files with equal headers but different weights differ.
     mix(t.data, std::min<uint64_t>(t.nbytes, 64));
   }
-  return h;
+  return fnv.value();
 }
 
 }  // namespace

@@ -1,12 +1,18 @@
 #include "transfer/kv_transfer.h"
 
 #include <algorithm>
+#include <chrono>
 
 #include "transfer/layer_kv.h"
 #include "transfer/paired_features.h"
 #include "transfer/token_alignment.h"
 
 namespace agentkv {
+
+namespace {
+using Clock = std::chrono::steady_clock;
+double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+}  // namespace
 
 Result<KvTransferReport> transfer_kv_cache(const TransferMap& map, const LoadedModel& sender, const KvManager& sender_kv,
                                            const KvSequence& sender_seq, const LoadedModel& receiver,
@@ -18,6 +24,9 @@ Result<KvTransferReport> transfer_kv_cache(const TransferMap& map, const LoadedM
   if (receiver_kv.pool().fingerprint() != receiver.fingerprint)
     return make_error("kv transfer: the receiver cache manager belongs to another model than " + receiver.name);
   if (receiver_seq.n_tokens() != 0) return make_error("kv transfer: the receiver sequence must be empty");
+  if (opt.last_logits && opt.native_suffix < 1)
+    return make_error("kv transfer: last_logits needs native_suffix >= 1 (the context's last token is run natively)");
+  const auto t_start = Clock::now();
   TokenSpans s, r;
   AGENTKV_ASSIGN_OR_RETURN(s, tokenize_with_spans(*sender.tokenizer, text, sender.tokenizer->add_bos_default()));
   AGENTKV_ASSIGN_OR_RETURN(r, tokenize_with_spans(*receiver.tokenizer, text, receiver.tokenizer->add_bos_default()));
@@ -25,6 +34,7 @@ Result<KvTransferReport> transfer_kv_cache(const TransferMap& map, const LoadedM
     return make_error("kv transfer: the sender cache holds " + std::to_string(sender_seq.n_tokens()) +
                       " tokens that are not the sender's tokenization of the text (" + std::to_string(s.size()) + " tokens)");
   const TokenAlignment align = align_tokens(r, s);
+  const auto t_align = Clock::now();
   const int64_t nr = int64_t(r.size());
   // Receiver tokens without sender text (empty spans) cannot be projected: compute them natively,
   // as the prefix (BOS only sits at the front).
@@ -35,44 +45,54 @@ Result<KvTransferReport> transfer_kv_cache(const TransferMap& map, const LoadedM
 
   if (!receiver_seq.reserve(nr)) return make_error("kv transfer: receiver KV budget too small for " + std::to_string(nr) + " tokens");
   const std::vector<int32_t>& table = receiver_seq.blocks();
-  AGENTKV_TRY(prefill_slots(*receiver.model, receiver_kv.arena(), table,
-                            std::span<const int32_t>(r.tokens.data(), size_t(n_native)), 0, pool));
-
-  const std::vector<LayerKv> skv =
-      read_unrotated_kv(sender.config(), sender_kv.arena(), sender_seq.blocks(), sender_seq.n_tokens());
+  const ModelConfig& sc = sender.config();
   const ModelConfig& rc = receiver.config();
-  const int rd = rc.kv_dim();
-  // Tiles of tokens, so each layer's weights stream through the cache once per tile.
-  constexpr int64_t kTile = 16;
-  const int in_dim = map.in_dim(), out_dim = map.out_dim();
-  pool.run([&](int ti, int nt) {
-    std::vector<float> x(size_t(kTile * in_dim)), y(size_t(kTile * out_dim));
-    std::vector<float> k(size_t(kTile * rc.n_layer * rd)), v(k.size());
-    for (int64_t t0 = n_native + ti * kTile; t0 < nr; t0 += nt * kTile) {
-      const int n = int(std::min(kTile, nr - t0));
-      for (int l = 0; l < rc.n_layer; ++l) {
-        const LayerKv& sl = skv[size_t(map.sender_layer[size_t(l)])];
-        for (int r = 0; r < n; ++r) pooled_sender_features(sl, align, size_t(t0 + r), x.data() + int64_t(r) * in_dim);
-        map.project_rows(l, x.data(), n, y.data());
-        for (int r = 0; r < n; ++r) {
-          const float* yr = y.data() + int64_t(r) * out_dim;
-          float* kr = k.data() + (int64_t(r) * rc.n_layer + l) * rd;
-          float* vr = v.data() + (int64_t(r) * rc.n_layer + l) * rd;
-          std::copy(yr, yr + rd, kr);
-          std::copy(yr + rd, yr + out_dim, vr);
-        }
-      }
-      for (int r = 0; r < n; ++r) {
-        const int64_t off = int64_t(r) * rc.n_layer * rd;
-        write_rotated_kv(rc, receiver_kv.arena(), table, t0 + r, t0 + r, k.data() + off, v.data() + off);
-      }
-    }
-  });
+  // Tokens the hybrid suffix recomputes are not projected at all.
   const int64_t n_suffix = std::min<int64_t>(nr - n_native, std::max(0, opt.native_suffix));
-  if (n_suffix > 0)
-    AGENTKV_TRY(prefill_slots(*receiver.model, receiver_kv.arena(), table,
-                              std::span<const int32_t>(r.tokens.data() + (nr - n_suffix), size_t(n_suffix)), nr - n_suffix,
-                              pool));
+  const int64_t n_proj = nr - n_native - n_suffix;
+  // Layer by layer, each step spread over the pool: read the mapped sender layer un-rotated (once
+  // while consecutive receiver layers share it), pool it per receiver token, project all tokens in
+  // one tiled matmul, rotate to receiver positions and store.
+  const int in_dim = map.in_dim(), out_dim = map.out_dim();
+  constexpr int64_t kGrain = 32;
+  LayerKv sl;
+  sl.n_tokens = sender_seq.n_tokens();
+  sl.kv_dim = sc.kv_dim();
+  sl.k.resize(size_t(sl.n_tokens * sl.kv_dim));
+  sl.v.resize(sl.k.size());
+  int32_t loaded = -1;
+  std::vector<float> x(size_t(n_proj * in_dim)), y(size_t(n_proj * out_dim));
+  for (int l = 0; n_proj > 0 && l < rc.n_layer; ++l) {
+    const int32_t want = map.sender_layer[size_t(l)];
+    if (want != loaded) {
+      pool.parallel_for(sl.n_tokens, kGrain, [&](int64_t b, int64_t e) {
+        read_unrotated_rows(sc, sender_kv.arena(), sender_seq.blocks(), want, b, e, sl);
+      });
+      loaded = want;
+    }
+    pool.parallel_for(n_proj, kGrain, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) pooled_sender_features(sl, align, size_t(n_native + i), x.data() + i * in_dim);
+    });
+    map.project_rows(l, x.data(), n_proj, y.data(), pool);
+    pool.parallel_for(n_proj, kGrain, [&](int64_t b, int64_t e) {
+      write_rotated_rows(rc, receiver_kv.arena(), table, l, n_native + b, n_native + e, y.data() + b * out_dim, out_dim);
+    });
+  }
+  const auto t_proj = Clock::now();
+  // The receiver's own tokens, prefix and suffix, in one pass over its weights (after the projected
+  // ones are in place: the suffix attends to them).
+  std::vector<int32_t> own;
+  std::vector<int64_t> slots;
+  for (int64_t t = 0; t < nr; ++t)
+    if (t < n_native || t >= nr - n_suffix) {
+      own.push_back(r.tokens[size_t(t)]);
+      slots.push_back(t);
+    }
+  // A short pass (BOS and the last token: plain transfer) is weight-bound and runs on the decode
+  // kernels; a longer one stays on the batch-invariant prefill kernels, so that a hybrid's
+  // recomputed tokens are exactly native prefill's.
+  const int64_t kernels = own.size() < 4 ? -1 : 0;
+  AGENTKV_TRY(prefill_at(*receiver.model, receiver_kv.arena(), table, own, slots, pool, opt.last_logits, kernels));
   receiver_seq.mark_approximate_from(n_native);
   receiver_seq.commit(r.tokens);
 
@@ -81,6 +101,9 @@ Result<KvTransferReport> transfer_kv_cache(const TransferMap& map, const LoadedM
   rep.n_receiver_tokens = nr;
   rep.n_native = n_native + n_suffix;
   rep.n_projected = nr - n_native - n_suffix;
+  rep.align_s = seconds(t_align - t_start);
+  rep.project_s = seconds(t_proj - t_align);
+  rep.native_s = seconds(Clock::now() - t_proj);
   return rep;
 }
 

@@ -21,6 +21,9 @@ struct KvTransferOptions {
   // itself (they attend to the transferred cache), trading prefill time for quality where it
   // matters most, next to the tokens to be generated.
   int native_suffix = 0;
+  // When set (n_vocab floats): the receiver's logits after the context's last token, which gives
+  // the first generated token without another pass. Needs native_suffix >= 1 (that token is run).
+  float* last_logits = nullptr;
 };
 
 struct KvTransferReport {
@@ -28,6 +31,9 @@ struct KvTransferReport {
   int64_t n_receiver_tokens = 0;
   int64_t n_native = 0;     // receiver tokens computed by the receiver (prefix and suffix)
   int64_t n_projected = 0;  // receiver tokens whose K/V came from the sender
+  // Wall time of the parts: tokenizing both sides and aligning; reading, pooling, projecting and
+  // writing; the receiver's own runs (prefix, hybrid suffix).
+  double align_s = 0, project_s = 0, native_s = 0;
 };
 
 // `sender_seq` (in `sender_kv`) must hold exactly the sender's tokenization of `text` (with its

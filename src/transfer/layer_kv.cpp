@@ -13,47 +13,57 @@ Rope layer_rope(const ModelConfig& cfg, int il) {
               gemma ? RopeStyle::kNeox : RopeStyle::kNorm);
 }
 
+void read_unrotated_rows(const ModelConfig& cfg, const KvArena& arena, std::span<const int32_t> table, int il,
+                         int64_t t0, int64_t t1, LayerKv& out) {
+  const int bs = arena.block_size();
+  AGENTKV_CHECK(int64_t(table.size()) * bs >= t1 && out.n_tokens >= t1);
+  const Rope rope = layer_rope(cfg, il);
+  const PagedKvLayer layer = arena.layer(il);
+  for (int64_t t = t0; t < t1; ++t) {
+    const int32_t block = table[size_t(t / bs)];
+    float* k = out.k.data() + t * out.kv_dim;
+    kv_load(k, layer.k(block, int(t % bs)), out.kv_dim);
+    kv_load(out.v.data() + t * out.kv_dim, layer.v(block, int(t % bs)), out.kv_dim);
+    rope.apply(k, cfg.n_head_kv, -t);  // slot t was written at position t
+  }
+}
+
 std::vector<LayerKv> read_unrotated_kv(const ModelConfig& cfg, const KvArena& arena, std::span<const int32_t> table,
                                        int64_t n_tokens) {
-  const int bs = arena.block_size();
-  AGENTKV_CHECK(int64_t(table.size()) * bs >= n_tokens);
   std::vector<LayerKv> out(size_t(cfg.n_layer));
   for (int il = 0; il < cfg.n_layer; ++il) {
-    const Rope rope = layer_rope(cfg, il);
-    const PagedKvLayer layer = arena.layer(il);
     LayerKv& l = out[size_t(il)];
     l.n_tokens = n_tokens;
     l.kv_dim = cfg.kv_dim();
     l.k.resize(size_t(n_tokens * l.kv_dim));
     l.v.resize(l.k.size());
-    for (int64_t t = 0; t < n_tokens; ++t) {
-      const int32_t block = table[size_t(t / bs)];
-      float* k = l.k.data() + t * l.kv_dim;
-      kv_load(k, layer.k(block, int(t % bs)), l.kv_dim);
-      kv_load(l.v.data() + t * l.kv_dim, layer.v(block, int(t % bs)), l.kv_dim);
-      rope.apply(k, cfg.n_head_kv, -t);  // slot t was written at position t
-    }
+    read_unrotated_rows(cfg, arena, table, il, 0, n_tokens, l);
   }
   return out;
 }
 
-void write_rotated_kv(const ModelConfig& cfg, const KvArena& arena, std::span<const int32_t> table, int64_t slot,
-                      int64_t pos, const float* k_layers, const float* v_layers) {
+void write_rotated_rows(const ModelConfig& cfg, const KvArena& arena, std::span<const int32_t> table, int il,
+                        int64_t t0, int64_t t1, const float* kv, int64_t ld) {
   const int bs = arena.block_size();
   const int kv_dim = cfg.kv_dim();
-  const int32_t block = table[size_t(slot / bs)];
-  std::vector<float> k(size_t(kv_dim), 0.0f);
-  for (int il = 0; il < cfg.n_layer; ++il) {
-    const PagedKvLayer layer = arena.layer(il);
-    std::copy(k_layers + int64_t(il) * kv_dim, k_layers + int64_t(il + 1) * kv_dim, k.begin());
-    layer_rope(cfg, il).apply(k.data(), cfg.n_head_kv, pos);
-    kv_store(layer.k(block, int(slot % bs)), k.data(), kv_dim);
-    kv_store(layer.v(block, int(slot % bs)), v_layers + int64_t(il) * kv_dim, kv_dim);
+  AGENTKV_CHECK(int64_t(table.size()) * bs >= t1);
+  const Rope rope = layer_rope(cfg, il);
+  const PagedKvLayer layer = arena.layer(il);
+  std::vector<float> k(static_cast<size_t>(kv_dim));
+  for (int64_t t = t0; t < t1; ++t) {
+    const float* row = kv + (t - t0) * ld;
+    const int32_t block = table[size_t(t / bs)];
+    std::copy(row, row + kv_dim, k.begin());
+    rope.apply(k.data(), cfg.n_head_kv, t);
+    kv_store(layer.k(block, int(t % bs)), k.data(), kv_dim);
+    kv_store(layer.v(block, int(t % bs)), row + kv_dim, kv_dim);
   }
 }
 
-Status prefill_slots(const Model& model, const KvArena& arena, std::span<const int32_t> table,
-                     std::span<const int32_t> tokens, int64_t first, ThreadPool& pool) {
+Status prefill_at(const Model& model, const KvArena& arena, std::span<const int32_t> table,
+                  std::span<const int32_t> tokens, std::span<const int64_t> slots, ThreadPool& pool, float* last_logits,
+                  int64_t n_tile_tokens) {
+  AGENTKV_CHECK(tokens.size() == slots.size());
   constexpr int64_t kChunk = 256;
   const int64_t n = int64_t(tokens.size());
   std::vector<float> logits(size_t(model.config().n_vocab));
@@ -61,15 +71,23 @@ Status prefill_slots(const Model& model, const KvArena& arena, std::span<const i
     const int64_t end = std::min(n, c + kChunk);
     Batch batch;
     batch.seqs.push_back(SeqBlocks{table.data(), int32_t(table.size())});
-    for (int64_t i = c; i < end; ++i)
-      batch.add(tokens[size_t(i)], int32_t(first + i), 0, int32_t(first + i), i == end - 1);
-    // Batch-invariant numerics (every token on the prefill kernels): a token's K/V must not depend
-    // on how the run is split (one native BOS, a hybrid suffix, chunks), or transferred and native
-    // caches would differ by more than the transfer itself.
-    batch.n_tile_tokens = 0;
-    AGENTKV_TRY(model.forward(batch, arena, logits.data(), pool));
+    for (int64_t i = c; i < end; ++i) {
+      AGENTKV_CHECK(i == 0 || slots[size_t(i)] > slots[size_t(i - 1)]);
+      const int32_t slot = int32_t(slots[size_t(i)]);
+      batch.add(tokens[size_t(i)], slot, 0, slot, i == end - 1);
+    }
+    batch.n_tile_tokens = n_tile_tokens;
+    AGENTKV_TRY(model.forward(batch, arena, last_logits && end == n ? last_logits : logits.data(), pool));
   }
   return Status::ok_status();
+}
+
+Status prefill_slots(const Model& model, const KvArena& arena, std::span<const int32_t> table,
+                     std::span<const int32_t> tokens, int64_t first, ThreadPool& pool, float* last_logits,
+                     int64_t n_tile_tokens) {
+  std::vector<int64_t> slots(tokens.size());
+  for (size_t i = 0; i < slots.size(); ++i) slots[i] = first + int64_t(i);
+  return prefill_at(model, arena, table, tokens, slots, pool, last_logits, n_tile_tokens);
 }
 
 }  // namespace agentkv

@@ -32,17 +32,31 @@ struct LayerKv {
 // Slots [0, n_tokens) of a sequence whose block table is `table`; slot t holds position t.
 std::vector<LayerKv> read_unrotated_kv(const ModelConfig& cfg, const KvArena& arena, std::span<const int32_t> table,
                                        int64_t n_tokens);
+// Rows [t0, t1) of layer il into `out` (already sized); disjoint ranges may run in parallel.
+void read_unrotated_rows(const ModelConfig& cfg, const KvArena& arena, std::span<const int32_t> table, int il,
+                         int64_t t0, int64_t t1, LayerKv& out);
 
-// Writes one token's K (un-rotated, rotated here to `pos`) and V into slot `slot` of every layer.
-// k and v are [n_layer][kv_dim].
-void write_rotated_kv(const ModelConfig& cfg, const KvArena& arena, std::span<const int32_t> table, int64_t slot,
-                      int64_t pos, const float* k_layers, const float* v_layers);
+// Writes layer il's K (un-rotated; rotated here to position t) and V of tokens t in [t0, t1) into
+// slot t. Row t - t0 of `kv` is [K | V] (2 * kv_dim floats, rows ld apart): a transfer map's output.
+void write_rotated_rows(const ModelConfig& cfg, const KvArena& arena, std::span<const int32_t> table, int il,
+                        int64_t t0, int64_t t1, const float* kv, int64_t ld);
 
 // Runs `tokens` at positions/slots [first, first + tokens.size()) of one sequence, in chunks so
-// activations stay small; the logits are discarded (only the K/V written into the arena is used).
-// Batch-invariant: each token's K/V is the same however the run is split.
+// activations stay small. Only the K/V written into the arena is kept, and the last token's logits
+// when last_logits (n_vocab floats) is given.
+// n_tile_tokens is Batch's: 0 (default) is batch-invariant, every token on the prefill kernels, so a
+// token's K/V is the same however the run is split (one native BOS, a hybrid suffix, chunks) and
+// transferred and native caches differ by the transfer alone; -1 picks kernels by token count,
+// the decode kernels below 4 tokens: ~3x faster for such a short pass, equal up to float rounding.
 Status prefill_slots(const Model& model, const KvArena& arena, std::span<const int32_t> table,
-                     std::span<const int32_t> tokens, int64_t first, ThreadPool& pool);
+                     std::span<const int32_t> tokens, int64_t first, ThreadPool& pool, float* last_logits = nullptr,
+                     int64_t n_tile_tokens = 0);
+// The same for tokens at ascending, not necessarily contiguous slots (slot = position), so that
+// separate runs (a transfer's native prefix and hybrid suffix) share one pass over the weights.
+// Each token attends to every slot up to its own, including those written in this call.
+Status prefill_at(const Model& model, const KvArena& arena, std::span<const int32_t> table,
+                  std::span<const int32_t> tokens, std::span<const int64_t> slots, ThreadPool& pool,
+                  float* last_logits = nullptr, int64_t n_tile_tokens = 0);
 
 }  // namespace agentkv
 

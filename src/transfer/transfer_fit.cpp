@@ -73,10 +73,10 @@ Result<TransferMap> TransferFitter::solve() const {
   map.n_fit_tokens = n_rows_;
   for (size_t l = 0; l < cross_.size(); ++l) {
     const GramAccumulator& g = grams_.at(sender_layer_[l]);
-    std::vector<float> w;
     auto solved = ridge_solve(g.matrix(), cross_[l].matrix(), g.n_in(), cross_[l].n_out(), opt_.ridge_alpha);
     if (!solved.ok()) return make_error("fit-transfer: receiver layer " + std::to_string(l) + ": " + solved.error());
-    map.weights.push_back(std::move(*solved));
+    // ridge_solve gives [in][out]; the map holds one row per output (transfer_map.h).
+    map.weights.push_back(transpose_matrix(*solved, g.n_in(), cross_[l].n_out()));
   }
   return map;
 }

@@ -6,6 +6,8 @@
 #include "gguf/ggml_types.h"
 #include "gguf/gguf_file.h"
 #include "gguf/gguf_writer.h"
+#include "ops/matmul.h"
+#include "util/fnv_hash.h"
 
 namespace agentkv {
 
@@ -16,17 +18,11 @@ constexpr uint32_t kFormatVersion = 1;
 
 std::string layer_tensor_name(int l) { return "transfer.blk." + std::to_string(l) + ".w"; }
 
-// FNV-1a over the weight bytes in layer order: cheap, and any flipped byte changes it.
-uint64_t weights_checksum(const std::vector<std::vector<float>>& weights) {
-  uint64_t h = 1469598103934665603ull;
-  for (const auto& w : weights) {
-    const auto* p = reinterpret_cast<const uint8_t*>(w.data());
-    for (size_t i = 0; i < w.size() * sizeof(float); ++i) {
-      h ^= p[i];
-      h *= 1099511628211ull;
-    }
-  }
-  return h;
+// Over the weight bytes in file layout and layer order: any flipped byte changes it.
+uint64_t weights_checksum(const std::vector<std::vector<float>>& file_weights) {
+  Fnv1a h;
+  for (const auto& w : file_weights) h.mix(w.data(), w.size() * sizeof(float));
+  return h.value();
 }
 
 std::string hex(uint64_t v) {
@@ -37,29 +33,28 @@ std::string hex(uint64_t v) {
 
 }  // namespace
 
+std::vector<float> transpose_matrix(const std::vector<float>& a, int rows, int cols) {
+  std::vector<float> t(a.size());
+  for (int r = 0; r < rows; ++r)
+    for (int c = 0; c < cols; ++c) t[size_t(c) * size_t(rows) + size_t(r)] = a[size_t(r) * size_t(cols) + size_t(c)];
+  return t;
+}
+
 void TransferMap::project(int receiver_layer, const float* x, float* y) const {
   const int n = in_dim(), m = out_dim();
   const float* w = weights[size_t(receiver_layer)].data();
-  for (int j = 0; j < m; ++j) y[j] = 0.0f;
-  for (int i = 0; i < n; ++i) {
-    const float xi = x[i];
-    const float* wi = w + int64_t(i) * m;
-    for (int j = 0; j < m; ++j) y[j] += xi * wi[j];
+  for (int j = 0; j < m; ++j) {
+    const float* wj = w + int64_t(j) * n;
+    float s = 0.0f;
+    for (int i = 0; i < n; ++i) s += wj[i] * x[i];
+    y[j] = s;
   }
 }
 
-void TransferMap::project_rows(int receiver_layer, const float* x, int n, float* y) const {
-  const int d = in_dim(), m = out_dim();
-  const float* w = weights[size_t(receiver_layer)].data();
-  for (int64_t j = 0; j < int64_t(n) * m; ++j) y[j] = 0.0f;
-  for (int i = 0; i < d; ++i) {
-    const float* wi = w + int64_t(i) * m;
-    for (int r = 0; r < n; ++r) {
-      const float xi = x[int64_t(r) * d + i];
-      float* yr = y + int64_t(r) * m;
-      for (int j = 0; j < m; ++j) yr[j] += xi * wi[j];
-    }
-  }
+void TransferMap::project_rows(int receiver_layer, const float* x, int64_t n, float* y, ThreadPool& pool) const {
+  const WeightView w{GgmlType::F32, in_dim(), out_dim(), weights[size_t(receiver_layer)].data(),
+                     size_t(in_dim()) * sizeof(float)};
+  matmul(w, x, n, y, pool);
 }
 
 Status TransferMap::validate() const {
@@ -102,9 +97,11 @@ Status save_transfer_map(const TransferMap& map, const std::string& path) {
   w.add_array<int32_t>("transfer.sender_layer", map.sender_layer);
   w.add<double>("transfer.ridge_alpha", map.ridge_alpha);
   w.add<int64_t>("transfer.fit_tokens", map.n_fit_tokens);
-  w.add<uint64_t>("transfer.weights_checksum", weights_checksum(map.weights));
+  std::vector<std::vector<float>> file_weights;
+  for (const auto& m : map.weights) file_weights.push_back(transpose_matrix(m, map.out_dim(), map.in_dim()));
+  w.add<uint64_t>("transfer.weights_checksum", weights_checksum(file_weights));
   for (int l = 0; l < map.receiver_n_layer; ++l) {
-    const auto& m = map.weights[size_t(l)];
+    const auto& m = file_weights[size_t(l)];
     std::vector<uint8_t> bytes(m.size() * sizeof(float));
     std::memcpy(bytes.data(), m.data(), bytes.size());
     w.add_tensor(layer_tensor_name(l), uint32_t(GgmlType::F32), {map.out_dim(), map.in_dim()}, bytes);
@@ -166,6 +163,7 @@ Result<TransferMap> read_transfer_map(const std::string& path) {
   AGENTKV_TRY(map.validate());
   if (weights_checksum(map.weights) != ck->u)
     return make_error(where + "weights checksum mismatch: the file is corrupted");
+  for (auto& w : map.weights) w = transpose_matrix(w, map.in_dim(), map.out_dim());
   for (const auto& w : map.weights)
     for (float x : w)
       if (!std::isfinite(x)) return make_error(where + "non-finite weight");

@@ -1,7 +1,8 @@
 // A fitted sender → receiver KV projection and its file. For every receiver layer l the map holds
-// one matrix W_l (in_dim x out_dim): the receiver's un-rotated K and V of a token (out, [K | V])
-// are x' W_l, where x is the pooled un-rotated K and V of the aligned sender tokens at sender
-// layer sender_layer[l], followed by a constant 1 (the bias row). Columns of one receiver KV head
+// one matrix W_l (out_dim x in_dim): the receiver's un-rotated K and V of a token (out, [K | V])
+// are W_l x, where x is the pooled un-rotated K and V of the aligned sender tokens at sender
+// layer sender_layer[l], followed by a constant 1 (the bias column). In memory W_l is one row per
+// output, the layout of the engine's F32 matmul kernels; the file keeps the ridge's [in][out]. Columns of one receiver KV head
 // are an independent ridge regression, so this is the per-layer-and-head map of issue 6.
 #pragma once
 
@@ -11,6 +12,7 @@
 
 #include "model/loaded_model.h"
 #include "util/status.h"
+#include "util/thread_pool.h"
 
 namespace agentkv {
 
@@ -22,18 +24,22 @@ struct TransferMap {
   std::vector<int32_t> sender_layer;  // per receiver layer
   double ridge_alpha = 0;
   int64_t n_fit_tokens = 0;           // receiver tokens the map was fitted on
-  std::vector<std::vector<float>> weights;  // per receiver layer, row-major [in_dim][out_dim]
+  std::vector<std::vector<float>> weights;  // per receiver layer, row-major [out_dim][in_dim]
 
   int in_dim() const { return 2 * sender_kv_dim + 1; }
   int out_dim() const { return 2 * receiver_kv_dim; }
-  // y[out_dim] = x[in_dim]' W_l (x ends with the constant 1).
+  // y[out_dim] = W_l x[in_dim] (x ends with the constant 1). Scalar: the reference for project_rows.
   void project(int receiver_layer, const float* x, float* y) const;
-  // n rows at once (x: n x in_dim, y: n x out_dim): each weight row is read once per call, not
-  // once per token, which is what bounds the single-row version.
-  void project_rows(int receiver_layer, const float* x, int n, float* y) const;
+  // n rows at once (x: n x in_dim, y: n x out_dim) through the dispatched (AVX2 / AVX-512) tiled
+  // F32 matmul on the pool's threads.
+  void project_rows(int receiver_layer, const float* x, int64_t n, float* y, ThreadPool& pool) const;
   // Structural consistency (sizes, layer indices); a message names the first problem.
   Status validate() const;
 };
+
+// rows x cols row-major -> cols x rows row-major. The file stores each W_l as [in][out] (the
+// ridge's solution layout, format version 1); memory holds [out][in] for the matmul kernels.
+std::vector<float> transpose_matrix(const std::vector<float>& a, int rows, int cols);
 
 // Depth-proportional layer map: receiver layer l reads sender layer round(l (Ls-1) / (Lr-1)), so
 // first maps to first and last to last.

@@ -8,18 +8,13 @@
 
 namespace agentkv {
 
-namespace {
-
-Result<std::unique_ptr<KvManager>> private_manager(const LoadedModel& lm, int64_t n_tokens, int block_size) {
+Result<std::unique_ptr<KvManager>> private_kv_manager(const LoadedModel& lm, int64_t n_slots, int block_size) {
   KvManagerOptions o;
   o.block_size = block_size;
   o.prefix_caching = false;
-  // Room for the contexts, the continuation and the forks compare_continuation makes.
-  o.mem_bytes = KvArena::bytes_per_block(lm.config(), block_size) * ((6 * n_tokens + 64) / block_size + 8);
+  o.mem_bytes = KvArena::bytes_per_block(lm.config(), block_size) * (n_slots / block_size + 8);
   return KvManager::create(lm.config(), lm.fingerprint, o);
 }
-
-}  // namespace
 
 Status prefill_sequence(const LoadedModel& lm, const KvManager& kv, KvSequence& seq, std::span<const int32_t> tokens,
                         ThreadPool& pool) {
@@ -40,8 +35,9 @@ Result<TransferQuality> measure_transfer_quality(const TransferMap& map, const L
   const std::vector<int32_t> cont = receiver.tokenizer->encode(continuation, false, false);
   if (cont.empty()) return make_error("transfer quality: empty continuation");
   std::unique_ptr<KvManager> skv, rkv;
-  AGENTKV_ASSIGN_OR_RETURN(skv, private_manager(sender, int64_t(s.size()), 16));
-  AGENTKV_ASSIGN_OR_RETURN(rkv, private_manager(receiver, int64_t(r.size() + cont.size()), 1));
+  // Room for the contexts, the continuation and the forks compare_continuation makes.
+  AGENTKV_ASSIGN_OR_RETURN(skv, private_kv_manager(sender, 6 * int64_t(s.size()) + 64, 16));
+  AGENTKV_ASSIGN_OR_RETURN(rkv, private_kv_manager(receiver, 6 * int64_t(r.size() + cont.size()) + 64, 1));
 
   KvSequence sender_seq(*skv);
   AGENTKV_TRY(prefill_sequence(sender, *skv, sender_seq, s.tokens, pool));

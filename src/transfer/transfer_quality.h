@@ -33,6 +33,9 @@ Result<TransferQuality> measure_transfer_quality(const TransferMap& map, const L
                                                  std::string_view continuation, ThreadPool& pool,
                                                  const KvTransferOptions& opt = {});
 
+// A KV manager of its own (no prefix caching) with room for n_slots token slots.
+Result<std::unique_ptr<KvManager>> private_kv_manager(const LoadedModel& lm, int64_t n_slots, int block_size);
+
 // Runs `tokens` natively after what seq already holds (its own prefill): how a serving engine
 // holds the sender's cache, and the native baseline.
 Status prefill_sequence(const LoadedModel& lm, const KvManager& kv, KvSequence& seq, std::span<const int32_t> tokens,

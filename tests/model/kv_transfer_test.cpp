@@ -108,8 +108,10 @@ TEST(KvTransfer, SelfMapLogitsMatchNativePrefill) {
               "mean KL %.2e, top-1 agreement %.3f\n",
               (long long)q->n_context_tokens, (long long)q->n_continuation, q->nll_native, q->nll_transfer,
               q->nll_no_context, q->mean_kl, q->top1_agreement);
-  // Measured: mean KL 5.3e-3, top-1 agreement 0.909 (70/77; the misses are near-ties), NLL 3.2608
-  // vs 3.2563 native, while the context is worth 0.64 nats/token here. The bounds leave ~2x room; a
+  // Measured: mean KL 6.0e-3, top-1 agreement 0.90 (the misses are near-ties), NLL 3.274 vs 3.256
+  // native, while the context is worth 0.64 nats/token here. The map amplifies float rounding: the
+  // same projection summed in scalar order gave KL 5.3e-3, in double 5.7e-3, on the AVX2 matmul
+  // 6.0e-3. The bounds leave ~2x room; a
   // broken transfer (cache zeroed, misplaced or mis-rotated) loses most of the context benefit and
   // fails them by far.
   EXPECT_LT(q->mean_kl, 1e-2);
@@ -132,27 +134,52 @@ TEST(KvTransfer, HybridSuffixRecomputesNatively) {
   EXPECT_NEAR(q->nll_transfer, q->nll_native, 1e-9);
 }
 
+// Fits sender → receiver on Exodus [first, last] and returns the share of the context benefit the
+// transferred cache keeps on unseen text (John 1), after checking that the context matters.
+double kept_across_families(const char* from, const char* to, int first, int last, double alpha) {
+  const LoadedModel& a = real_model(from);
+  const LoadedModel& b = real_model(to);
+  TransferFitOptions fo;
+  fo.ridge_alpha = alpha;
+  TransferFitter fit(a, b, fo);
+  for (const std::string& ch : kjv_chapters("ex", first, last)) {
+    const Status st = fit.add_passage(cut_at_space(ch, 1400), test_pool());
+    EXPECT_TRUE(st.ok()) << st.error();
+  }
+  auto map = fit.solve();
+  EXPECT_TRUE(map.ok()) << map.error();
+  if (!map.ok()) return 0;
+  EXPECT_EQ(map->sender_layer.front(), 0);
+  EXPECT_EQ(map->sender_layer.back(), a.config().n_layer - 1);
+  auto q = measure_transfer_quality(*map, a, b, eval_context(), eval_continuation(), test_pool());
+  EXPECT_TRUE(q.ok()) << q.error();
+  if (!q.ok()) return 0;
+  std::printf("%s->%s (%lld fit rows, alpha %g): NLL native %.4f transfer %.4f no-context %.4f; kept %.3f; "
+              "top-1 agreement %.3f\n",
+              from, to, (long long)map->n_fit_tokens, alpha, q->nll_native, q->nll_transfer, q->nll_no_context, q->kept(),
+              q->top1_agreement);
+  EXPECT_GT(q->nll_no_context - q->nll_native, 0.1) << "the context must matter, or the comparison says nothing";
+  return q->kept();
+}
+
 // Cross-family, SmolLM2 → Gemma 3 (different tokenizers, depths, KV widths and RoPE styles, two
 // RoPE bases on the receiver), fitted on a small slice of Exodus: the transferred cache must
 // carry a real part of the context into Gemma's predictions on unseen text.
 TEST(KvTransfer, CrossFamilyKeepsPartOfTheContextBenefit) {
-  const LoadedModel& a = real_model("smollm2");
-  const LoadedModel& b = real_model("gemma3");
-  auto map = fit_on_exodus(a, b, 5, 12);
-  ASSERT_TRUE(map.ok()) << map.error();
-  EXPECT_EQ(map->sender_layer.front(), 0);
-  EXPECT_EQ(map->sender_layer.back(), 29);
-  auto q = measure_transfer_quality(*map, a, b, eval_context(), eval_continuation(), test_pool());
-  ASSERT_TRUE(q.ok()) << q.error();
-  std::printf("smollm2->gemma3 (%lld fit rows): NLL native %.4f transfer %.4f no-context %.4f; kept %.3f; "
-              "top-1 agreement %.3f\n",
-              (long long)map->n_fit_tokens, q->nll_native, q->nll_transfer, q->nll_no_context, q->kept(),
-              q->top1_agreement);
-  ASSERT_GT(q->nll_no_context - q->nll_native, 0.1) << "the context must matter, or the comparison says nothing";
   // Measured: kept 0.56 (NLL 2.24 transferred, 1.86 native, 2.73 without context) from 2.6k fit
   // rows; 0.58 with 14k rows (BENCHMARKS.md). Half the measured share is the bound; a cache that
   // carried nothing of the context would score about 0.
-  EXPECT_GT(q->kept(), 0.25);
+  EXPECT_GT(kept_across_families("smollm2", "gemma3", 5, 12, 1e-4), 0.25);
+}
+
+// The other direction, Gemma 3 → SmolLM2: SentencePiece sender, byte-level BPE receiver, fewer
+// and wider sender layers than receiver layers (several receiver layers read one sender layer).
+TEST(KvTransfer, CrossFamilyGemmaToSmolKeepsPartOfTheContextBenefit) {
+  // Measured: kept 0.45 (NLL 3.61 transferred, 3.26 native, 3.90 without context) from 658 fit
+  // rows, two chapters to keep the test short. This direction has 513 features per regression:
+  // with so few rows the default alpha (1e-4) overfits (kept -3.0; 1e-2: -0.19), alpha 0.1 does
+  // not. A cache that carried nothing of the context would score about 0.
+  EXPECT_GT(kept_across_families("gemma3", "smollm2", 5, 6, 0.1), 0.25);
 }
 
 TEST(KvTransfer, RefusesOtherPairCorruptFileAndForeignCache) {
