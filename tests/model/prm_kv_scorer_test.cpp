@@ -83,6 +83,13 @@ struct Fixture {
     EXPECT_TRUE(ctx.ok()) << ctx.error();
     contexts = std::move(*ctx);
   }
+  // What the text PRM re-encodes for each context of all_contexts(), in the same order.
+  std::vector<std::vector<int32_t>> all_texts() const {
+    std::vector<std::vector<int32_t>> out;
+    for (size_t t = 0; t < lines.size(); ++t)
+      for (size_t k = 0; k < lines[t].size(); ++k) out.push_back(concat_prefix(prompt_tokens[prompt_of[t]], lines[t], k + 1));
+    return out;
+  }
   std::vector<const KvSequence*> all_contexts() const {
     std::vector<const KvSequence*> out;
     for (auto& t : contexts)
@@ -96,10 +103,7 @@ TEST(KvPrmScorer, KvScoreEqualsTextPrmScoreBitForBit) {
   const std::vector<const KvSequence*> ctx = f.all_contexts();
   auto kv_scores = kv_prm_score(*f.lm.model, *f.kv, ctx, f.head, f.pool);  // one forward for all
   ASSERT_TRUE(kv_scores.ok()) << kv_scores.error();
-  std::vector<std::vector<int32_t>> texts;
-  for (size_t t = 0; t < f.lines.size(); ++t)
-    for (size_t k = 0; k < f.lines[t].size(); ++k)
-      texts.push_back(concat_prefix(f.prompt_tokens[f.prompt_of[t]], f.lines[t], k + 1));
+  const std::vector<std::vector<int32_t>> texts = f.all_texts();
   auto text_scores = text_prm_score(*f.lm.model, *f.scratch, texts, f.head, f.pool);
   ASSERT_TRUE(text_scores.ok()) << text_scores.error();
   ASSERT_EQ(kv_scores->logodds.size(), ctx.size());
@@ -117,6 +121,34 @@ TEST(KvPrmScorer, KvScoreEqualsTextPrmScoreBitForBit) {
   const auto [lo, hi] = std::minmax_element(kv_scores->logodds.begin(), kv_scores->logodds.end());
   EXPECT_GT(*hi - *lo, 0.1f);
   EXPECT_EQ(f.scratch->used_bytes(), 0) << "the text PRM kept blocks";
+}
+
+// The trained head's path: features (the RMS-normalised residual stream at the last verify token,
+// here after a middle block, so the split forward is exercised) and the probe's scores agree bit
+// for bit between the KV-PRM and the text PRM. The probe is fitted on the fixture's own features
+// (reference vs corrupted solutions): only its equality across paths is asserted here.
+TEST(KvPrmScorer, ProbeFeaturesAndScoresEqualTextPrmBitForBit) {
+  Fixture f;
+  f.head.feature_layer = f.lm.config().n_layer / 2;
+  const std::vector<const KvSequence*> ctx = f.all_contexts();
+  auto kv_scores = kv_prm_score(*f.lm.model, *f.kv, ctx, f.head, f.pool);
+  ASSERT_TRUE(kv_scores.ok()) << kv_scores.error();
+  ASSERT_EQ(kv_scores->n_features, f.lm.config().n_embd);
+  std::vector<int> labels;
+  for (size_t t = 0; t < f.lines.size(); ++t)
+    for (size_t k = 0; k < f.lines[t].size(); ++k) labels.push_back(t % 2 == 0 || k == 0 ? 1 : 0);
+  f.head.probe = fit_step_probe(kv_scores->features, labels, f.head.feature_layer, 1.0);
+  kv_scores = kv_prm_score(*f.lm.model, *f.kv, ctx, f.head, f.pool);
+  ASSERT_TRUE(kv_scores.ok()) << kv_scores.error();
+  const std::vector<std::vector<int32_t>> texts = f.all_texts();
+  auto text_scores = text_prm_score(*f.lm.model, *f.scratch, texts, f.head, f.pool);
+  ASSERT_TRUE(text_scores.ok()) << text_scores.error();
+  ASSERT_EQ(kv_scores->features.size(), text_scores->features.size());
+  EXPECT_EQ(0, std::memcmp(kv_scores->features.data(), text_scores->features.data(),
+                           kv_scores->features.size() * sizeof(float)));
+  EXPECT_EQ(kv_scores->score, text_scores->score);
+  const auto [lo, hi] = std::minmax_element(kv_scores->score.begin(), kv_scores->score.end());
+  EXPECT_GT(*hi - *lo, 0.1) << "the probe gives every step the same score";
 }
 
 struct BlockState {
