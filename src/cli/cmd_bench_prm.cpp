@@ -50,12 +50,12 @@ int cmd_bench_prm(int argc, char** argv) {
   auto costs = prm::measure_scoring_cost(**lm, traj, lengths, *head, int(repeats), pool);
   if (!costs.ok()) return cli_fail(costs.error());
   std::printf("| L tokens | KV-PRM ms | text PRM ms | speed-up | KV-PRM GFLOP | text PRM GFLOP | flop ratio | KV-PRM KV KiB "
-              "| text PRM KV KiB | max abs log-odds delta |\n|---|---|---|---|---|---|---|---|---|---|\n");
+              "| text PRM KV KiB | score delta |\n|---|---|---|---|---|---|---|---|---|---|\n");
   for (const prm::ScoringCost& c : *costs)
     std::printf("| %lld | %.1f | %.1f | %.1fx | %.3f | %.2f | %.1fx | %.0f | %.0f | %g |\n", (long long)c.trajectory_tokens,
                 1e3 * c.kv_seconds, 1e3 * c.text_seconds, c.text_seconds / c.kv_seconds, c.kv_flops / 1e9,
                 c.text_flops / 1e9, c.text_flops / c.kv_flops, double(c.kv_bytes) / 1024, double(c.text_bytes) / 1024,
-                double(c.max_abs_logodds_delta));
+                c.score_delta);
   return 0;
 }
 

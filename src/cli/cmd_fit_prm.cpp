@@ -1,4 +1,5 @@
 #include <cstdio>
+#include <cstdlib>
 
 #include "cli/arg_parser.h"
 #include "cli/commands.h"
@@ -8,9 +9,9 @@
 namespace agentkv {
 
 int cmd_fit_prm(int argc, char** argv) {
-  std::string model = "smollm2", out = "prm_calibration.json", dump;
+  std::string model = "smollm2", out = "prm_calibration.json", dump, sweep_layers, sweep_l2;
   prm::FitPrmOptions o;
-  int64_t n_train = o.n_train, n_heldout = o.n_heldout, threads = 0, layer = 0;
+  int64_t n_train = o.n_train, n_heldout = o.n_heldout, threads = 0, layer = o.feature_layer;
   double l2 = o.l2;
   PolicySamplingArgs sampling;
   ArgParser p("fit-prm",
@@ -32,6 +33,9 @@ int cmd_fit_prm(int argc, char** argv) {
   p.add_flag("--with-logodds", &o.with_logodds,
              "also fit the answer tokens' log-odds calibration (the untrained baseline; runs the full model)");
   p.add_string("--steps", &o.steps_file, "take the proposals from a --dump file instead of sampling the policy");
+  p.add_string("--sweep-layers", &sweep_layers,
+               "comma-separated layers to choose from by cross-validation on train (with --sweep-l2)");
+  p.add_string("--sweep-l2", &sweep_l2, "comma-separated ridge strengths to choose from (with --sweep-layers)");
   p.add_int("-t,--threads", &threads, "threads (0 = all cores)", 0, 1024);
   p.add_string("--dump", &dump, "also write every labelled proposal as TSV (split, problem, k, label, why, line)");
   if (auto rc = p.parse_command(argc, argv)) return *rc;
@@ -40,6 +44,19 @@ int cmd_fit_prm(int argc, char** argv) {
   o.sampling = sampling.propose_options();
   o.feature_layer = int(layer);
   o.l2 = l2;
+  for (const std::string& s : split_commas(sweep_layers)) {
+    char* end = nullptr;
+    const long v = std::strtol(s.c_str(), &end, 10);
+    if (end == s.c_str() || *end) return cli_fail("--sweep-layers: '" + s + "' is not an integer");
+    o.sweep_layers.push_back(int(v));
+  }
+  for (const std::string& s : split_commas(sweep_l2)) {
+    char* end = nullptr;
+    const double v = std::strtod(s.c_str(), &end);
+    if (end == s.c_str() || *end || !(v > 0)) return cli_fail("--sweep-l2: '" + s + "' is not a positive number");
+    o.sweep_l2.push_back(v);
+  }
+  if (o.sweep_layers.empty() != o.sweep_l2.empty()) return cli_fail("--sweep-layers and --sweep-l2 go together");
   auto lm = load_model(model);
   if (!lm.ok()) return cli_fail(lm.error());
   ThreadPool pool{int(threads)};

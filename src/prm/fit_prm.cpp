@@ -15,6 +15,8 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 
 struct SplitData {
   std::vector<float> features;  // [steps][d]
+  std::vector<float> every_layer;  // [steps][n_layer][d] in a sweep
+  std::vector<size_t> problem;  // per step
   std::vector<float> logodds;
   std::vector<int> y;
   SplitFigures fig;
@@ -36,8 +38,9 @@ Result<SplitData> collect(const LoadedModel& lm, ArithSplit split, int n, const 
   if (!scores.ok()) return make_error(scores.error());
   d.fig.seconds_scoring = seconds_since(t0);
   d.features = std::move(scores->features);
+  d.every_layer = std::move(scores->every_layer);
   d.logodds = std::move(scores->logodds);
-  for (const LabelledStep& s : set->steps) d.y.push_back(s.label);
+  for (const LabelledStep& s : set->steps) d.y.push_back(s.label), d.problem.push_back(s.problem);
   d.set = std::move(*set);
   d.fig.n_problems = n;
   d.fig.n_proposals = set->n_proposals;
@@ -64,6 +67,41 @@ void evaluate(SplitData& d, const StepProbe& probe) {
   d.fig.logodds_auroc = have_logodds ? auroc(x, d.y) : std::nan("");
 }
 
+// Features of one layer out of a sweep's [steps][n_layer][d].
+std::vector<float> layer_slice(const SplitData& d, int layer, int n_layer, size_t dim) {
+  std::vector<float> out;
+  const size_t n = d.y.size();
+  out.reserve(n * dim);
+  for (size_t i = 0; i < n; ++i) {
+    const float* f = d.every_layer.data() + (i * size_t(n_layer) + size_t(layer - 1)) * dim;
+    out.insert(out.end(), f, f + dim);
+  }
+  return out;
+}
+
+// Mean AUROC over 4 folds that split by problem (steps of one problem are never on both sides).
+double cross_validated_auroc(std::span<const float> x, const SplitData& d, int layer, double l2, size_t dim) {
+  constexpr size_t kFolds = 4;
+  double sum = 0;
+  int counted = 0;
+  for (size_t fold = 0; fold < kFolds; ++fold) {
+    std::vector<float> tx, vx;
+    std::vector<int> ty, vy;
+    for (size_t i = 0; i < d.y.size(); ++i) {
+      const bool val = d.problem[i] % kFolds == fold;
+      (val ? vx : tx).insert((val ? vx : tx).end(), x.begin() + std::ptrdiff_t(i * dim),
+                             x.begin() + std::ptrdiff_t((i + 1) * dim));
+      (val ? vy : ty).push_back(d.y[i]);
+    }
+    if (ty.empty() || vy.empty()) continue;
+    const double a = auroc(apply_probe(fit_step_probe(tx, ty, layer, l2), vx), vy);
+    if (std::isnan(a)) continue;
+    sum += a;
+    ++counted;
+  }
+  return counted ? sum / counted : std::nan("");
+}
+
 std::string describe(const char* name, const SplitFigures& f) {
   return std::string(name) + ": " + std::to_string(f.n_problems) + " problems, " + std::to_string(f.n_proposals) +
          " proposed lines, " + std::to_string(f.n_steps) + " steps (" + std::to_string(f.n_steps_correct) +
@@ -87,13 +125,36 @@ Result<FitPrmReport> fit_prm(const LoadedModel& lm, const FitPrmOptions& opt, Th
   if (!head.ok()) return make_error(head.error());
   head->feature_layer = layer;
   head->read_logits = opt.with_logodds;
+  for (int l : opt.sweep_layers)
+    if (l < 1 || l > n_layer) return make_error("fit-prm: sweep layer " + std::to_string(l) + " is outside 1.." + std::to_string(n_layer));
+  for (double c : opt.sweep_l2)
+    if (!(c > 0)) return make_error("fit-prm: sweep l2 values must be positive");
+  head->every_layer = !opt.sweep_layers.empty() && !opt.sweep_l2.empty();
   auto train = collect(lm, ArithSplit::kTrain, opt.n_train, opt, *head, pool);
   if (!train.ok()) return make_error(train.error());
   say(describe("train", train->fig));
   if (train->fig.n_steps_correct == 0 || train->fig.n_steps_correct == train->fig.n_steps)
     return make_error("fit-prm: the train steps are all of one label; sample more problems or raise --temperature");
   FitPrmReport rep;
-  const StepProbe probe = fit_step_probe(train->features, train->y, layer, opt.l2);
+  double l2 = opt.l2;
+  int chosen = layer;
+  const bool sweep = !opt.sweep_layers.empty() && !opt.sweep_l2.empty();
+  if (sweep) {
+    const size_t dim = size_t(lm.config().n_embd);
+    double best = -1;
+    for (int l : opt.sweep_layers) {
+      const std::vector<float> x = layer_slice(*train, l, n_layer, dim);
+      for (double c : opt.sweep_l2) {
+        const double cv = cross_validated_auroc(x, *train, l, c, dim);
+        say("sweep: layer " + std::to_string(l) + " l2 " + std::to_string(c) + ": 4-fold CV AUROC " +
+            std::to_string(cv));
+        if (cv > best) best = cv, chosen = l, l2 = c;
+      }
+    }
+    say("chosen: layer " + std::to_string(chosen) + " l2 " + std::to_string(l2));
+    train->features = layer_slice(*train, chosen, n_layer, dim);
+  }
+  const StepProbe probe = fit_step_probe(train->features, train->y, chosen, l2);
   evaluate(*train, probe);
   rep.train = train->fig;
   rep.train_set = std::move(train->set);
@@ -114,6 +175,7 @@ Result<FitPrmReport> fit_prm(const LoadedModel& lm, const FitPrmOptions& opt, Th
   if (opt.n_heldout > 0) {
     auto held = collect(lm, ArithSplit::kHeldOut, opt.n_heldout, opt, *head, pool);
     if (!held.ok()) return make_error(held.error());
+    if (sweep) held->features = layer_slice(*held, chosen, n_layer, size_t(lm.config().n_embd));
     evaluate(*held, probe);
     rep.heldout = held->fig;
     rep.heldout_set = std::move(held->set);

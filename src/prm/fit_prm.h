@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "prm/calibration_file.h"
 #include "prm/step_labels.h"
@@ -18,14 +19,20 @@ struct FitPrmOptions {
   int n_train = 48;    // train problems (indices 0..n-1 of the train split)
   int n_heldout = 32;  // held-out problems (indices 0..n-1 of the held-out split); 0: skip
   ProposeOptions sampling;
-  std::string question = kProbeVerifyQuestion;
+  std::string question = kDefaultVerifyQuestion;
   std::string pos = "+", neg = "-";
-  int feature_layer = 0;  // the block whose output the probe reads; 0: the last
-  double l2 = 0.05;       // ridge strength on the standardised features
+  // The block whose output the probe reads (0: the last) and the ridge strength: the values that
+  // fit-prm's cross-validated sweep chose on SmolLM2 (BENCHMARKS.md).
+  int feature_layer = 8;
+  double l2 = 0.01;
   // Also run the full pass for the answer tokens' log-odds and fit their calibration (the untrained
   // baseline); without it the verify pass stops after feature_layer.
   bool with_logodds = false;
   std::string steps_file;  // a fit-prm --dump file to take the proposals from instead of sampling
+  // Model selection: when both are set, feature_layer and l2 are chosen among these by 4-fold
+  // cross-validated AUROC on the train problems (folds by problem); held-out stays untouched.
+  std::vector<int> sweep_layers;
+  std::vector<double> sweep_l2;
 };
 
 struct SplitFigures {

@@ -10,7 +10,9 @@ namespace {
 
 // Appends the scores of `rows` candidates from their verify pass's logits and features.
 void add_scores(PrmScores& out, const VerifyHead& head, size_t rows, const std::vector<float>& logits,
-                const std::vector<float>& features, size_t n_vocab, size_t d) {
+                const std::vector<float>& features, const std::vector<float>& every_layer, size_t n_vocab,
+                size_t d) {
+  out.every_layer.insert(out.every_layer.end(), every_layer.begin(), every_layer.end());
   out.n_features = int(d);
   for (size_t i = 0; i < rows; ++i) {
     const float x = head.read_logits ? verify_logodds(head, logits.data() + i * n_vocab)
@@ -22,9 +24,12 @@ void add_scores(PrmScores& out, const VerifyHead& head, size_t rows, const std::
   }
 }
 
-RowOutputs row_outputs(const VerifyHead& head, std::vector<float>& logits, std::vector<float>& features) {
-  if (!head.read_logits) return RowOutputs{nullptr, &features, head.feature_layer, head.feature_layer};
-  return RowOutputs{&logits, head.feature_layer > 0 ? &features : nullptr, head.feature_layer};
+RowOutputs row_outputs(const VerifyHead& head, std::vector<float>& logits, std::vector<float>& features,
+                       std::vector<float>& every_layer) {
+  if (!head.read_logits && !head.every_layer)
+    return RowOutputs{nullptr, &features, head.feature_layer, head.feature_layer};
+  return RowOutputs{&logits, head.feature_layer > 0 ? &features : nullptr, head.feature_layer, 0,
+                    head.every_layer ? &every_layer : nullptr};
 }
 
 // One forward over the verify tokens of contexts [first, last); appends their scores.
@@ -51,10 +56,11 @@ Status score_group(const Model& model, KvManager& kv, std::span<const KvSequence
   }
   // All prefill kernels: the same numerics as the text PRM's re-encoding of these tokens.
   batch.n_tile_tokens = 0;
-  std::vector<float> logits, features;
-  if (Status st = forward_rows(model, batch, kv.arena(), pool, row_outputs(head, logits, features)); !st.ok())
+  std::vector<float> logits, features, every_layer;
+  if (Status st = forward_rows(model, batch, kv.arena(), pool, row_outputs(head, logits, features, every_layer));
+      !st.ok())
     return st;
-  add_scores(out, head, forks.size(), logits, features, size_t(model.config().n_vocab),
+  add_scores(out, head, forks.size(), logits, features, every_layer, size_t(model.config().n_vocab),
              head.feature_layer > 0 ? size_t(model.config().n_embd) : 0);
   // The forks go out of scope uncommitted: their private blocks return to the pool and the verify
   // tokens never enter the prefix index.
@@ -82,15 +88,16 @@ Result<PrmScores> text_prm_score(const Model& model, KvManager& scratch_kv,
   if (head.tokens.empty()) return make_error("text_prm_score: the verify head has no tokens");
   PrmScores out;
   std::vector<int32_t> tokens;
-  std::vector<float> logits, features;
+  std::vector<float> logits, features, every_layer;
   for (const std::vector<int32_t>& traj : trajectories) {
     tokens = traj;
     tokens.insert(tokens.end(), head.tokens.begin(), head.tokens.end());
     KvSequence seq(scratch_kv);
-    if (Status st = prefill_sequence(model, scratch_kv, seq, tokens, pool, row_outputs(head, logits, features));
+    if (Status st = prefill_sequence(model, scratch_kv, seq, tokens, pool,
+                                     row_outputs(head, logits, features, every_layer));
         !st.ok())
       return make_error(st.error());
-    add_scores(out, head, 1, logits, features, size_t(model.config().n_vocab),
+    add_scores(out, head, 1, logits, features, every_layer, size_t(model.config().n_vocab),
                head.feature_layer > 0 ? size_t(model.config().n_embd) : 0);
   }
   return out;

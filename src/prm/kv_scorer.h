@@ -24,6 +24,7 @@ struct PrmScores {
   std::vector<double> score;   // the head's score (probe, else calibrated logodds), per candidate
   std::vector<float> features; // [candidates][n_features] when head.feature_layer > 0
   int n_features = 0;
+  std::vector<float> every_layer;  // [candidates][n_layer][n_embd] when head.every_layer
 };
 
 // Every context must belong to `kv` and hold at least one token. The policy's blocks are never

@@ -79,7 +79,7 @@ Result<std::vector<ScoringCost>> measure_scoring_cost(const LoadedModel& lm, std
     const KvSequence fork = policy.fork();
     cost.kv_bytes = fork.blocks_needed(n_verify) * (*kv)->bytes_per_block();
     cost.text_bytes = ((len + n_verify + (*kv)->block_size() - 1) / (*kv)->block_size()) * (*kv)->bytes_per_block();
-    cost.max_abs_logodds_delta = std::fabs(kv_s.logodds[0] - text_s.logodds[0]);
+    cost.score_delta = std::fabs(kv_s.score[0] - text_s.score[0]);
     out.push_back(cost);
   }
   return out;

@@ -17,7 +17,7 @@ struct ScoringCost {
   double kv_seconds = 0, text_seconds = 0;      // median per score
   double kv_flops = 0, text_flops = 0;
   int64_t kv_bytes = 0, text_bytes = 0;         // KV blocks the score itself needs
-  float max_abs_logodds_delta = 0;              // KV-PRM vs text PRM on the same trajectory
+  double score_delta = 0;                       // |KV-PRM - text PRM| score on the same trajectory
 };
 
 // trajectory: token ids (the policy's context), at least max(lengths) long; the first L are used

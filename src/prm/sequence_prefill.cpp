@@ -17,11 +17,30 @@ Status forward_rows(const Model& model, const Batch& batch, const KvArena& arena
   std::vector<float> none;
   std::vector<float>& logits = out.logits ? *out.logits : none;
   logits.resize(end == c.n_layer ? rows * size_t(c.n_vocab) : 0);  // the full pass always writes them
-  if (!out.features && end == c.n_layer) return model.forward(batch, arena, logits.data(), pool);
+  if (!out.features && !out.every_layer && end == c.n_layer) return model.forward(batch, arena, logits.data(), pool);
   if (out.features && (out.feature_layer < 1 || out.feature_layer > end))
     return make_error("feature layer " + std::to_string(out.feature_layer) + " is outside 1.." + std::to_string(end));
   const size_t d = size_t(c.n_embd);
   std::vector<float> hidden(size_t(batch.size()) * d);
+  auto copy_rows = [&](float* dst, size_t stride) {
+    for (size_t r = 0; r < rows; ++r) {
+      std::memcpy(dst + r * stride, hidden.data() + size_t(batch.logit_rows[r]) * d, d * sizeof(float));
+      rms_normalize_rows(dst + r * stride, 1, int64_t(d), c.rms_eps);
+    }
+  };
+  if (out.every_layer) {
+    AGENTKV_CHECK(end == c.n_layer);
+    out.every_layer->resize(rows * size_t(c.n_layer) * d);
+    for (int l = 0; l < c.n_layer; ++l) {
+      if (Status st = model.forward_layers(batch, arena, l, l + 1, hidden.data(),
+                                           l + 1 == c.n_layer ? logits.data() : nullptr, pool);
+          !st.ok())
+        return st;
+      copy_rows(out.every_layer->data() + size_t(l) * d, size_t(c.n_layer) * d);
+      if (out.features && l + 1 == out.feature_layer) copy_rows((out.features->resize(rows * d), out.features->data()), d);
+    }
+    return {};
+  }
   // Split after the feature layer to read the residual stream there (a split pass is bit-identical
   // to a whole one); a pass without logits stops at layer_end.
   const int split = out.features ? out.feature_layer : end;
@@ -32,9 +51,7 @@ Status forward_rows(const Model& model, const Batch& batch, const KvArena& arena
     return st;
   if (out.features) {
     out.features->resize(rows * d);
-    for (size_t r = 0; r < rows; ++r)
-      std::memcpy(out.features->data() + r * d, hidden.data() + size_t(batch.logit_rows[r]) * d, d * sizeof(float));
-    rms_normalize_rows(out.features->data(), int64_t(rows), int64_t(d), c.rms_eps);
+    copy_rows(out.features->data(), d);
   }
   if (split == end) return {};
   return model.forward_layers(batch, arena, split, end, hidden.data(), end == c.n_layer ? logits.data() : no_logits,

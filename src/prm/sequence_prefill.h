@@ -23,6 +23,9 @@ struct RowOutputs {
   // tokens' K/V in later blocks stays unwritten, so such a sequence serves only passes that stop
   // at or before layer_end too.
   int layer_end = 0;
+  // fit-prm's layer sweep: the features after every block, [rows][n_layer][n_embd] (the pass then
+  // runs block by block, which splitting keeps bit-identical).
+  std::vector<float>* every_layer = nullptr;
 };
 
 // One forward over the batch. The pass is split after block feature_layer - 1 to read the residual

@@ -83,6 +83,7 @@ Result<StepSet> read_step_dump(const LoadedModel& lm, const std::string& path, A
   const std::string want = split == ArithSplit::kTrain ? "train" : "heldout";
   std::string row;
   for (int line_no = 1; std::getline(f, row); ++line_no) {
+    if (row.empty() || row[0] == '#') continue;  // comments say how the file was made
     std::vector<std::string> cols;
     size_t start = 0;
     for (size_t tab; cols.size() < 5 && (tab = row.find('\t', start)) != std::string::npos; start = tab + 1)
@@ -122,7 +123,8 @@ Result<PrmScores> kv_score_labelled(const LoadedModel& lm, const StepSet& set, c
     const size_t g1 = std::min(set.problems.size(), g0 + kGroup);
     // A probe-only head reads block feature_layer - 1: the blocks above it are never needed, so
     // these scoring-only contexts skip them.
-    const RowOutputs context_pass{nullptr, nullptr, 0, head.read_logits ? 0 : head.feature_layer};
+    const RowOutputs context_pass{nullptr, nullptr, 0,
+                                  head.read_logits || head.every_layer ? 0 : head.feature_layer};
     const std::vector<std::span<const int32_t>> prompt_tokens(set.prompts.begin() + std::ptrdiff_t(g0),
                                                               set.prompts.begin() + std::ptrdiff_t(g1));
     auto prompts = prefill_new(*lm.model, **kv, prompt_tokens, pool, context_pass);
@@ -160,6 +162,7 @@ Result<PrmScores> kv_score_labelled(const LoadedModel& lm, const StepSet& set, c
     out.logodds.insert(out.logodds.end(), scores->logodds.begin(), scores->logodds.end());
     out.score.insert(out.score.end(), scores->score.begin(), scores->score.end());
     out.features.insert(out.features.end(), scores->features.begin(), scores->features.end());
+    out.every_layer.insert(out.every_layer.end(), scores->every_layer.begin(), scores->every_layer.end());
   }
   return out;
 }

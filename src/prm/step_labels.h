@@ -42,7 +42,7 @@ Result<StepSet> sample_labelled_steps(const LoadedModel& lm, std::span<const Ari
                                       const ProposeOptions& opt, ThreadPool& pool);
 
 // The proposals of a fit-prm --dump file (tab-separated: split, problem index, k, label, why, line)
-// for the problems of `split` with index < n_problems, relabelled by the checker (the file's label
+// ('#' lines are comments) for the problems of `split` with index < n_problems, relabelled by the checker (the file's label
 // and reason columns are for readers). Lines are re-encoded from their text.
 Result<StepSet> read_step_dump(const LoadedModel& lm, const std::string& path, ArithSplit split, int n_problems);
 

@@ -37,6 +37,8 @@ struct VerifyHead {
   // false: the verify pass stops after feature_layer (a probe needs nothing deeper), and logodds
   // are not read (NaN).
   bool read_logits = true;
+  // fit-prm's layer sweep: the scorers also return the features after every block.
+  bool every_layer = false;
 
   // The step's score (a log-odds of being correct) from the last verify token's logits and features.
   double score(float logodds, const float* features) const {
@@ -45,11 +47,6 @@ struct VerifyHead {
 };
 
 inline constexpr const char* kDefaultVerifyQuestion = "Is the last step correct? Answer + or -.";
-// The question the trained probe reads: it asks the model to redo the step, so the hidden state at
-// the answer position carries the model's own check of the arithmetic.
-inline constexpr const char* kProbeVerifyQuestion =
-    "Check the last step: are its numbers from the problem or earlier steps, and is its calculation right? "
-    "Answer + or -.";
 
 // Closes the assistant turn, asks `question` in a user turn and opens the assistant's answer, in
 // the tokenizer's chat format (ChatML or Gemma). pos / neg must each encode to one token. The
