@@ -72,8 +72,12 @@ Result<std::vector<ScoringCost>> measure_scoring_cost(const LoadedModel& lm, std
     }
     cost.kv_seconds = median(kv_t);
     cost.text_seconds = median(text_t);
-    cost.kv_flops = forward_flops(c, len, n_verify, 1);
-    cost.text_flops = forward_flops(c, 0, len + n_verify, 1);
+    // A probe-only head stops both passes after its layer and reads no logits.
+    ModelConfig run = c;
+    if (!head.read_logits) run.n_layer = head.feature_layer;
+    const int64_t rows = head.read_logits ? 1 : 0;
+    cost.kv_flops = forward_flops(run, len, n_verify, rows);
+    cost.text_flops = forward_flops(run, 0, len + n_verify, rows);
     // The KV-PRM's fork needs only the verify tokens' blocks (and a copy of a shared partial last
     // block); the text PRM holds the whole re-encoded trajectory.
     const KvSequence fork = policy.fork();
