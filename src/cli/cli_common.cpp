@@ -3,6 +3,7 @@
 #include <sstream>
 
 #include "cli/commands.h"
+#include "prm/calibration_file.h"
 
 namespace agentkv {
 
@@ -30,6 +31,13 @@ Result<std::pair<std::unique_ptr<LoadedModel>, std::unique_ptr<LoadedModel>>> lo
   auto b = load_model(receiver);
   if (!b.ok()) return make_error(b.error());
   return std::make_pair(std::move(*a), std::move(*b));
+}
+
+Result<prm::VerifyHead> load_verify_head(const LoadedModel& lm, const std::string& path) {
+  if (path.empty()) return prm::make_verify_head(*lm.tokenizer);
+  auto rec = prm::read_calibration(path);
+  if (!rec.ok()) return make_error(rec.error());
+  return prm::head_from_record(*rec, *lm.tokenizer, lm.fingerprint, lm.config().n_embd, lm.config().n_layer);
 }
 
 int cli_fail(const std::string& msg) {

@@ -20,6 +20,7 @@ int cmd_serve(int argc, char** argv);
 int cmd_bench_serve(int argc, char** argv);
 int cmd_fit_prm(int argc, char** argv);
 int cmd_search(int argc, char** argv);
+int cmd_bench_prm(int argc, char** argv);
 int cmd_fit_transfer(int argc, char** argv);
 int cmd_transfer_quality(int argc, char** argv);
 int cmd_bench_transfer(int argc, char** argv);
@@ -36,6 +37,13 @@ bool read_text_file(const std::string& path, std::string* out);
 // A sender and a receiver model (fit-transfer, transfer-quality).
 Result<std::pair<std::unique_ptr<LoadedModel>, std::unique_ptr<LoadedModel>>> load_model_pair(const std::string& sender,
                                                                                                const std::string& receiver);
+
+// The verify head for `lm`: fit-prm's calibration file when `path` is set (checked against the
+// model), else the untrained head.
+namespace prm {
+struct VerifyHead;
+}
+Result<prm::VerifyHead> load_verify_head(const LoadedModel& lm, const std::string& path);
 
 // Prints "agentkv: error: <msg>" as one line on stderr and returns 1.
 int cli_fail(const std::string& msg);

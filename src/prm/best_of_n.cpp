@@ -26,7 +26,7 @@ Result<std::vector<std::vector<double>>> prm_solution_scores(const LoadedModel& 
   if (via_kv) {
     auto steps = kv_score_steps(lm, problems, head, pool);
     if (!steps.ok()) return make_error(steps.error());
-    for (const ScoredStep& s : *steps) fold(s.problem, s.candidate, head.calibration.apply(s.logodds));
+    for (const ScoredStep& s : *steps) fold(s.problem, s.candidate, s.score);
     return out;
   }
   KvManagerOptions ko;

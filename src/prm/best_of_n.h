@@ -24,7 +24,7 @@ struct BestOfNResult {
   std::vector<size_t> chosen;     // per problem
 };
 
-// PRM scorers rank a solution by its weakest step: min over steps of the calibrated score (a
+// PRM scorers rank a solution by its weakest step: min over steps of the head's score (a
 // solution with no step scores lowest). Ties keep the earlier candidate.
 Result<BestOfNResult> best_of_n(const LoadedModel& lm, std::span<const ProblemCandidates> problems,
                                 BestOfNScorer scorer, const VerifyHead& head, ThreadPool& pool);

@@ -1,9 +1,11 @@
-// The fitted verify head on disk: a small JSON file that names the model it was fitted on (by
-// fingerprint, so a head is never applied to another model's logits), the verify question and answer
-// tokens, the calibration, and the figures of the fit.
+// The fitted verify head on disk: a JSON file that names the model it was fitted on (by fingerprint,
+// so a head is never applied to another model's hidden states), the verify question and answer
+// tokens, the calibration, the trained probe (version 2; its numbers carry a checksum so an edited or
+// truncated file is refused) and the figures of the fit.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "prm/verify_head.h"
@@ -22,6 +24,8 @@ struct CalibrationRecord {
   int64_t n_train_positive = 0;
   double train_auroc = 0;
   double train_log_loss = 0;
+  std::optional<StepProbe> probe;
+  double heldout_auroc = 0;  // of the probe on held-out steps; 0 when not measured
 };
 
 Status write_calibration(const std::string& path, const CalibrationRecord& r);
@@ -29,6 +33,8 @@ Result<CalibrationRecord> read_calibration(const std::string& path);
 
 // Checks the record against the model about to use it (fingerprint and answer tokens) and returns
 // the head it describes. The error names the mismatch.
-Result<VerifyHead> head_from_record(const CalibrationRecord& r, const Tokenizer& tok, uint64_t model_fingerprint);
+// n_embd and n_layer are the model's, to check a probe's shape against.
+Result<VerifyHead> head_from_record(const CalibrationRecord& r, const Tokenizer& tok, uint64_t model_fingerprint,
+                                    int n_embd, int n_layer);
 
 }  // namespace agentkv::prm

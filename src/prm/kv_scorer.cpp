@@ -1,16 +1,35 @@
 #include "prm/kv_scorer.h"
 
 #include <algorithm>
+#include <limits>
 
 #include "prm/sequence_prefill.h"
 
 namespace agentkv::prm {
 namespace {
 
-void add_score(PrmScores& out, const VerifyHead& head, const float* logits) {
-  const float x = verify_logodds(head, logits);
-  out.logodds.push_back(x);
-  out.score.push_back(head.calibration.apply(x));
+// Appends the scores of `rows` candidates from their verify pass's logits and features.
+void add_scores(PrmScores& out, const VerifyHead& head, size_t rows, const std::vector<float>& logits,
+                const std::vector<float>& features, const std::vector<float>& every_layer, size_t n_vocab,
+                size_t d) {
+  out.every_layer.insert(out.every_layer.end(), every_layer.begin(), every_layer.end());
+  out.n_features = int(d);
+  for (size_t i = 0; i < rows; ++i) {
+    const float x = head.read_logits ? verify_logodds(head, logits.data() + i * n_vocab)
+                                     : std::numeric_limits<float>::quiet_NaN();
+    const float* f = d ? features.data() + i * d : nullptr;
+    out.logodds.push_back(x);
+    out.score.push_back(head.score(x, f));
+    if (d) out.features.insert(out.features.end(), f, f + d);
+  }
+}
+
+RowOutputs row_outputs(const VerifyHead& head, std::vector<float>& logits, std::vector<float>& features,
+                       std::vector<float>& every_layer) {
+  if (!head.read_logits && !head.every_layer)
+    return RowOutputs{nullptr, &features, head.feature_layer, head.feature_layer};
+  return RowOutputs{&logits, head.feature_layer > 0 ? &features : nullptr, head.feature_layer, 0,
+                    head.every_layer ? &every_layer : nullptr};
 }
 
 // One forward over the verify tokens of contexts [first, last); appends their scores.
@@ -37,10 +56,12 @@ Status score_group(const Model& model, KvManager& kv, std::span<const KvSequence
   }
   // All prefill kernels: the same numerics as the text PRM's re-encoding of these tokens.
   batch.n_tile_tokens = 0;
-  const size_t n_vocab = size_t(model.config().n_vocab);
-  std::vector<float> logits(forks.size() * n_vocab);
-  if (Status st = model.forward(batch, kv.arena(), logits.data(), pool); !st.ok()) return st;
-  for (size_t i = 0; i < forks.size(); ++i) add_score(out, head, logits.data() + i * n_vocab);
+  std::vector<float> logits, features, every_layer;
+  if (Status st = forward_rows(model, batch, kv.arena(), pool, row_outputs(head, logits, features, every_layer));
+      !st.ok())
+    return st;
+  add_scores(out, head, forks.size(), logits, features, every_layer, size_t(model.config().n_vocab),
+             head.feature_layer > 0 ? size_t(model.config().n_embd) : 0);
   // The forks go out of scope uncommitted: their private blocks return to the pool and the verify
   // tokens never enter the prefix index.
   return {};
@@ -67,14 +88,17 @@ Result<PrmScores> text_prm_score(const Model& model, KvManager& scratch_kv,
   if (head.tokens.empty()) return make_error("text_prm_score: the verify head has no tokens");
   PrmScores out;
   std::vector<int32_t> tokens;
-  std::vector<float> logits;
+  std::vector<float> logits, features, every_layer;
   for (const std::vector<int32_t>& traj : trajectories) {
     tokens = traj;
     tokens.insert(tokens.end(), head.tokens.begin(), head.tokens.end());
     KvSequence seq(scratch_kv);
-    if (Status st = prefill_sequence(model, scratch_kv, seq, tokens, pool, &logits); !st.ok())
+    if (Status st = prefill_sequence(model, scratch_kv, seq, tokens, pool,
+                                     row_outputs(head, logits, features, every_layer));
+        !st.ok())
       return make_error(st.error());
-    add_score(out, head, logits.data());
+    add_scores(out, head, 1, logits, features, every_layer, size_t(model.config().n_vocab),
+               head.feature_layer > 0 ? size_t(model.config().n_embd) : 0);
   }
   return out;
 }

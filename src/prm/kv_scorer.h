@@ -6,7 +6,8 @@
 //             (a verifier that cannot read the policy's cache): O(L) tokens per score, O(L^2) for
 //             all steps of a trajectory.
 // Both run in batch-invariant mode with the prefill kernels (sequence_prefill.h), so when the
-// contexts' K/V were also written by prefill_sequence the two give bit-identical log-odds.
+// contexts' K/V were also written by prefill_sequence the two give bit-identical log-odds,
+// features and scores.
 #pragma once
 
 #include <span>
@@ -20,7 +21,10 @@ namespace agentkv::prm {
 
 struct PrmScores {
   std::vector<float> logodds;  // log p(pos) / p(neg) at the last verify token, per candidate
-  std::vector<double> score;   // the head's calibration applied to logodds
+  std::vector<double> score;   // the head's score (probe, else calibrated logodds), per candidate
+  std::vector<float> features; // [candidates][n_features] when head.feature_layer > 0
+  int n_features = 0;
+  std::vector<float> every_layer;  // [candidates][n_layer][n_embd] when head.every_layer
 };
 
 // Every context must belong to `kv` and hold at least one token. The policy's blocks are never

@@ -67,17 +67,10 @@ Result<std::vector<ScoredStep>> kv_score_steps(const LoadedModel& lm, std::span<
   constexpr size_t kGroup = 8;
   for (size_t g0 = 0; g0 < problems.size(); g0 += kGroup) {
     const size_t g1 = std::min(problems.size(), g0 + kGroup);
-    std::vector<KvSequence> prompts;
-    prompts.reserve(g1 - g0);
-    std::vector<KvSequence*> prompt_ptrs;
     std::vector<std::span<const int32_t>> prompt_tokens;
-    for (size_t pi = g0; pi < g1; ++pi) {
-      prompts.emplace_back(**kv);
-      prompt_ptrs.push_back(&prompts.back());
-      prompt_tokens.push_back(problems[pi].prompt);
-    }
-    if (Status st = prefill_together(*lm.model, **kv, prompt_ptrs, prompt_tokens, pool); !st.ok())
-      return make_error(st.error());
+    for (size_t pi = g0; pi < g1; ++pi) prompt_tokens.push_back(problems[pi].prompt);
+    auto prompts = prefill_new(*lm.model, **kv, prompt_tokens, pool);
+    if (!prompts.ok()) return make_error(prompts.error());
     std::vector<const KvSequence*> starts;
     std::vector<std::span<const std::vector<int32_t>>> trajs;
     std::vector<std::pair<size_t, size_t>> owner;  // (problem, candidate) of each trajectory
@@ -85,7 +78,7 @@ Result<std::vector<ScoredStep>> kv_score_steps(const LoadedModel& lm, std::span<
       for (size_t ci = 0; ci < problems[pi].candidates.size(); ++ci) {
         const Candidate& c = problems[pi].candidates[ci];
         if (c.check.steps.empty()) continue;
-        starts.push_back(&prompts[pi - g0]);
+        starts.push_back(&(*prompts)[pi - g0]);
         // Lines past the last step are never scored, so their K/V is not needed.
         trajs.push_back(std::span(c.lines).first(c.check.step_line.back() + 1));
         owner.emplace_back(pi, ci);
@@ -101,13 +94,14 @@ Result<std::vector<ScoredStep>> kv_score_steps(const LoadedModel& lm, std::span<
       const Candidate& c = problems[pi].candidates[ci];
       for (size_t s = 0; s < c.check.steps.size(); ++s) {
         scored.push_back(&(*contexts)[t][c.check.step_line[s]]);
-        steps.push_back(ScoredStep{pi, ci, s, 0.0f, c.check.steps[s].correct ? 1 : 0});
+        steps.push_back(ScoredStep{pi, ci, s, 0.0f, 0.0, c.check.steps[s].correct ? 1 : 0});
       }
     }
     auto scores = kv_prm_score(*lm.model, **kv, scored, head, pool);
     if (!scores.ok()) return make_error(scores.error());
     for (size_t i = 0; i < steps.size(); ++i) {
       steps[i].logodds = scores->logodds[i];
+      steps[i].score = scores->score[i];
       out.push_back(steps[i]);
     }
   }

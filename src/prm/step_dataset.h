@@ -46,6 +46,7 @@ Result<std::vector<ProblemCandidates>> sample_candidates(const LoadedModel& lm, 
 struct ScoredStep {
   size_t problem = 0, candidate = 0, step = 0;
   float logodds = 0;
+  double score = 0;  // the head's score
   int label = 0;  // the checker's verdict on the step
 };
 

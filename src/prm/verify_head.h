@@ -1,13 +1,16 @@
 // What the verifier appends after a step and what it reads back: the verify tokens (a question turn
-// of the chat format asking whether the last step is correct), the two answer tokens, and the fitted
-// affine calibration of their log-odds. Shared by the KV-PRM and the text PRM, so "same model, same
+// of the chat format asking whether the last step is correct), and either the trained probe on the
+// last verify token's hidden state (step_probe.h) or, without one, an affine calibration of the
+// log-odds of two answer tokens. Shared by the KV-PRM and the text PRM, so "same model, same
 // head" holds by construction.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "prm/step_probe.h"
 #include "tokenizer/tokenizer.h"
 #include "util/status.h"
 
@@ -27,6 +30,20 @@ struct VerifyHead {
   int32_t pos_token = -1;         // "+"
   int32_t neg_token = -1;         // "-"
   Calibration calibration;
+  std::optional<StepProbe> probe;  // when set, the step's score is the probe's log-odds
+  // The block whose output the scorers return as features (1..n_layer; 0: none). The probe's layer
+  // when there is one; fit-prm sets it to collect features before a probe exists.
+  int feature_layer = 0;
+  // false: the verify pass stops after feature_layer (a probe needs nothing deeper), and logodds
+  // are not read (NaN).
+  bool read_logits = true;
+  // fit-prm's layer sweep: the scorers also return the features after every block.
+  bool every_layer = false;
+
+  // The step's score (a log-odds of being correct) from the last verify token's logits and features.
+  double score(float logodds, const float* features) const {
+    return probe ? probe->apply(features) : calibration.apply(logodds);
+  }
 };
 
 inline constexpr const char* kDefaultVerifyQuestion = "Is the last step correct? Answer + or -.";

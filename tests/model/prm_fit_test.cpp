@@ -1,9 +1,14 @@
-// fit-prm end to end on SmolLM2: the policy samples solutions to train problems, the checker labels
-// the steps, the KV-PRM scores them and the calibration is fitted; the held-out AUROC of the fitted
-// head is reported (printed and recorded) and must clear a threshold set from measurement.
+// fit-prm end to end on SmolLM2 from a committed set of policy-written steps
+// (tests/data/prm/arith_steps.tsv, written by `agentkv fit-prm --dump`, see its header): the checker
+// labels every proposed step, the KV-PRM reads the verify token's hidden state from each proposal's
+// cache, the ridge probe is fitted on train problems and its AUROC is measured on held-out problems
+// (disjoint seeds). The committed lines keep the test fast and repeatable; the features, labels, fit
+// and AUROC are all computed here.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdio>
+#include <unistd.h>
 
 #include "model_test_util.h"
 #include "prm/fit_prm.h"
@@ -11,39 +16,57 @@
 namespace agentkv::prm {
 namespace {
 
-// Measured with these settings (2026-11-30): held-out AUROC 0.531 on 136 steps of which 11 are
-// correct (train 0.565, a = 0.528, b = -1.963); sampling is seeded and batch-invariant, so the figure
-// repeats. That is NOT a clear margin over chance (standard error ~0.09 with 11 positives), so this
-// bound only guards against an inverted head; the acceptance bar (clearly above chance) is not met
-// yet. A "Yes"/"No" question did worse (held-out 0.460, a < 0).
-constexpr double kMinHeldoutAuroc = 0.5;
+// Measured with these settings on 2026-11-30: held-out AUROC 0.5703 on 165 steps of which 19 are
+// correct (train 240 / 44). On the whole file (40 train, 24 held-out problems: twice this test's
+// run time) it is 0.5886 on 246 steps / 35 correct (BENCHMARKS.md, "KV-PRM on the arith task").
+// Layer 8 and l2 0.01 are what fit-prm's 4-fold cross-validated sweep on the train problems chose.
+// With ~20-35 positives the standard error is ~0.05-0.07, so this is NOT a clear margin over
+// chance: the bound (measurement minus an allowance for float-rounding differences between ISAs)
+// guards the figure from regressing; it does not meet the acceptance bar.
+constexpr double kMeasuredHeldoutAuroc = 0.5703;
+constexpr double kMinHeldoutAuroc = 0.53;
 
-TEST(FitPrm, HeldOutAurocBeatsChance) {
+FitPrmOptions fixture_options() {
+  FitPrmOptions o;
+  o.steps_file = testing::source_path("tests/data/prm/arith_steps.tsv");
+  o.n_train = 24;
+  o.n_heldout = 16;
+  o.feature_layer = 8;
+  o.l2 = 0.01;
+  return o;
+}
+
+TEST(FitPrm, ProbeHeldOutAurocAboveChance) {
   const LoadedModel& lm = testing::real_model("smollm2");
   ThreadPool pool(0);
-  FitPrmOptions o;
-  // T = 0.8 gave 9 correct of 180 train steps and 4 of 206 held-out ones (16 problems each): too few
-  // positives to measure an AUROC. T = 0.4 keeps the samples varied and the positives frequent.
-  o.n_train = 12;
-  o.n_heldout = 12;
-  o.sampling.n_samples = 4;
-  o.sampling.temperature = 0.4f;
-  o.sampling.max_tokens = 64;
-  o.sampling.seed = 7;
+  const FitPrmOptions o = fixture_options();
   auto rep = fit_prm(lm, o, pool, [](const std::string& s) { std::printf("%s\n", s.c_str()); });
   ASSERT_TRUE(rep.ok()) << rep.error();
-  std::printf("fit: a = %.4f b = %.4f; train AUROC %.4f (%lld steps, %lld correct); held-out AUROC %.4f "
-              "(%lld steps, %lld correct)\n",
-              rep->record.calibration.a, rep->record.calibration.b, rep->train.auroc, (long long)rep->train.n_steps,
+  std::printf("probe layer %d, l2 %g: train AUROC %.4f (%lld steps, %lld correct); held-out AUROC %.4f "
+              "(%lld steps, %lld correct); measured %.4f\n",
+              rep->record.probe->layer, rep->record.probe->l2, rep->train.auroc, (long long)rep->train.n_steps,
               (long long)rep->train.n_steps_correct, rep->heldout.auroc, (long long)rep->heldout.n_steps,
-              (long long)rep->heldout.n_steps_correct);
+              (long long)rep->heldout.n_steps_correct, kMeasuredHeldoutAuroc);
   RecordProperty("heldout_auroc", std::to_string(rep->heldout.auroc));
   RecordProperty("train_auroc", std::to_string(rep->train.auroc));
-  ASSERT_GT(rep->heldout.n_steps_correct, 5);
-  ASSERT_GT(rep->heldout.n_steps - rep->heldout.n_steps_correct, 5);
-  EXPECT_GT(rep->record.calibration.a, 0.0) << "a higher log-odds of '+' should mean a likelier correct step";
+  ASSERT_GE(rep->heldout.n_steps_correct, 15);
+  ASSERT_GE(rep->heldout.n_steps - rep->heldout.n_steps_correct, 15);
   EXPECT_GT(rep->heldout.auroc, kMinHeldoutAuroc);
   EXPECT_EQ(rep->record.model_fingerprint, lm.fingerprint);
+
+  // The written head scores like the fitted one and is refused for another model.
+  const std::string path = ::testing::TempDir() + "prm_fit_" + std::to_string(::getpid()) + ".json";
+  ASSERT_TRUE(write_calibration(path, rep->record).ok());
+  auto back = read_calibration(path);
+  ASSERT_TRUE(back.ok()) << back.error();
+  auto head = head_from_record(*back, *lm.tokenizer, lm.fingerprint, lm.config().n_embd, lm.config().n_layer);
+  ASSERT_TRUE(head.ok()) << head.error();
+  EXPECT_TRUE(head->probe.has_value());
+  EXPECT_FALSE(head->read_logits);
+  auto other = head_from_record(*back, *lm.tokenizer, lm.fingerprint ^ 1, lm.config().n_embd, lm.config().n_layer);
+  ASSERT_FALSE(other.ok());
+  EXPECT_NE(other.error().find("not on this model"), std::string::npos) << other.error();
+  std::remove(path.c_str());
 }
 
 }  // namespace

@@ -83,6 +83,13 @@ struct Fixture {
     EXPECT_TRUE(ctx.ok()) << ctx.error();
     contexts = std::move(*ctx);
   }
+  // What the text PRM re-encodes for each context of all_contexts(), in the same order.
+  std::vector<std::vector<int32_t>> all_texts() const {
+    std::vector<std::vector<int32_t>> out;
+    for (size_t t = 0; t < lines.size(); ++t)
+      for (size_t k = 0; k < lines[t].size(); ++k) out.push_back(concat_prefix(prompt_tokens[prompt_of[t]], lines[t], k + 1));
+    return out;
+  }
   std::vector<const KvSequence*> all_contexts() const {
     std::vector<const KvSequence*> out;
     for (auto& t : contexts)
@@ -96,10 +103,7 @@ TEST(KvPrmScorer, KvScoreEqualsTextPrmScoreBitForBit) {
   const std::vector<const KvSequence*> ctx = f.all_contexts();
   auto kv_scores = kv_prm_score(*f.lm.model, *f.kv, ctx, f.head, f.pool);  // one forward for all
   ASSERT_TRUE(kv_scores.ok()) << kv_scores.error();
-  std::vector<std::vector<int32_t>> texts;
-  for (size_t t = 0; t < f.lines.size(); ++t)
-    for (size_t k = 0; k < f.lines[t].size(); ++k)
-      texts.push_back(concat_prefix(f.prompt_tokens[f.prompt_of[t]], f.lines[t], k + 1));
+  const std::vector<std::vector<int32_t>> texts = f.all_texts();
   auto text_scores = text_prm_score(*f.lm.model, *f.scratch, texts, f.head, f.pool);
   ASSERT_TRUE(text_scores.ok()) << text_scores.error();
   ASSERT_EQ(kv_scores->logodds.size(), ctx.size());
@@ -117,6 +121,38 @@ TEST(KvPrmScorer, KvScoreEqualsTextPrmScoreBitForBit) {
   const auto [lo, hi] = std::minmax_element(kv_scores->logodds.begin(), kv_scores->logodds.end());
   EXPECT_GT(*hi - *lo, 0.1f);
   EXPECT_EQ(f.scratch->used_bytes(), 0) << "the text PRM kept blocks";
+}
+
+// The trained head's path: features (the RMS-normalised residual stream at the last verify token
+// after block 4, the verify pass stopping there) and a probe's scores agree bit for bit
+// between the KV-PRM and the text PRM. Any probe will do for equality, so a fixed one is built.
+TEST(KvPrmScorer, ProbeFeaturesAndScoresEqualTextPrmBitForBit) {
+  Fixture f;
+  const int d = f.lm.config().n_embd;
+  StepProbe probe;
+  probe.layer = 4;  // of 30: the split forward is exercised and the text PRM re-encodes cheaply
+  for (int i = 0; i < d; ++i) {
+    probe.mean.push_back(0.01f * float(i % 7));
+    probe.inv_std.push_back(1.0f);
+    probe.weight.push_back(std::sin(0.37 * i));
+  }
+  f.head.probe = probe;
+  f.head.feature_layer = probe.layer;
+  f.head.read_logits = false;
+  const std::vector<const KvSequence*> ctx = f.all_contexts();
+  auto kv_scores = kv_prm_score(*f.lm.model, *f.kv, ctx, f.head, f.pool);
+  ASSERT_TRUE(kv_scores.ok()) << kv_scores.error();
+  ASSERT_EQ(kv_scores->n_features, d);
+  const std::vector<std::vector<int32_t>> texts = f.all_texts();
+  auto text_scores = text_prm_score(*f.lm.model, *f.scratch, texts, f.head, f.pool);
+  ASSERT_TRUE(text_scores.ok()) << text_scores.error();
+  ASSERT_EQ(kv_scores->features.size(), ctx.size() * size_t(d));
+  ASSERT_EQ(kv_scores->features.size(), text_scores->features.size());
+  EXPECT_EQ(0, std::memcmp(kv_scores->features.data(), text_scores->features.data(),
+                           kv_scores->features.size() * sizeof(float)));
+  EXPECT_EQ(kv_scores->score, text_scores->score);
+  const auto [lo, hi] = std::minmax_element(kv_scores->score.begin(), kv_scores->score.end());
+  EXPECT_GT(*hi - *lo, 0.01) << "every step got the same score: the features do not reach the probe";
 }
 
 struct BlockState {

@@ -1,0 +1,60 @@
+// The policy proposing next steps: from each context (a token list ending where a step line would
+// start), N one-line continuations sampled through the serving engine, all contexts in one engine
+// run so decode steps batch across them. Used for the step-labelled fitting data and for the step
+// beam search.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "engine/engine.h"
+#include "model/loaded_model.h"
+#include "util/thread_pool.h"
+
+namespace agentkv::prm {
+
+struct StepProposal {
+  std::vector<int32_t> tokens;  // the line through the token holding its newline; no end token
+  std::string text;             // decoded, without the newline
+  double logprob = 0;           // sum over the line's sampled tokens
+  bool ended = false;           // the policy ended its turn (end-of-generation) in or after this line
+};
+
+struct ProposeOptions {
+  int n = 4;
+  float temperature = 0.8f;
+  int max_tokens = 32;  // per line
+  uint64_t seed = 1;
+  int64_t kv_mem_bytes = int64_t(1) << 30;
+};
+
+// Keeps one engine across calls, so its prefix cache holds the contexts of earlier rounds (a step
+// beam's contexts grow by one line per round).
+class StepProposer {
+ public:
+  static Result<std::unique_ptr<StepProposer>> create(const LoadedModel& lm, const ProposeOptions& opt,
+                                                      ThreadPool& pool);
+  // result[c] holds opt.n proposals for contexts[c]. Sampling is seeded by the call count and the
+  // context index, so a run repeats.
+  Result<std::vector<std::vector<StepProposal>>> propose(std::span<const std::vector<int32_t>> contexts);
+  int64_t tokens_sampled() const { return tokens_sampled_; }
+
+ private:
+  StepProposer(const LoadedModel& lm, const ProposeOptions& opt, std::unique_ptr<Engine> engine)
+      : lm_(lm), opt_(opt), engine_(std::move(engine)) {}
+  const LoadedModel& lm_;
+  ProposeOptions opt_;
+  std::unique_ptr<Engine> engine_;
+  uint64_t calls_ = 0;
+  int64_t tokens_sampled_ = 0;
+};
+
+// One StepProposer, one call.
+Result<std::vector<std::vector<StepProposal>>> propose_steps(const LoadedModel& lm,
+                                                             std::span<const std::vector<int32_t>> contexts,
+                                                             const ProposeOptions& opt, ThreadPool& pool);
+
+}  // namespace agentkv::prm
