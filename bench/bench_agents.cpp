@@ -1,7 +1,6 @@
 #include "bench_agents.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <functional>
@@ -11,15 +10,12 @@
 #include "engine/engine.h"
 #include "percentile.h"
 #include "tokendance_round.h"
+#include "util/monotonic_clock.h"
 #include "util/progress_bar.h"
 
 namespace agentkv {
 
 namespace {
-
-double now_seconds() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
 
 struct Footprint {
   int64_t unique_blocks = 0;   // blocks if every context were resident at once
@@ -170,7 +166,7 @@ Result<ModeReport> run_mode(const LoadedModel& lm, ThreadPool& pool, const Bench
     };
     std::vector<Out> outs(turns.size());
     std::vector<std::vector<int32_t>> prompts(turns.size());
-    const double t0 = now_seconds();
+    const double t0 = monotonic_seconds();
     for (size_t i = 0; i < turns.size(); ++i) {
       RequestParams p;
       prompts[i] = turn_tokens(*lm.tokenizer, turns[i]).all();
@@ -180,7 +176,7 @@ Result<ModeReport> run_mode(const LoadedModel& lm, ThreadPool& pool, const Bench
       rs.prompt_tokens += int64_t(p.prompt.size());
       Out* o = &outs[i];
       auto id = engine->add_request(std::move(p), [o, t0, &bar, &turns_done](const RequestEvent& ev) {
-        if (ev.has_token && o->ttft < 0) o->ttft = now_seconds() - t0;
+        if (ev.has_token && o->ttft < 0) o->ttft = monotonic_seconds() - t0;
         if (ev.has_token && ev.finish_reason != "stop") o->tokens.push_back(ev.token);
         o->text += ev.text;
         if (!ev.error.empty()) o->error = ev.error;
@@ -192,7 +188,7 @@ Result<ModeReport> run_mode(const LoadedModel& lm, ThreadPool& pool, const Bench
       if (!id.ok()) return make_error("round " + std::to_string(r + 1) + ", agent " + std::to_string(turns[i].agent) + ": " + id.error());
     }
     AGENTKV_TRY(engine->run_until_idle());
-    rs.round_seconds = now_seconds() - t0;
+    rs.round_seconds = monotonic_seconds() - t0;
     std::vector<double> ttfts;
     std::vector<std::vector<int32_t>> contexts;
     for (size_t i = 0; i < outs.size(); ++i) {

@@ -1,7 +1,6 @@
 #include "tokendance_round.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <map>
 #include <memory>
@@ -9,6 +8,7 @@
 
 #include "engine/segment_collector.h"
 #include "share/master_diff.h"
+#include "util/monotonic_clock.h"
 
 namespace agentkv {
 
@@ -29,10 +29,6 @@ TurnTokens turn_tokens(const Tokenizer& tok, const AgentTurn& t) {
 
 namespace {
 
-double now_seconds() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
 struct Done {
   uint64_t retained = 0;
   std::vector<int32_t> tokens;
@@ -44,7 +40,7 @@ struct Done {
 // Queues a request whose events land in *d.
 Status submit(Engine& e, RequestParams p, Done* d, double t0) {
   auto id = e.add_request(std::move(p), [d, t0](const RequestEvent& ev) {
-    if (ev.has_token && d->ttft < 0) d->ttft = now_seconds() - t0;
+    if (ev.has_token && d->ttft < 0) d->ttft = monotonic_seconds() - t0;
     if (ev.has_token && !(ev.seq_finished && ev.finish_reason == "stop" && ev.text.empty())) d->tokens.push_back(ev.token);
     d->text += ev.text;
     if (!ev.error.empty()) d->error = ev.error;
@@ -86,7 +82,7 @@ Result<TokendanceRoundOut> run_tokendance_round(Engine& engine, ThreadPool& pool
 
   const EngineMetrics m0 = engine.metrics();
   engine.kv().pool().reset_peak_used();
-  const double t0 = now_seconds();
+  const double t0 = monotonic_seconds();
 
   // 1. Prefixes (exact, prefix-cached) and the master [BOS][segment], all in one engine run.
   std::vector<Done> prefix_done(n), master_done(1);
@@ -117,11 +113,11 @@ Result<TokendanceRoundOut> run_tokendance_round(Engine& engine, ThreadPool& pool
     if (!ms) return make_error("tokendance: the master's prefill was not retained");
     master = std::make_shared<const MasterSegment>(ms->fork(), master_start, master_start);
     if (!who.empty()) {
-      const double c0 = now_seconds();
+      const double c0 = monotonic_seconds();
       auto res = collect_shared_segment(engine, master_done[0].retained, master_start, segment, prefix_handles,
                                         opt.recompute);
       if (!res.ok()) return make_error(res.error());
-      out.collector_seconds = now_seconds() - c0;
+      out.collector_seconds = monotonic_seconds() - c0;
       copies = std::move(*res);
     }
     engine.release_retained(master_done[0].retained);
@@ -145,7 +141,7 @@ Result<TokendanceRoundOut> run_tokendance_round(Engine& engine, ThreadPool& pool
     AGENTKV_TRY(submit(engine, std::move(p), &answers[i], t0));
   }
   AGENTKV_TRY(engine.run_until_idle());
-  out.round_seconds = now_seconds() - t0;
+  out.round_seconds = monotonic_seconds() - t0;
   for (size_t i = 0; i < n; ++i) {
     if (!answers[i].error.empty()) return make_error("agent " + std::to_string(turns[i].agent) + ": " + answers[i].error);
     out.agents[i].text = answers[i].text;
@@ -171,10 +167,10 @@ Result<TokendanceRoundOut> run_tokendance_round(Engine& engine, ThreadPool& pool
       if (!s.reserve(int64_t(segment.size()))) break;
       const int32_t p = int32_t(pieces[who[k]].prefix.size());
       const AgentSegment one{SeqBlocks{s.blocks().data(), int32_t(s.blocks().size())}, p, p};
-      const double c0 = now_seconds();
+      const double c0 = monotonic_seconds();
       auto res = selective_recompute(*lm.model, engine.kv().arena(), master->view(), segment,
                                      std::span<const AgentSegment>(&one, 1), opt.recompute, pool);
-      total += now_seconds() - c0;
+      total += monotonic_seconds() - c0;
       if (!res.ok()) return make_error(res.error());
     }
     out.collector_per_agent_seconds = total;

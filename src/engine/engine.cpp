@@ -1,17 +1,14 @@
 #include "engine/engine.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <limits>
+
+#include "util/monotonic_clock.h"
 
 namespace agentkv {
 
 namespace {
-
-double now_seconds() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
@@ -125,7 +122,7 @@ Status Engine::add_request_with_id(uint64_t id, RequestParams p, RequestCallback
   RequestState& r = requests_[id];
   r.params = std::move(p);
   r.cb = std::move(cb);
-  r.arrival_time = now_seconds();
+  r.arrival_time = monotonic_seconds();
   auto s = make_sequence(r, id, 0, next_arrival_++);
   s->tokens = r.params.prompt;
   s->n_prompt = int(s->tokens.size());
@@ -164,7 +161,7 @@ void Engine::sample_and_emit(RequestState& r, Sequence* s, float* logits) {
   ev.seq_index = s->index;
   ev.n_prompt = s->n_prompt;
   ev.n_cached_prompt = std::max(0, r.seqs.front()->n_cached_prompt);
-  const double now = now_seconds();
+  const double now = monotonic_seconds();
   if (r.params.max_tokens == 0) {
     ev.n_generated = 0;
     finish_sequence(r, s, ev, "length");
@@ -280,9 +277,9 @@ Status Engine::step() {
   }
   const int32_t n_vocab = lm_.config().n_vocab;
   logits_.resize(batch_.logit_rows.size() * size_t(n_vocab));
-  const double t0 = now_seconds();
+  const double t0 = monotonic_seconds();
   Status st = lm_.model->forward(batch_, kv_->arena(), logits_.data(), pool_);
-  const double dt = now_seconds() - t0;
+  const double dt = monotonic_seconds() - t0;
   if (!st.ok()) return st;
   m_.forward_seconds += dt;
   m_.prefill_seconds += dt * double(n_prefill) / double(n_prefill + n_decode);

@@ -1,16 +1,9 @@
 #include "engine/generate.h"
 
-#include <chrono>
-
 #include "engine/engine.h"
+#include "util/monotonic_clock.h"
 
 namespace agentkv {
-
-namespace {
-double now_seconds() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-}  // namespace
 
 // One request on a private engine: the same scheduler, KV blocks and batch-invariant kernels as the
 // server, so `agentkv generate` and a greedy server request give the same tokens.
@@ -40,11 +33,11 @@ Result<GenerateResult> generate(const LoadedModel& lm, const std::vector<int32_t
   GenerateResult res;
   res.n_prompt = int(prompt.size());
   res.finish_reason = "length";
-  const double t0 = now_seconds();
+  const double t0 = monotonic_seconds();
   double t_first = -1;
   std::string error;
   auto id = engine->add_request(std::move(p), [&](const RequestEvent& ev) {
-    if (ev.has_token && t_first < 0) t_first = now_seconds();
+    if (ev.has_token && t_first < 0) t_first = monotonic_seconds();
     if (ev.has_token && !(ev.seq_finished && ev.finish_reason == "stop" && lm.tokenizer->is_eog(ev.token)))
       res.tokens.push_back(ev.token);
     res.text += ev.text;
@@ -55,7 +48,7 @@ Result<GenerateResult> generate(const LoadedModel& lm, const std::vector<int32_t
   if (!id.ok()) return make_error(id.error());
   AGENTKV_TRY(engine->run_until_idle());
   if (!error.empty()) return make_error(error);
-  const double t1 = now_seconds();
+  const double t1 = monotonic_seconds();
   res.prefill_seconds = (t_first < 0 ? t1 : t_first) - t0;
   res.decode_seconds = t1 - (t_first < 0 ? t1 : t_first);
   return res;

@@ -11,23 +11,15 @@
 //      Engine::compact_retained): its exact prefix blocks, the rows the collector recomputed for it
 //      and its own turn packed, and a reference to the master; the next turn rebuilds it bit for bit.
 // recompute = 1 recomputes every token and gives exactly the tokens of an exact round.
-#include <chrono>
 #include <future>
 #include <map>
 #include <set>
 
 #include "engine/segment_collector.h"
 #include "server/agent_job.h"
+#include "util/monotonic_clock.h"
 
 namespace agentkv {
-
-namespace {
-
-double seconds_now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-}  // namespace
 
 bool ApiServer::share_segments(std::vector<AgentJob>& jobs, double recompute, HttpResponseWriter& w,
                                RoundSharingReport* report) {
@@ -116,7 +108,7 @@ bool ApiServer::share_segments(std::vector<AgentJob>& jobs, double recompute, Ht
     auto fut = done->get_future();
     const std::vector<int32_t> segment = g.segment;
     const int32_t start = g.master_start;
-    const double t0 = seconds_now();
+    const double t0 = monotonic_seconds();
     const bool posted = loop_->post(
         [done, master, start, segment, prefixes, ropt](Engine& e) {
           auto res = collect_shared_segment(e, master, start, segment, prefixes, ropt);
@@ -131,7 +123,7 @@ bool ApiServer::share_segments(std::vector<AgentJob>& jobs, double recompute, Ht
       return false;
     }
     auto res = fut.get();
-    rep.collector_seconds += seconds_now() - t0;
+    rep.collector_seconds += monotonic_seconds() - t0;
     if (!res.ok()) {
       release_sharing(jobs, false);
       for (size_t later = size_t(&g - gs.data()) + 1; later < gs.size(); ++later) {
