@@ -40,16 +40,20 @@ int cmd_fit_transfer(int argc, char** argv) {
   std::string from, to, corpus, out;
   int64_t threads = 0, max_bytes = 3000, max_passages = 0;
   double alpha = 1e-4;
+  std::string pooling = "mean";
   ArgParser p("fit-transfer", "Fit a KV transfer map from one model's cache to another's (ridge per layer and KV head).");
   p.add_string("--from", &from, "sender model alias or .gguf path", true);
   p.add_string("--to", &to, "receiver model alias or .gguf path", true);
   p.add_string("--corpus", &corpus, "calibration text, passages separated by blank lines", true);
   p.add_string("--out", &out, "map file to write (.gguf)", true);
   p.add_float("--alpha", &alpha, "ridge strength, relative to the mean feature energy", 0.0, 1e6);
+  p.add_string("--pooling", &pooling, "how a receiver token combines the sender tokens covering it: mean, overlap (by shared bytes), last");
   p.add_int("--max-bytes", &max_bytes, "longest passage in bytes (longer ones are cut at a space)", 16, 1 << 20);
   p.add_int("--max-passages", &max_passages, "use at most this many passages (0 = all)", 0, 1 << 30);
   p.add_int("-t,--threads", &threads, "threads (0 = all cores)", 0, 1024);
   if (auto rc = p.parse_command(argc, argv)) return *rc;
+  const auto pooling_rule = parse_span_pooling(pooling);
+  if (!pooling_rule) return cli_fail("--pooling must be mean, overlap or last, not '" + pooling + "'");
   std::string text;
   if (!read_text_file(corpus, &text)) return cli_fail("cannot open corpus '" + corpus + "'");
   std::vector<std::string> passages = split_passages(text, size_t(max_bytes));
@@ -62,6 +66,7 @@ int cmd_fit_transfer(int argc, char** argv) {
   ThreadPool pool{int(threads)};
   TransferFitOptions opt;
   opt.ridge_alpha = alpha;
+  opt.pooling = *pooling_rule;
   TransferFitter fitter(sender, receiver, opt);
   const auto t0 = std::chrono::steady_clock::now();
   ProgressBar bar("fit-transfer " + from + " -> " + to, int64_t(passages.size()));

@@ -34,6 +34,7 @@ Result<KvTransferReport> transfer_kv_cache(const TransferMap& map, const LoadedM
     return make_error("kv transfer: the sender cache holds " + std::to_string(sender_seq.n_tokens()) +
                       " tokens that are not the sender's tokenization of the text (" + std::to_string(s.size()) + " tokens)");
   const TokenAlignment align = align_tokens(r, s);
+  const SpanWeights weights = span_weights(align, r, s, map.pooling);
   const auto t_align = Clock::now();
   const int64_t nr = int64_t(r.size());
   // Receiver tokens without sender text (empty spans) cannot be projected: compute them natively,
@@ -71,7 +72,7 @@ Result<KvTransferReport> transfer_kv_cache(const TransferMap& map, const LoadedM
       loaded = want;
     }
     pool.parallel_for(n_proj, kGrain, [&](int64_t b, int64_t e) {
-      for (int64_t i = b; i < e; ++i) pooled_sender_features(sl, align, size_t(n_native + i), x.data() + i * in_dim);
+      for (int64_t i = b; i < e; ++i) pooled_sender_features(sl, align, weights, size_t(n_native + i), x.data() + i * in_dim);
     });
     map.project_rows(l, x.data(), n_proj, y.data(), pool);
     pool.parallel_for(n_proj, kGrain, [&](int64_t b, int64_t e) {

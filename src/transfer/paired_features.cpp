@@ -1,22 +1,91 @@
 #include "transfer/paired_features.h"
 
+#include <algorithm>
+
 namespace agentkv {
 
-void pooled_sender_features(const LayerKv& sender, const TokenAlignment& alignment, size_t receiver_token, float* x) {
-  const int32_t first = alignment.first[receiver_token], count = alignment.count[receiver_token];
-  AGENTKV_CHECK(count > 0 && first + count <= sender.n_tokens);
-  const int d = sender.kv_dim;
-  for (int i = 0; i < 2 * d; ++i) x[i] = 0.0f;
-  for (int32_t s = first; s < first + count; ++s) {
-    const float* k = sender.k_row(s);
-    const float* v = sender.v_row(s);
-    for (int i = 0; i < d; ++i) {
-      x[i] += k[i];
-      x[d + i] += v[i];
+std::string_view span_pooling_name(SpanPooling p) {
+  switch (p) {
+    case SpanPooling::mean: return "mean";
+    case SpanPooling::overlap: return "overlap";
+    case SpanPooling::last: return "last";
+  }
+  return "?";
+}
+
+std::optional<SpanPooling> parse_span_pooling(std::string_view name) {
+  for (SpanPooling p : {SpanPooling::mean, SpanPooling::overlap, SpanPooling::last})
+    if (name == span_pooling_name(p)) return p;
+  return std::nullopt;
+}
+
+SpanWeights span_weights(const TokenAlignment& alignment, const TokenSpans& receiver, const TokenSpans& sender,
+                         SpanPooling pooling) {
+  SpanWeights out;
+  out.pooling = pooling;
+  out.offset.resize(alignment.size() + 1, 0);
+  for (size_t r = 0; r < alignment.size(); ++r) out.offset[r + 1] = out.offset[r] + alignment.count[r];
+  out.w.assign(size_t(out.offset.back()), 0.0f);
+  for (size_t r = 0; r < alignment.size(); ++r) {
+    const int32_t first = alignment.first[r], count = alignment.count[r];
+    if (count == 0) continue;
+    float* w = out.w.data() + out.offset[r];
+    switch (pooling) {
+      case SpanPooling::mean:
+        for (int32_t i = 0; i < count; ++i) w[i] = 1.0f / float(count);
+        break;
+      case SpanPooling::last:
+        w[count - 1] = 1.0f;
+        break;
+      case SpanPooling::overlap: {
+        double total = 0;
+        for (int32_t i = 0; i < count; ++i) {
+          const size_t s = size_t(first + i);
+          const size_t b = std::max(receiver.begin[r], sender.begin[s]), e = std::min(receiver.end[r], sender.end[s]);
+          w[i] = e > b ? float(e - b) : 0.0f;
+          total += w[i];
+        }
+        // A run always overlaps its receiver token by at least one byte (align_tokens' contract).
+        AGENTKV_CHECK(total > 0);
+        for (int32_t i = 0; i < count; ++i) w[i] = float(w[i] / total);
+        break;
+      }
     }
   }
-  const float inv = 1.0f / float(count);
-  for (int i = 0; i < 2 * d; ++i) x[i] *= inv;
+  return out;
+}
+
+void pooled_sender_features(const LayerKv& sender, const TokenAlignment& alignment, const SpanWeights& weights,
+                            size_t receiver_token, float* x) {
+  const int32_t first = alignment.first[receiver_token], count = alignment.count[receiver_token];
+  AGENTKV_CHECK(count > 0 && first + count <= sender.n_tokens);
+  const float* w = weights.w.data() + weights.offset[receiver_token];
+  const int d = sender.kv_dim;
+  for (int i = 0; i < 2 * d; ++i) x[i] = 0.0f;
+  if (weights.pooling == SpanPooling::mean) {
+    // Sum, then scale once: the summation order the maps fitted before the other rules existed saw.
+    for (int32_t s = first; s < first + count; ++s) {
+      const float* k = sender.k_row(s);
+      const float* v = sender.v_row(s);
+      for (int i = 0; i < d; ++i) {
+        x[i] += k[i];
+        x[d + i] += v[i];
+      }
+    }
+    const float inv = 1.0f / float(count);
+    for (int i = 0; i < 2 * d; ++i) x[i] *= inv;
+    x[2 * d] = 1.0f;
+    return;
+  }
+  for (int32_t j = 0; j < count; ++j) {
+    if (w[j] == 0.0f) continue;
+    const float* k = sender.k_row(first + j);
+    const float* v = sender.v_row(first + j);
+    for (int i = 0; i < d; ++i) {
+      x[i] += w[j] * k[i];
+      x[d + i] += w[j] * v[i];
+    }
+  }
   x[2 * d] = 1.0f;
 }
 

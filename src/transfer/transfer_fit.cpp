@@ -20,6 +20,7 @@ Status TransferFitter::add_passage(std::string_view text, ThreadPool& pool) {
   AGENTKV_ASSIGN_OR_RETURN(s, tokenize_with_spans(*sender_.tokenizer, text, sender_.tokenizer->add_bos_default()));
   AGENTKV_ASSIGN_OR_RETURN(r, tokenize_with_spans(*receiver_.tokenizer, text, receiver_.tokenizer->add_bos_default()));
   const TokenAlignment align = align_tokens(r, s);
+  const SpanWeights weights = span_weights(align, r, s, opt_.pooling);
   std::vector<size_t> rows;
   for (size_t t = size_t(std::max(0, opt_.native_prefix)); t < r.size(); ++t)
     if (align.count[t] > 0) rows.push_back(t);
@@ -35,7 +36,7 @@ Status TransferFitter::add_passage(std::string_view text, ThreadPool& pool) {
   for (auto& [sl, gram] : grams_) {
     std::vector<float>& xs = x[sl];
     xs.resize(size_t(n * in_dim));
-    for (int64_t i = 0; i < n; ++i) pooled_sender_features(skv[size_t(sl)], align, rows[size_t(i)], xs.data() + i * in_dim);
+    for (int64_t i = 0; i < n; ++i) pooled_sender_features(skv[size_t(sl)], align, weights, rows[size_t(i)], xs.data() + i * in_dim);
   }
   // Every Gram and cross matrix is independent of the others: spread them over the pool's threads.
   std::vector<std::pair<const float*, GramAccumulator*>> grams;
@@ -70,6 +71,7 @@ Result<TransferMap> TransferFitter::solve() const {
   map.receiver_kv_dim = receiver_.config().kv_dim();
   map.sender_layer = sender_layer_;
   map.ridge_alpha = opt_.ridge_alpha;
+  map.pooling = opt_.pooling;
   map.n_fit_tokens = n_rows_;
   for (size_t l = 0; l < cross_.size(); ++l) {
     const GramAccumulator& g = grams_.at(sender_layer_[l]);

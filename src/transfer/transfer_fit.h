@@ -20,6 +20,7 @@ struct TransferFitOptions {
   // Receiver tokens [0, native_prefix) are computed natively when the map is applied (BOS / the
   // first token: context-free attention sinks with outlying K/V), so they are not fitted either.
   int native_prefix = 1;
+  SpanPooling pooling = SpanPooling::mean;  // recorded in the map
 };
 
 class TransferFitter {

@@ -96,6 +96,7 @@ Status save_transfer_map(const TransferMap& map, const std::string& path) {
   w.add<int32_t>("transfer.receiver.kv_dim", map.receiver_kv_dim);
   w.add_array<int32_t>("transfer.sender_layer", map.sender_layer);
   w.add<double>("transfer.ridge_alpha", map.ridge_alpha);
+  w.add_string("transfer.pooling", std::string(span_pooling_name(map.pooling)));
   w.add<int64_t>("transfer.fit_tokens", map.n_fit_tokens);
   std::vector<std::vector<float>> file_weights;
   for (const auto& m : map.weights) file_weights.push_back(transpose_matrix(m, map.out_dim(), map.in_dim()));
@@ -145,6 +146,11 @@ Result<TransferMap> read_transfer_map(const std::string& path) {
   AGENTKV_ASSIGN_OR_RETURN(v, need_int("transfer.fit_tokens"));
   map.n_fit_tokens = v;
   map.ridge_alpha = f.get_float_or("transfer.ridge_alpha", 0.0);
+  // Maps written before the pooling rules existed were all fitted on the mean.
+  const std::string pooling = f.get_string_or("transfer.pooling", "mean");
+  const auto parsed = parse_span_pooling(pooling);
+  if (!parsed) return make_error(where + "unknown pooling \"" + pooling + "\"");
+  map.pooling = *parsed;
   auto layers = f.get_int_array("transfer.sender_layer");
   if (!layers.ok()) return make_error(where + layers.error());
   map.sender_layer = *layers;

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "model/loaded_model.h"
+#include "transfer/paired_features.h"
 #include "util/status.h"
 #include "util/thread_pool.h"
 
@@ -23,6 +24,7 @@ struct TransferMap {
   int receiver_n_layer = 0, receiver_kv_dim = 0;
   std::vector<int32_t> sender_layer;  // per receiver layer
   double ridge_alpha = 0;
+  SpanPooling pooling = SpanPooling::mean;  // how features were pooled at fitting; applying must match
   int64_t n_fit_tokens = 0;           // receiver tokens the map was fitted on
   std::vector<std::vector<float>> weights;  // per receiver layer, row-major [out_dim][in_dim]
 

@@ -80,7 +80,23 @@ TEST(TransferMapFile, RoundTripsExactly) {
   EXPECT_EQ(r->sender_layer, m.sender_layer);
   EXPECT_EQ(r->n_fit_tokens, 77);
   EXPECT_EQ(r->weights, m.weights);
+  EXPECT_EQ(r->pooling, SpanPooling::mean);
   std::remove(p.c_str());
+}
+
+TEST(TransferMapFile, RecordsThePoolingRule) {
+  for (SpanPooling rule : {SpanPooling::overlap, SpanPooling::last}) {
+    TransferMap m = small_map();
+    m.pooling = rule;
+    const std::string p = temp_path("map_pooling.gguf");
+    ASSERT_TRUE(save_transfer_map(m, p).ok());
+    auto r = read_transfer_map(p);
+    ASSERT_TRUE(r.ok()) << r.error();
+    EXPECT_EQ(r->pooling, rule);
+    std::remove(p.c_str());
+  }
+  EXPECT_FALSE(parse_span_pooling("median").has_value());
+  EXPECT_EQ(parse_span_pooling("overlap"), SpanPooling::overlap);
 }
 
 TEST(TransferMapFile, RefusesCorruption) {
