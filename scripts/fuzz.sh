@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets (GGUF reader, tokenizer input, JSON bodies, byte sizes, HTTP requests)
 # with clang + ASan/UBSan and runs each for $FUZZ_SECONDS (default 60), seeded from the committed test data.
-#   scripts/fuzz.sh [target ...]      targets: gguf_fuzz tokenizer_fuzz json_fuzz byte_size_fuzz http_request_fuzz openai_request_fuzz
+#   scripts/fuzz.sh [target ...]      targets: gguf_fuzz tokenizer_fuzz json_fuzz byte_size_fuzz http_request_fuzz openai_request_fuzz agents_request_fuzz
 set -euo pipefail
 cd "$(dirname "$0")/.."
 for p in clang libclang-rt-14-dev; do
@@ -9,7 +9,7 @@ for p in clang libclang-rt-14-dev; do
     { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq clang libclang-rt-14-dev >/dev/null; break; }
 done
 targets=("$@")
-((${#targets[@]})) || targets=(gguf_fuzz tokenizer_fuzz json_fuzz byte_size_fuzz http_request_fuzz openai_request_fuzz)
+((${#targets[@]})) || targets=(gguf_fuzz tokenizer_fuzz json_fuzz byte_size_fuzz http_request_fuzz openai_request_fuzz agents_request_fuzz)
 CC=clang CXX=clang++ cmake -S . -B build-fuzz -DAGENTKV_FUZZ=ON -DAGENTKV_TESTS=OFF -DAGENTKV_SANITIZE=ON >/dev/null
 cmake --build build-fuzz -j"$(nproc)" --target "${targets[@]}"
 for t in "${targets[@]}"; do
@@ -23,6 +23,10 @@ for t in "${targets[@]}"; do
     openai_request_fuzz)
       printf '{"model":"m","messages":[{"role":"user","content":"hi"}],"n":2,"logprobs":true,"top_logprobs":3,"stop":["x"]}' > "$corpus/seed-chat"
       printf '{"model":"m","prompt":[1,2,3],"max_tokens":5,"stream":true,"stream_options":{"include_usage":true}}' > "$corpus/seed-completion" ;;
+    agents_request_fuzz)
+      printf '{"agents":["a","b"],"shared":"news","kv_sharing":true,"recompute":0.2,"max_tokens":4}' > "$corpus/seed-round"
+      printf '{"steps":["Step 1: 2 + 2 = 4"],"prefix":"x"}' > "$corpus/seed-score"
+      printf '{"model":"m","system":"s","messages":[{"role":"user","content":"hi"}],"ttl_seconds":5}' > "$corpus/seed-create" ;;
     http_request_fuzz)
       printf '\x01\x02POST /v1/chat/completions?x=1 HTTP/1.1\r\nHost: h\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}' > "$corpus/seed-post"
       printf '\x07\x00GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\nGET /b HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n' > "$corpus/seed-pipelined" ;;

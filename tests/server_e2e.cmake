@@ -40,3 +40,8 @@ set_tests_properties(cli.serve_repeated_models PROPERTIES LABELS model TIMEOUT 6
 add_test(NAME cli.bench_serve_smoke
          COMMAND python3 ${CMAKE_SOURCE_DIR}/tests/e2e/bench_serve_cli.py $<TARGET_FILE:agentkv>)
 set_tests_properties(cli.bench_serve_smoke PROPERTIES LABELS model TIMEOUT 600 PASS_REGULAR_EXPRESSION "bench-serve cli: ok")
+
+# KV-PRM step scoring of a resident agent (POST /v1/agents/{id}/score) with a head fitted by fit-prm.
+add_test(NAME server.prm_score_e2e
+         COMMAND python3 ${CMAKE_SOURCE_DIR}/tests/e2e/prm_score_e2e.py $<TARGET_FILE:agentkv> ${CMAKE_BINARY_DIR}/prm_score_e2e)
+set_tests_properties(server.prm_score_e2e PROPERTIES LABELS model TIMEOUT 900 PASS_REGULAR_EXPRESSION "prm score e2e: ok")

@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
 
@@ -35,6 +36,10 @@ int cmd_serve(int argc, char** argv) {
                "on | off: whether /v1/rounds shares the round's block collectively (TokenDance; a request turns "
                "it off with \"kv_sharing\": false); on runs a quality gate per model at start-up");
   p.add_float("--recompute", &recompute, "share of a round's shared block recomputed per agent", 0.0, 1.0);
+  std::string prm_calibration;
+  p.add_string("--prm-calibration", &prm_calibration,
+               "verify heads from agentkv fit-prm (comma-separated files), used by POST /v1/agents/{id}/score on the "
+               "model each was fitted on; other models score zero-shot");
   if (auto rc = p.parse_command(argc, argv)) return *rc;
   if (round_sharing != "on" && round_sharing != "off")
     return cli_fail("--round-sharing: '" + round_sharing + "' is not on or off");
@@ -50,6 +55,11 @@ int cmd_serve(int argc, char** argv) {
     auto b = parse_byte_size(kv_mem);
     if (!b.ok()) return cli_fail("--kv-mem: " + b.error());
     opt.kv_mem = *b;
+  }
+  for (size_t at = 0; at < prm_calibration.size();) {
+    const size_t comma = std::min(prm_calibration.find(',', at), prm_calibration.size());
+    if (comma > at) opt.prm_calibrations.push_back(prm_calibration.substr(at, comma - at));
+    at = comma + 1;
   }
   opt.round_sharing = round_sharing == "on";
   opt.recompute = recompute;

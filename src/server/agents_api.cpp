@@ -225,11 +225,12 @@ void ApiServer::handle_agents(const HttpRequest& req, HttpResponseWriter& w) {
     w.respond(200, "application/json", agent_json(view(*a)).dump());
     return;
   }
-  if (action != "respond" && action != "messages" && action != "fork")
+  if (action != "respond" && action != "messages" && action != "fork" && action != "score")
     return reply(w, ApiError{404, "no route for " + req.method + " " + path, ""});
   if (req.method != "POST") return reply(w, ApiError{405, "use POST " + path, ""});
   if (action == "respond") return respond_agent(id, req, w);
   if (action == "messages") return append_messages(id, req, w);
+  if (action == "score") return score_agent_steps(id, req, w);
   return fork_agent(id, req, w);
 }
 

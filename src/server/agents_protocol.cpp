@@ -1,5 +1,6 @@
 #include "server/agents_protocol.h"
 
+#include <cmath>
 #include <set>
 
 namespace agentkv {
@@ -112,6 +113,57 @@ std::optional<ApiError> parse_agent_fork(const Json& body, const AgentLimits& al
   if (auto e = get_ttl(body, al, &r.ttl_s)) return e;
   *out = std::move(r);
   return std::nullopt;
+}
+
+std::optional<ApiError> parse_step_score(const Json& body, const ApiLimits& limits, const AgentLimits& al,
+                                         StepScoreRequest* out) {
+  if (auto e = only_fields(body, {"steps", "prefix"})) return e;
+  StepScoreRequest r;
+  const Json* steps = body.get("steps");
+  if (!steps || !steps->is_array() || steps->items().empty())
+    return bad("steps", "'steps' is required and must be a non-empty array of step texts");
+  if (steps->items().size() > al.max_score_steps)
+    return bad("steps", "'steps' holds more than " + std::to_string(al.max_score_steps) + " steps");
+  for (size_t i = 0; i < steps->items().size(); ++i) {
+    const Json& s = steps->items()[i];
+    const std::string at = "steps[" + std::to_string(i) + "]";
+    if (!s.is_string()) return bad(at, "'" + at + "' must be a string");
+    if (s.as_string().find_first_not_of(" \t\r\n") == std::string::npos) return bad(at, "'" + at + "' is empty");
+    if (s.as_string().size() > limits.max_prompt_bytes)
+      return bad(at, "'" + at + "' is over " + std::to_string(limits.max_prompt_bytes) + " bytes");
+    r.steps.push_back(s.as_string());
+  }
+  if (auto e = get_string(body, "prefix", limits.max_prompt_bytes, &r.prefix)) return e;
+  *out = std::move(r);
+  return std::nullopt;
+}
+
+Json step_scores_json(const StepScoreReply& r) {
+  Json scores = Json::array();
+  for (size_t i = 0; i < r.scores.size(); ++i) {
+    const StepScore& s = r.scores[i];
+    Json j = Json::object();
+    j.set("index", Json::number(double(i)));
+    j.set("probability", Json::number(s.probability));
+    j.set("score", Json::number(s.score));
+    j.set("logodds", std::isfinite(s.logodds) ? Json::number(double(s.logodds)) : Json());
+    j.set("tokens", Json::number(double(s.tokens)));
+    scores.push(std::move(j));
+  }
+  Json v = Json::object();
+  v.set("kind", Json::string(r.verifier));
+  if (r.feature_layer > 0) v.set("layer", Json::number(double(r.feature_layer)));
+  Json out = Json::object();
+  out.set("object", Json::string("agent.step_scores"));
+  out.set("agent", Json::string(r.agent));
+  out.set("verifier", std::move(v));
+  out.set("scores", std::move(scores));
+  Json usage = Json::object();
+  usage.set("context_tokens", Json::number(double(r.context_tokens)));
+  usage.set("cached_tokens", Json::number(double(r.cached_tokens)));
+  out.set("usage", std::move(usage));
+  out.set("scoring_seconds", Json::number(r.seconds));
+  return out;
 }
 
 std::optional<ApiError> parse_round(const Json& body, const ApiLimits& limits, const AgentLimits& al, RoundRequest* out) {

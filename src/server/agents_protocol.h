@@ -7,6 +7,7 @@
 //   POST   /v1/agents/{id}/messages    {messages: [...]}             append without answering
 //   POST   /v1/agents/{id}/respond     {messages?, max_tokens?, temperature?, top_p?, seed?, stop?}
 //   POST   /v1/agents/{id}/fork        {name?, ttl_seconds?}
+//   POST   /v1/agents/{id}/score       {steps: [texts], prefix?}        KV-PRM step scores
 //   DELETE /v1/agents/{id}
 //   POST   /v1/rounds                  {agents: [ids], shared?, instruction?, kv_sharing?, recompute?,
 //                                        max_tokens?, ...}
@@ -26,6 +27,7 @@ struct AgentLimits {
   double max_ttl_s = 7 * 24 * 3600;
   size_t max_agents = 4096;
   size_t max_round_agents = 1024;
+  size_t max_score_steps = 256;  // candidate steps in one score request
 };
 
 // What respond and rounds sample with (OpenAI's names and ranges).
@@ -73,6 +75,32 @@ std::optional<ApiError> parse_agent_create(const Json& body, const ApiLimits& li
 std::optional<ApiError> parse_agent_messages(const Json& body, const ApiLimits& limits, std::vector<ChatMessage>* out);
 std::optional<ApiError> parse_agent_respond(const Json& body, const ApiLimits& limits, AgentRespondRequest* out);
 std::optional<ApiError> parse_agent_fork(const Json& body, const AgentLimits& al, AgentForkRequest* out);
+// Candidate next steps of a resident agent, scored by the KV-PRM from the agent's cache: each step
+// is appended (as the assistant's text, after `prefix`, the steps it already accepted) to the
+// agent's context with its assistant turn open.
+struct StepScoreRequest {
+  std::vector<std::string> steps;  // non-empty texts; a newline is added where one is missing
+  std::string prefix;
+};
+std::optional<ApiError> parse_step_score(const Json& body, const ApiLimits& limits, const AgentLimits& al,
+                                         StepScoreRequest* out);
+
+struct StepScore {
+  double probability = 0;  // sigmoid(score): the verifier's P(the step is correct)
+  double score = 0;        // the head's log-odds
+  float logodds = 0;       // log p(+)/p(-) at the verify token; NaN when the head reads no logits
+  int64_t tokens = 0;      // the step's tokens
+};
+struct StepScoreReply {
+  std::string agent;
+  std::string verifier;    // "probe" (a fitted head, serve --prm-calibration) or "zero-shot"
+  int feature_layer = 0;   // the probe's layer
+  int64_t context_tokens = 0, cached_tokens = 0;
+  std::vector<StepScore> scores;
+  double seconds = 0;      // the scoring pass on the engine thread
+};
+Json step_scores_json(const StepScoreReply& r);
+
 std::optional<ApiError> parse_round(const Json& body, const ApiLimits& limits, const AgentLimits& al, RoundRequest* out);
 
 // An agent as the API shows it.

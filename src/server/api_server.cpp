@@ -1,11 +1,13 @@
 #include "server/api_server.h"
 
 #include <chrono>
+#include <cstdio>
 #include <condition_variable>
 #include <deque>
 #include <mutex>
 #include <random>
 
+#include "prm/calibration_file.h"
 #include "tokenizer/chat_template.h"
 
 namespace agentkv {
@@ -79,6 +81,7 @@ Result<std::unique_ptr<ApiServer>> ApiServer::create(const std::vector<std::stri
       m.sharing_allowed = verdict->first;
       m.gate_summary = verdict->second;
     }
+  AGENTKV_TRY(s->load_verify_heads());
   std::vector<Engine*> engines;
   for (Served& m : s->models_) engines.push_back(m.engine.get());
   s->loop_ = std::make_unique<EngineLoop>(std::move(engines));
@@ -89,6 +92,43 @@ Result<std::unique_ptr<ApiServer>> ApiServer::create(const std::vector<std::stri
   s->http_ = std::make_unique<HttpServer>(ho);
   s->agents_ = std::make_unique<AgentRegistry>(opt.agent_limits.max_agents);
   return s;
+}
+
+Status ApiServer::load_verify_heads() {
+  std::vector<bool> fitted(models_.size(), false);
+  for (const std::string& path : opt_.prm_calibrations) {
+    auto rec = prm::read_calibration(path);
+    if (!rec.ok()) return make_error("--prm-calibration " + path + ": " + rec.error());
+    bool used = false;
+    for (size_t i = 0; i < models_.size(); ++i) {
+      Served& m = models_[i];
+      if (m.lm->fingerprint != rec->model_fingerprint) continue;
+      if (fitted[i]) return make_error("--prm-calibration: two heads for model '" + m.id + "'");
+      const ModelConfig& c = m.lm->config();
+      auto head = prm::head_from_record(*rec, *m.lm->tokenizer, m.lm->fingerprint, c.n_embd, c.n_layer);
+      if (!head.ok()) return make_error("--prm-calibration " + path + ": " + head.error());
+      m.verify_head = std::move(*head);
+      char line[160];
+      std::snprintf(line, sizeof line, "fitted probe at layer %d (%s; held-out AUROC %.3f)", m.verify_head->feature_layer,
+                    path.c_str(), rec->heldout_auroc);
+      m.verifier_summary = line;
+      fitted[i] = used = true;
+    }
+    if (!used)
+      return make_error("--prm-calibration " + path + " was fitted on " + rec->model_name + ", which is not served");
+  }
+  for (size_t i = 0; i < models_.size(); ++i) {
+    if (fitted[i]) continue;
+    Served& m = models_[i];
+    auto head = prm::make_verify_head(*m.lm->tokenizer);
+    if (!head.ok()) {
+      m.verifier_summary = "no verify head for this tokenizer: " + head.error();
+      continue;
+    }
+    m.verify_head = std::move(*head);
+    m.verifier_summary = "zero-shot: log p(+)/p(-) after the verify question, uncalibrated";
+  }
+  return {};
 }
 
 Status ApiServer::start() {
@@ -128,6 +168,11 @@ std::string ApiServer::models_json() const {
     sharing.set("recompute", Json::number(opt_.recompute));
     if (!m.gate_summary.empty()) sharing.set("quality_gate", Json::string(m.gate_summary));
     j.set("kv_sharing", std::move(sharing));
+    // What POST /v1/agents/{id}/score reads on this model.
+    Json verifier = Json::object();
+    verifier.set("kind", Json::string(!m.verify_head ? "none" : m.verify_head->probe ? "probe" : "zero-shot"));
+    verifier.set("summary", Json::string(m.verifier_summary));
+    j.set("verifier", std::move(verifier));
     data.push(std::move(j));
   }
   Json out = Json::object();

@@ -8,12 +8,14 @@
 #include <memory>
 #include <condition_variable>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "engine/engine.h"
 #include "engine/engine_loop.h"
+#include "prm/verify_head.h"
 #include "server/agent_registry.h"
 #include "server/agents_protocol.h"
 #include "server/http_server.h"
@@ -39,6 +41,10 @@ struct ServeOptions {
   // approximate sharing is allowed on that model (and a line saying what was measured); a model that
   // fails runs every round exactly. Unset: allowed without a check (library use, tests).
   std::function<Result<std::pair<bool, std::string>>(const LoadedModel&, ThreadPool&)> sharing_gate;
+  // KV-PRM verify heads (agentkv fit-prm files) for POST /v1/agents/{id}/score, each applied to the
+  // served model it was fitted on (by fingerprint); a model without one scores zero-shot with the
+  // log-odds of "+" against "-".
+  std::vector<std::string> prm_calibrations;
 };
 
 
@@ -59,8 +65,12 @@ class ApiServer {
     std::unique_ptr<Engine> engine;
     bool sharing_allowed = true;  // the start-up quality gate's verdict
     std::string gate_summary;
+    std::optional<prm::VerifyHead> verify_head;  // for step scoring; unset if the model has none
+    std::string verifier_summary;
   };
   explicit ApiServer(const ServeOptions& opt);
+  // Verify heads from opt_.prm_calibrations, zero-shot heads for the other models.
+  Status load_verify_heads();
   void handle(const HttpRequest& req, HttpResponseWriter& w);
   void handle_completion(const HttpRequest& req, HttpResponseWriter& w, bool chat);
   // The agents and rounds API (agents_api.cpp).
@@ -71,6 +81,8 @@ class ApiServer {
   void append_messages(const std::string& id, const HttpRequest& req, HttpResponseWriter& w);
   void fork_agent(const std::string& id, const HttpRequest& req, HttpResponseWriter& w);
   void delete_agent(const std::string& id, HttpResponseWriter& w);
+  // KV-PRM scores of candidate next steps from the agent's cache (step_scoring.cpp).
+  void score_agent_steps(const std::string& id, const HttpRequest& req, HttpResponseWriter& w);
   void handle_round(const HttpRequest& req, HttpResponseWriter& w);
   // Prompt and limits of one agent's turn; false after replying with the error.
   bool prepare_turn(const Agent& a, const GenerationFields& gen, HttpResponseWriter& w, AgentJob* job);

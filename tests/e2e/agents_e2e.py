@@ -10,12 +10,9 @@ Rounds share the block's KV collectively (TokenDance) when the model passed the 
 quality gate, and a round at recompute 1 gives exactly the answers of the same round with sharing
 off (kv_sharing false), on forks of the same agents.
 """
-import json
 import re
 import sys
 import time
-import urllib.error
-import urllib.request
 
 import http_raw
 
@@ -37,22 +34,7 @@ def start_server():
     return http_raw.start_server(BIN, models=MODELS, kv_mem="2G", round_sharing=True)
 
 
-class Api:
-    def __init__(self, port):
-        self.base = f"http://127.0.0.1:{port}"
-
-    def call(self, method, path, body=None, expect=200):
-        data = None if body is None else json.dumps(body).encode()
-        req = urllib.request.Request(self.base + path, data=data, method=method,
-                                     headers={"Content-Type": "application/json"})
-        try:
-            with urllib.request.urlopen(req, timeout=900) as r:
-                status, text = r.status, r.read().decode()
-        except urllib.error.HTTPError as e:
-            status, text = e.code, e.read().decode()
-        assert status == expect, (method, path, status, text)
-        return json.loads(text) if text.startswith("{") else text
-
+class Api(http_raw.JsonApi):
     def metric(self, name, model):
         text = self.call("GET", "/metrics")
         m = re.search(r"^%s\{model=\"%s\"\} (\S+)$" % (name, model), text, re.M)

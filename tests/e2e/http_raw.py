@@ -6,6 +6,8 @@ import select
 import socket
 import subprocess
 import time
+import urllib.error
+import urllib.request
 
 
 def start_server(binary, extra_args=(), models=("smollm2",), kv_mem="256M", round_sharing=False):
@@ -131,3 +133,22 @@ def metrics(port, headers=None):
     r = request(port, "GET", "/metrics", headers=headers)
     assert r is not None and r.status == 200, r and r.status
     return {k: float(v) for k, v in re.findall(r'^(agentkv_\w+)\{model="[^"]*"\} (\S+)$', r.body.decode(), re.M)}
+
+
+class JsonApi:
+    """A JSON client for one server: call() asserts the expected status and returns the decoded body."""
+
+    def __init__(self, port):
+        self.base = f"http://127.0.0.1:{port}"
+
+    def call(self, method, path, body=None, expect=200):
+        data = None if body is None else json.dumps(body).encode()
+        req = urllib.request.Request(self.base + path, data=data, method=method,
+                                     headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=900) as r:
+                status, text = r.status, r.read().decode()
+        except urllib.error.HTTPError as e:
+            status, text = e.code, e.read().decode()
+        assert status == expect, (method, path, status, text)
+        return json.loads(text) if text.startswith("{") else text

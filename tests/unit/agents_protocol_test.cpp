@@ -2,6 +2,8 @@
 // TTL / capacity rules.
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include "server/agent_registry.h"
 #include "server/agents_protocol.h"
 
@@ -105,6 +107,50 @@ TEST(AgentsProtocol, ParsesARound) {
   ASSERT_FALSE(parse_round(body(R"({"agents":["a"],"kv_sharing":false,"recompute":0.25})"), ApiLimits{}, AgentLimits{}, &r));
   EXPECT_EQ(r.kv_sharing, std::optional<bool>(false));
   EXPECT_EQ(r.recompute, std::optional<double>(0.25));
+}
+
+TEST(AgentsProtocol, ParsesStepScoreRequests) {
+  StepScoreRequest r;
+  auto e = parse_step_score(body(R"({"steps":["Step 1: 2 + 2 = 4","Step 1: 2 * 2 = 5\n"],"prefix":"x"})"), ApiLimits{},
+                            AgentLimits{}, &r);
+  ASSERT_FALSE(e) << e->message;
+  EXPECT_EQ(r.steps.size(), 2u);
+  EXPECT_EQ(r.steps[1], "Step 1: 2 * 2 = 5\n");
+  EXPECT_EQ(r.prefix, "x");
+  AgentLimits small;
+  small.max_score_steps = 2;
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {R"({})", "steps"},
+      {R"({"steps":[]})", "steps"},
+      {R"({"steps":"one"})", "steps"},
+      {R"({"steps":[" \n"]})", "steps[0]"},
+      {R"({"steps":["a",null]})", "steps[1]"},
+      {R"({"steps":["a","b","c"]})", "steps"},
+      {R"({"steps":["a"],"prefix":1})", "prefix"},
+      {R"({"steps":["a"],"n":2})", "n"},
+      {R"([1])", ""},
+  };
+  for (const auto& [text, param] : bad) {
+    auto err = parse_step_score(body(text), ApiLimits{}, small, &r);
+    ASSERT_TRUE(err) << text;
+    EXPECT_EQ(err->status, 400) << text;
+    EXPECT_EQ(err->param, param) << text << ": " << err->message;
+  }
+}
+
+TEST(AgentsProtocol, StepScoresJson) {
+  StepScoreReply rep;
+  rep.agent = "agent-1";
+  rep.verifier = "probe";
+  rep.feature_layer = 8;
+  rep.context_tokens = 90;
+  rep.cached_tokens = 80;
+  rep.scores.push_back(StepScore{0.25, -1.0986, std::numeric_limits<float>::quiet_NaN(), 9});
+  const std::string j = step_scores_json(rep).dump();
+  EXPECT_NE(j.find(R"("object":"agent.step_scores")"), std::string::npos) << j;
+  EXPECT_NE(j.find(R"("logodds":null)"), std::string::npos) << j;
+  EXPECT_NE(j.find(R"("verifier":{"kind":"probe","layer":8})"), std::string::npos) << j;
+  EXPECT_NE(j.find(R"("cached_tokens":80)"), std::string::npos) << j;
 }
 
 TEST(AgentRegistry, AcquireIsAllOrNoneAndBusyAgentsCannotBeTouched) {
