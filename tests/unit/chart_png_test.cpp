@@ -1,5 +1,5 @@
-// The PNG writer is checked by an independent decoder written here (bitwise CRC-32, naive Adler-32,
-// stored-block inflate); charts are checked by sampling the decoded pixels.
+// The PNG writer is checked by a decoder written here (bitwise CRC-32, naive Adler-32, PNG filters
+// undone by hand) over zlib's own inflate; charts are checked by sampling the decoded pixels.
 #include "chart_png.h"
 
 #include <gtest/gtest.h>
@@ -11,6 +11,8 @@
 #include <limits>
 #include <string>
 #include <vector>
+
+#include <zlib.h>
 
 #include "canvas.h"
 #include "chart_axis.h"
@@ -47,7 +49,6 @@ struct DecodedPng {
   int height = 0;
   Bytes rgb;
   int idat_chunks = 0;
-  int stored_blocks = 0;
 
   Rgb at(int x, int y) const {
     const uint8_t* p =
@@ -56,8 +57,8 @@ struct DecodedPng {
   }
 };
 
-// Accepts exactly what the writer promises: IHDR (8-bit RGB), IDAT chunks holding a zlib stream of
-// stored blocks, an empty IEND at the end, filter type 0 on every row.
+// Accepts exactly what the writer promises: IHDR (8-bit RGB), IDAT chunks holding one zlib stream,
+// an empty IEND at the end, filter type 0 or 1 (Sub) on every row.
 Result<DecodedPng> decode_png(const Bytes& file) {
   static const uint8_t kSignature[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1A, '\n'};
   if (file.size() < 8 || !std::equal(kSignature, kSignature + 8, file.begin()))
@@ -98,32 +99,23 @@ Result<DecodedPng> decode_png(const Bytes& file) {
   if (z.size() < 6) return make_error("zlib stream too short");
   if ((z[0] & 0x0F) != 8 || (z[0] * 256 + z[1]) % 31 != 0 || (z[1] & 0x20) != 0)
     return make_error("bad zlib header");
-  Bytes raw;
-  size_t pos = 2;
-  for (bool final_block = false; !final_block;) {
-    if (z.size() - pos < 5) return make_error("truncated stored block header");
-    final_block = z[pos] & 1;
-    if (((z[pos] >> 1) & 3) != 0) return make_error("block is not stored");
-    const uint32_t len = z[pos + 1] | uint32_t{z[pos + 2]} << 8;
-    const uint32_t nlen = z[pos + 3] | uint32_t{z[pos + 4]} << 8;
-    if ((len ^ 0xFFFF) != nlen) return make_error("NLEN is not the complement of LEN");
-    pos += 5;
-    if (z.size() - pos < len) return make_error("truncated stored block");
-    raw.insert(raw.end(), z.begin() + static_cast<std::ptrdiff_t>(pos),
-               z.begin() + static_cast<std::ptrdiff_t>(pos + len));
-    pos += len;
-    ++png.stored_blocks;
-  }
-  if (z.size() - pos != 4) return make_error("zlib trailer is not 4 bytes");
-  if (be32(&z[pos]) != naive_adler32(raw)) return make_error("bad Adler-32");
-
   const size_t row_bytes = static_cast<size_t>(png.width) * 3;
+  Bytes raw((row_bytes + 1) * static_cast<size_t>(png.height) + 1);  // one spare byte: too long fails
+  uLongf n = static_cast<uLongf>(raw.size());
+  if (uncompress(raw.data(), &n, z.data(), static_cast<uLong>(z.size())) != Z_OK)
+    return make_error("the zlib stream does not inflate");
+  raw.resize(n);
+  if (be32(&z[z.size() - 4]) != naive_adler32(raw)) return make_error("bad Adler-32");
+
   if (raw.size() != (row_bytes + 1) * static_cast<size_t>(png.height))
     return make_error("wrong image data size");
   for (size_t y = 0; y < static_cast<size_t>(png.height); ++y) {
     const auto row = raw.begin() + static_cast<std::ptrdiff_t>(y * (row_bytes + 1));
-    if (*row != 0) return make_error("row filter is not 0");
+    if (*row > 1) return make_error("row filter is neither 0 nor 1");
+    const size_t at = png.rgb.size();
     png.rgb.insert(png.rgb.end(), row + 1, row + 1 + static_cast<std::ptrdiff_t>(row_bytes));
+    if (*row == 1)  // Sub: add the same channel of the decoded pixel to the left
+      for (size_t i = 3; i < row_bytes; ++i) png.rgb[at + i] = static_cast<uint8_t>(png.rgb[at + i] + png.rgb[at + i - 3]);
   }
   return png;
 }
@@ -161,20 +153,33 @@ TEST(PngWriter, TinyImageRoundTrips) {
   EXPECT_EQ(png.height, 2);
   EXPECT_EQ(png.rgb, rgb);
   EXPECT_EQ(png.idat_chunks, 1);
-  EXPECT_EQ(png.stored_blocks, 1);
 }
 
-TEST(PngWriter, LargeImageSpansStoredBlocksAndIdatChunks) {
-  const int w = 700, h = 600;  // 1.26 MB of scanlines: 20 stored blocks, 2 IDAT chunks of <= 1 MiB
+TEST(PngWriter, LargeImageSpansIdatChunks) {
+  // 1.26 MB of scanlines of a pattern deflate cannot shrink much: more than 1 MiB deflated, so 2 IDAT
+  // chunks of <= 1 MiB.
+  const int w = 700, h = 600;
   Bytes rgb(static_cast<size_t>(w) * h * 3);
-  for (size_t i = 0; i < rgb.size(); ++i) rgb[i] = static_cast<uint8_t>((i * 7 + i / 2101 * 13) & 0xFF);
+  uint32_t x = 12345;
+  for (uint8_t& v : rgb) v = static_cast<uint8_t>((x = x * 1103515245u + 12345u) >> 24);
   const std::string path = temp_png("large");
   ASSERT_TRUE(write_png_rgb(path, w, h, rgb).ok());
   DecodedPng png = decode_file(path);
   EXPECT_EQ(png.width, w);
   EXPECT_EQ(png.height, h);
-  EXPECT_EQ(png.stored_blocks, 20);
   EXPECT_EQ(png.idat_chunks, 2);
+  EXPECT_TRUE(png.rgb == rgb);
+}
+
+TEST(PngWriter, FlatColoursDeflateSmall) {
+  const int w = 800, h = 400;
+  Bytes rgb(static_cast<size_t>(w) * h * 3, 255);
+  for (int y = 100; y < 300; ++y)
+    for (int x = 200; x < 600; ++x) rgb[(static_cast<size_t>(y) * w + x) * 3] = 30;
+  const std::string path = temp_png("flat");
+  ASSERT_TRUE(write_png_rgb(path, w, h, rgb).ok());
+  EXPECT_LT(read_file(path).size(), rgb.size() / 100);
+  DecodedPng png = decode_file(path);
   EXPECT_TRUE(png.rgb == rgb);
 }
 
