@@ -40,7 +40,7 @@ int cmd_fit_transfer(int argc, char** argv) {
   std::string from, to, corpus, out;
   int64_t threads = 0, max_bytes = 3000, max_passages = 0;
   double alpha = 1e-4;
-  std::string pooling = "mean";
+  std::string pooling = "overlap";
   ArgParser p("fit-transfer", "Fit a KV transfer map from one model's cache to another's (ridge per layer and KV head).");
   p.add_string("--from", &from, "sender model alias or .gguf path", true);
   p.add_string("--to", &to, "receiver model alias or .gguf path", true);

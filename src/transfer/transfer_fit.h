@@ -20,7 +20,9 @@ struct TransferFitOptions {
   // Receiver tokens [0, native_prefix) are computed natively when the map is applied (BOS / the
   // first token: context-free attention sinks with outlying K/V), so they are not fitted either.
   int native_prefix = 1;
-  SpanPooling pooling = SpanPooling::mean;  // recorded in the map
+  // Recorded in the map. overlap: measured best of the three rules, by a small margin (BENCHMARKS.md,
+  // "Pooling a receiver token's sender run").
+  SpanPooling pooling = SpanPooling::overlap;
 };
 
 class TransferFitter {
