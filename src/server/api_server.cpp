@@ -73,6 +73,8 @@ Result<std::unique_ptr<ApiServer>> ApiServer::create(const std::vector<std::stri
     m.engine = std::move(engine);
     s->models_.push_back(std::move(m));
   }
+  // Cheap checks first: a bad head file fails before minutes of gate runs.
+  AGENTKV_TRY(s->load_verify_heads());
   // After every model loaded, so a bad model list fails before minutes of gate runs.
   if (opt.round_sharing && opt.sharing_gate)
     for (Served& m : s->models_) {
@@ -81,7 +83,6 @@ Result<std::unique_ptr<ApiServer>> ApiServer::create(const std::vector<std::stri
       m.sharing_allowed = verdict->first;
       m.gate_summary = verdict->second;
     }
-  AGENTKV_TRY(s->load_verify_heads());
   std::vector<Engine*> engines;
   for (Served& m : s->models_) engines.push_back(m.engine.get());
   s->loop_ = std::make_unique<EngineLoop>(std::move(engines));
@@ -108,10 +109,10 @@ Status ApiServer::load_verify_heads() {
       auto head = prm::head_from_record(*rec, *m.lm->tokenizer, m.lm->fingerprint, c.n_embd, c.n_layer);
       if (!head.ok()) return make_error("--prm-calibration " + path + ": " + head.error());
       m.verify_head = std::move(*head);
-      char line[160];
-      std::snprintf(line, sizeof line, "fitted probe at layer %d (%s; held-out AUROC %.3f)", m.verify_head->feature_layer,
-                    path.c_str(), rec->heldout_auroc);
-      m.verifier_summary = line;
+      char auroc[32];
+      std::snprintf(auroc, sizeof auroc, "%.3f", rec->heldout_auroc);
+      m.verifier_summary = "fitted probe at layer " + std::to_string(m.verify_head->feature_layer) + " (" + path +
+                           "; held-out AUROC " + auroc + ")";
       fitted[i] = used = true;
     }
     if (!used)
