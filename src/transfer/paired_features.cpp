@@ -45,9 +45,9 @@ SpanWeights span_weights(const TokenAlignment& alignment, const TokenSpans& rece
           w[i] = e > b ? float(e - b) : 0.0f;
           total += w[i];
         }
-        // A run always overlaps its receiver token by at least one byte (align_tokens' contract).
-        AGENTKV_CHECK(total > 0);
-        for (int32_t i = 0; i < count; ++i) w[i] = float(w[i] / total);
+        // align_tokens only puts overlapping tokens in a run, so total > 0; should a tokenizer's
+        // spans ever leave a gap there, the uniform weights are the safe reading.
+        for (int32_t i = 0; i < count; ++i) w[i] = total > 0 ? float(w[i] / total) : 1.0f / float(count);
         break;
       }
     }
