@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -34,5 +35,12 @@ struct ApiServer::AgentJob {
   int32_t master_start = 0;
   std::vector<int32_t> diff_rows;
 };
+
+// The agents API's error replies and request bodies (agents_api.cpp), shared with step_scoring.cpp.
+namespace agents_http {
+void reply(HttpResponseWriter& w, const ApiError& e);
+// The body as JSON, or nullopt after a 400; an empty body is {} when empty_ok.
+std::optional<Json> parse_body(const HttpRequest& req, HttpResponseWriter& w, bool empty_ok);
+}  // namespace agents_http
 
 }  // namespace agentkv

@@ -9,7 +9,7 @@
 
 namespace agentkv {
 
-namespace {
+namespace agents_http {
 
 void reply(HttpResponseWriter& w, const ApiError& e) { w.respond(e.status, "application/json", error_json(e)); }
 
@@ -23,7 +23,10 @@ std::optional<Json> parse_body(const HttpRequest& req, HttpResponseWriter& w, bo
   return std::move(body).value();
 }
 
-}  // namespace
+}  // namespace agents_http
+
+using agents_http::parse_body;
+using agents_http::reply;
 
 void ApiServer::release_kv(size_t model, uint64_t handle) {
   if (handle == 0) return;

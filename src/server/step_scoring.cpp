@@ -70,9 +70,9 @@ Result<ScoredSteps> score_on_engine(Engine& e, uint64_t base, const std::vector<
 }  // namespace
 
 void ApiServer::score_agent_steps(const std::string& id, const HttpRequest& req, HttpResponseWriter& w) {
-  auto reply = [&](const ApiError& e) { w.respond(e.status, "application/json", error_json(e)); };
-  auto body = Json::parse(req.body, 32);
-  if (!body.ok()) return reply(ApiError{400, "malformed JSON body: " + body.error(), ""});
+  auto reply = [&](const ApiError& e) { agents_http::reply(w, e); };
+  auto body = agents_http::parse_body(req, w, false);
+  if (!body) return;
   StepScoreRequest sr;
   if (auto e = parse_step_score(*body, opt_.limits, opt_.agent_limits, &sr)) return reply(*e);
   std::vector<Agent> as;
