@@ -19,7 +19,18 @@ Result<uint64_t> EngineLoop::submit(RequestParams p, RequestCallback cb, size_t 
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (stopping_) return make_error("the engine is shutting down");
-    inbox_.push_back(Pending{model, id, std::move(p), std::move(cb), nullptr});
+    // A client that has its final event and then reads the metrics must see its request gone:
+    // the engine has released its blocks by the time it calls back, so the copy is refreshed
+    // right before the final event is handed over instead of after the whole step.
+    RequestCallback publishing = [this, model, cb = std::move(cb)](const RequestEvent& ev) {
+      if (ev.request_finished) {
+        const EngineMetrics fresh = engines_[model]->metrics();
+        std::lock_guard<std::mutex> lock(mu_);
+        metrics_[model] = fresh;
+      }
+      if (cb) cb(ev);
+    };
+    inbox_.push_back(Pending{model, id, std::move(p), std::move(publishing), nullptr});
   }
   cv_.notify_one();
   return id;
