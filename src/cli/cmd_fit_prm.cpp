@@ -80,7 +80,15 @@ int cmd_fit_prm(int argc, char** argv) {
                 (long long)f.n_steps, (long long)f.n_steps_correct, f.auroc, f.log_loss, f.logodds_auroc);
   };
   line("train:", rep->train);
-  if (o.n_heldout > 0) line("held-out:", rep->heldout);
+  if (o.n_heldout > 0) {
+    line("held-out:", rep->heldout);
+    // Which mistakes the head sees: the correct steps against each kind of wrong step alone.
+    std::printf("held-out AUROC by kind of error:");
+    for (int k = 1; k < prm::kStepErrorKinds; ++k)
+      std::printf(" %s %.4f (%lld)", prm::step_error_name(prm::StepError(k)), rep->heldout.auroc_by_error[size_t(k)],
+                  (long long)rep->heldout.n_by_error[size_t(k)]);
+    std::printf("\n");
+  }
   return 0;
 }
 

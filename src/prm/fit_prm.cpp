@@ -19,6 +19,7 @@ struct SplitData {
   std::vector<size_t> problem;  // per step
   std::vector<float> logodds;
   std::vector<int> y;
+  std::vector<StepError> error;
   SplitFigures fig;
   StepSet set;
 };
@@ -40,7 +41,12 @@ Result<SplitData> collect(const LoadedModel& lm, ArithSplit split, int n, const 
   d.features = std::move(scores->features);
   d.every_layer = std::move(scores->every_layer);
   d.logodds = std::move(scores->logodds);
-  for (const LabelledStep& s : set->steps) d.y.push_back(s.label), d.problem.push_back(s.problem);
+  for (const LabelledStep& s : set->steps) {
+    d.y.push_back(s.label);
+    d.problem.push_back(s.problem);
+    d.error.push_back(s.error);
+    ++d.fig.n_by_error[size_t(s.error)];
+  }
   d.set = std::move(*set);
   d.fig.n_problems = n;
   d.fig.n_proposals = set->n_proposals;
@@ -61,6 +67,7 @@ double probe_log_loss(std::span<const double> z, std::span<const int> y) {
 void evaluate(SplitData& d, const StepProbe& probe) {
   const std::vector<double> z = apply_probe(probe, d.features);
   d.fig.auroc = auroc(z, d.y);
+  d.fig.auroc_by_error = auroc_by_error(z, d.y, d.error);
   d.fig.log_loss = probe_log_loss(z, d.y);
   const bool have_logodds = std::none_of(d.logodds.begin(), d.logodds.end(), [](float x) { return std::isnan(x); });
   const std::vector<double> x(d.logodds.begin(), d.logodds.end());
@@ -110,6 +117,21 @@ std::string describe(const char* name, const SplitFigures& f) {
 }
 
 }  // namespace
+
+std::array<double, kStepErrorKinds> auroc_by_error(std::span<const double> z, std::span<const int> y,
+                                                   std::span<const StepError> error) {
+  std::array<double, kStepErrorKinds> out;
+  out.fill(std::nan(""));
+  for (int kind = 1; kind < kStepErrorKinds; ++kind) {
+    std::vector<double> zs;
+    std::vector<int> ys;
+    for (size_t i = 0; i < z.size(); ++i)
+      if (y[i] == 1 || error[i] == StepError(kind)) zs.push_back(z[i]), ys.push_back(y[i]);
+    const auto n_pos = std::count(ys.begin(), ys.end(), 1);
+    if (n_pos > 0 && n_pos < std::ptrdiff_t(ys.size())) out[size_t(kind)] = auroc(zs, ys);
+  }
+  return out;
+}
 
 Result<FitPrmReport> fit_prm(const LoadedModel& lm, const FitPrmOptions& opt, ThreadPool& pool,
                              const std::function<void(const std::string&)>& progress) {

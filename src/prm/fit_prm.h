@@ -5,7 +5,9 @@
 // held-out problems.
 #pragma once
 
+#include <array>
 #include <cstdint>
+#include <span>
 #include <functional>
 #include <string>
 #include <vector>
@@ -42,7 +44,15 @@ struct SplitFigures {
   double log_loss = 0;       // of the probe's probabilities
   double logodds_auroc = 0;  // of the answer tokens' log-odds alone (NaN without with_logodds)
   double seconds_sampling = 0, seconds_scoring = 0;
+  // Per kind of error (StepError, index 0 unused): the wrong steps of that kind, and the probe's
+  // AUROC of the correct steps against them alone (NaN without both): which mistakes it can see.
+  std::array<int64_t, kStepErrorKinds> n_by_error{};
+  std::array<double, kStepErrorKinds> auroc_by_error{};
 };
+
+// The AUROC of the correct steps (y == 1) against the wrong steps of each error kind alone.
+std::array<double, kStepErrorKinds> auroc_by_error(std::span<const double> z, std::span<const int> y,
+                                                   std::span<const StepError> error);
 
 struct FitPrmReport {
   CalibrationRecord record;

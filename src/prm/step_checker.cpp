@@ -122,6 +122,25 @@ StepCheck fail(StepCheck c, std::string why) {
 
 }  // namespace
 
+const char* step_error_name(StepError e) {
+  switch (e) {
+    case StepError::kNone: return "none";
+    case StepError::kFormat: return "format";
+    case StepError::kArithmetic: return "arithmetic";
+    case StepError::kUngrounded: return "ungrounded";
+    case StepError::kOffTrack: return "off-track";
+  }
+  return "?";
+}
+
+StepError StepCheck::error() const {
+  if (correct) return StepError::kNone;
+  if (!parsed) return StepError::kFormat;
+  if (!arithmetic) return StepError::kArithmetic;
+  if (!grounded) return StepError::kUngrounded;
+  return StepError::kOffTrack;
+}
+
 bool is_step_line(std::string_view line) {
   line = trim(line);
   if (!line.starts_with("Step")) return false;

@@ -26,6 +26,11 @@
 
 namespace agentkv::prm {
 
+// Which check a wrong step failed first, for reporting how well a verifier tells each kind apart.
+enum class StepError { kNone, kFormat, kArithmetic, kUngrounded, kOffTrack };
+inline constexpr int kStepErrorKinds = 5;
+const char* step_error_name(StepError e);
+
 struct StepCheck {
   std::string line;
   bool parsed = false;
@@ -36,6 +41,7 @@ struct StepCheck {
   int64_t stated = 0;              // the number after "="
   std::vector<int64_t> operands;   // the numbers in the expression
   std::string why;                 // the first failed check, empty when correct
+  StepError error() const;         // kNone when correct; kFormat until the line parsed
 };
 
 struct SolutionCheck {

@@ -52,7 +52,7 @@ void add_proposal(StepSet& set, size_t problem, size_t k, StepProposal prop) {
   lines.push_back(prop.text);
   const SolutionCheck check = check_lines(lines, set.problems[problem]);
   const StepCheck& last = check.steps.back();
-  set.steps.push_back(LabelledStep{problem, k, std::move(prop), last.correct ? 1 : 0, last.why});
+  set.steps.push_back(LabelledStep{problem, k, std::move(prop), last.correct ? 1 : 0, last.why, last.error()});
 }
 
 Result<StepSet> sample_labelled_steps(const LoadedModel& lm, std::span<const ArithProblem> problems,

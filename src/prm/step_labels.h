@@ -12,6 +12,7 @@
 #include "model/loaded_model.h"
 #include "prm/arith_problem.h"
 #include "prm/kv_scorer.h"
+#include "prm/step_checker.h"
 #include "prm/step_proposals.h"
 
 namespace agentkv::prm {
@@ -22,6 +23,7 @@ struct LabelledStep {
   StepProposal proposal;
   int label = 0;       // the checker's verdict on the proposed step
   std::string why;     // the checker's reason when wrong
+  StepError error = StepError::kNone;  // which check it failed
 };
 
 struct StepSet {

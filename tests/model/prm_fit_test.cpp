@@ -47,6 +47,9 @@ TEST(FitPrm, ProbeHeldOutAurocAboveChance) {
               rep->record.probe->layer, rep->record.probe->l2, rep->train.auroc, (long long)rep->train.n_steps,
               (long long)rep->train.n_steps_correct, rep->heldout.auroc, (long long)rep->heldout.n_steps,
               (long long)rep->heldout.n_steps_correct, kMeasuredHeldoutAuroc);
+  for (int k = 1; k < kStepErrorKinds; ++k)
+    std::printf("  held-out AUROC against %s steps: %.4f (%lld)\n", step_error_name(StepError(k)),
+                rep->heldout.auroc_by_error[size_t(k)], (long long)rep->heldout.n_by_error[size_t(k)]);
   RecordProperty("heldout_auroc", std::to_string(rep->heldout.auroc));
   RecordProperty("train_auroc", std::to_string(rep->train.auroc));
   ASSERT_GE(rep->heldout.n_steps_correct, 15);

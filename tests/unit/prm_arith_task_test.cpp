@@ -105,6 +105,15 @@ TEST(StepChecker, EachFailureIsNamed) {
   EXPECT_FALSE(off.on_track);
   EXPECT_FALSE(off.correct);
   EXPECT_FALSE(off.why.empty());
+  // The first failed check names the kind of error.
+  EXPECT_EQ(step("Step 1: 3 * 5 = 15").error(), StepError::kNone);
+  EXPECT_EQ(step("Step 1: 3 * 5").error(), StepError::kFormat);
+  EXPECT_EQ(step("Step 1: 7 / 2 = 3").error(), StepError::kFormat);
+  EXPECT_EQ(step("Step 1: 3 * 5 = 16").error(), StepError::kArithmetic);
+  EXPECT_EQ(step("Step 1: 4 * 5 = 21").error(), StepError::kArithmetic) << "arithmetic comes before grounding";
+  EXPECT_EQ(ungrounded.error(), StepError::kUngrounded);
+  EXPECT_EQ(off.error(), StepError::kOffTrack);
+  EXPECT_STREQ(step_error_name(StepError::kOffTrack), "off-track");
 }
 
 TEST(StepChecker, AnErrorPropagatesToStepsThatUseIt) {

@@ -10,6 +10,7 @@
 
 #include "prm/calibration_fit.h"
 #include "prm/calibration_file.h"
+#include "prm/fit_prm.h"
 #include "prm/step_probe.h"
 
 namespace agentkv::prm {
@@ -115,6 +116,25 @@ TEST(CalibrationFile, ProbeRoundTripsExactlyAndCorruptionIsRefused) {
   }
   EXPECT_FALSE(read_calibration(path).ok());
   std::remove(path.c_str());
+}
+
+}  // namespace
+}  // namespace agentkv::prm
+
+namespace agentkv::prm {
+namespace {
+
+// Each kind's AUROC counts only the correct steps against the wrong steps of that kind.
+TEST(FitPrm, AurocByErrorKindSeparatesTheKinds) {
+  const std::vector<double> z{0.9, 0.8, 0.1, 0.2, 0.95, 0.5};
+  const std::vector<int> y{1, 1, 0, 0, 0, 0};
+  const std::vector<StepError> e{StepError::kNone,       StepError::kNone,     StepError::kArithmetic,
+                                 StepError::kArithmetic, StepError::kOffTrack, StepError::kOffTrack};
+  const auto a = auroc_by_error(z, y, e);
+  EXPECT_TRUE(std::isnan(a[size_t(StepError::kNone)]));
+  EXPECT_DOUBLE_EQ(a[size_t(StepError::kArithmetic)], 1.0);
+  EXPECT_DOUBLE_EQ(a[size_t(StepError::kOffTrack)], 0.5);  // 0.95 beats both, 0.5 loses to both
+  EXPECT_TRUE(std::isnan(a[size_t(StepError::kFormat)])) << "no wrong steps of that kind";
 }
 
 }  // namespace
