@@ -11,7 +11,7 @@ namespace agentkv {
 
 int cmd_search(int argc, char** argv) {
   std::string model = "smollm2", task = "arith", method = "bestofn", scorers = "kvprm", calibration;
-  int64_t problems = 32, threads = 0, width = 2, max_steps = 8;
+  int64_t problems = 32, threads = 0, width = 2, max_steps = 8, ops = 0;
   PolicySamplingArgs sampling;
   ArgParser p("search",
               "Test-time search on held-out problems. bestofn: the policy samples -n solutions per problem and each "
@@ -26,6 +26,7 @@ int cmd_search(int argc, char** argv) {
   p.add_string("--calibration", &calibration, "fit-prm's calibration file (default: identity calibration)");
   sampling.declare(p);
   p.add_int("--problems", &problems, "held-out problems", 1, 100000);
+  p.add_int("--ops", &ops, "operations per problem, 1..3 (0: the task's 2 or 3)", 0, 3);
   p.add_int("-t,--threads", &threads, "threads (0 = all cores)", 0, 1024);
   if (auto rc = p.parse_command(argc, argv)) return *rc;
   if (task != "arith") return cli_fail("--task: only 'arith' is implemented");
@@ -51,7 +52,8 @@ int cmd_search(int argc, char** argv) {
   ThreadPool pool{int(threads)};
   std::vector<prm::ArithProblem> probs;
   for (int64_t i = 0; i < problems; ++i)
-    probs.push_back(prm::generate_arith_problem(prm::arith_seed(prm::ArithSplit::kHeldOut, uint64_t(i))));
+    probs.push_back(prm::generate_arith_problem(prm::arith_seed(prm::ArithSplit::kHeldOut, uint64_t(i)),
+                                                ops == 0 ? prm::ArithShape{} : prm::ArithShape{int(ops), int(ops)}));
   const std::vector<std::string> names = split_commas(scorers);
   if (beam) {
     prm::BeamOptions bo;

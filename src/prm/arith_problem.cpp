@@ -50,7 +50,10 @@ uint64_t arith_seed(ArithSplit split, uint64_t index) {
   return split == ArithSplit::kTrain ? index : (uint64_t(1) << 32) + index;
 }
 
-ArithProblem generate_arith_problem(uint64_t seed) {
+ArithProblem generate_arith_problem(uint64_t seed) { return generate_arith_problem(seed, ArithShape{}); }
+
+ArithProblem generate_arith_problem(uint64_t seed, const ArithShape& shape) {
+  AGENTKV_CHECK(1 <= shape.min_ops && shape.min_ops <= shape.max_ops && shape.max_ops <= 3);
   ArithProblem p;
   p.seed = seed;
   SplitMix rng(seed);
@@ -60,7 +63,7 @@ ArithProblem generate_arith_problem(uint64_t seed) {
   Builder b{p, start};
   b.say(name + " has " + std::to_string(start) + " " + item + ".");
   b.state(start);
-  const int n_ops = int(rng.range(2, 3));
+  const int n_ops = int(rng.range(shape.min_ops, shape.max_ops));
   for (int i = 0; i < n_ops; ++i) {
     const int64_t v = b.value;
     // Kinds: 0 gets more, 1 gives away, 2 buys packs (two steps: a product, then a sum),

@@ -37,4 +37,13 @@ inline constexpr uint64_t kArithExampleSeed = uint64_t(1) << 40;
 // two: a product and a sum); all values stay non-negative integers below 1000.
 ArithProblem generate_arith_problem(uint64_t seed);
 
+// How many operations a problem has, drawn uniformly from [min_ops, max_ops] (1..3; 3 keeps every
+// value below 1000). The default is the task's 2..3; search --ops 1 gives one-operation problems
+// (one or two reference steps), where the small policy solves some and a scorer's choice shows.
+struct ArithShape {
+  int min_ops = 2;
+  int max_ops = 3;
+};
+ArithProblem generate_arith_problem(uint64_t seed, const ArithShape& shape);
+
 }  // namespace agentkv::prm

@@ -60,6 +60,21 @@ TEST(ArithProblem, ReferenceChainIsConsistent) {
   }
 }
 
+// The shape picks the number of operations; the default shape is the task's own problems.
+TEST(ArithProblem, ShapeSetsTheOperations) {
+  for (uint64_t i = 0; i < 300; ++i) {
+    const uint64_t seed = arith_seed(ArithSplit::kHeldOut, i);
+    EXPECT_EQ(generate_arith_problem(seed, ArithShape{}).text, generate_arith_problem(seed).text);
+    const ArithProblem one = generate_arith_problem(seed, ArithShape{1, 1});
+    ASSERT_GE(one.reference.size(), 1u);
+    ASSERT_LE(one.reference.size(), 2u);  // buying packs takes two steps
+    EXPECT_EQ(one.answer, one.reference.back().result);
+    const ArithProblem three = generate_arith_problem(seed, ArithShape{3, 3});
+    EXPECT_GE(three.reference.size(), 3u);
+    for (const ArithStep& s : three.reference) EXPECT_LT(s.result, 1000);
+  }
+}
+
 TEST(StepChecker, ReferenceSolutionIsCorrect) {
   for (uint64_t i = 0; i < 500; ++i) {
     const ArithProblem p = generate_arith_problem(arith_seed(ArithSplit::kHeldOut, i));
