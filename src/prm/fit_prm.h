@@ -7,8 +7,8 @@
 
 #include <array>
 #include <cstdint>
-#include <span>
 #include <functional>
+#include <span>
 #include <string>
 #include <vector>
 
