@@ -11,7 +11,7 @@ namespace agentkv {
 int cmd_fit_prm(int argc, char** argv) {
   std::string model = "smollm2", out = "prm_calibration.json", dump, sweep_layers, sweep_l2;
   prm::FitPrmOptions o;
-  int64_t n_train = o.n_train, n_heldout = o.n_heldout, threads = 0, layer = o.feature_layer;
+  int64_t n_train = o.n_train, n_heldout = o.n_heldout, threads = 0, layer = o.feature_layer, ops = 0;
   double l2 = o.l2;
   PolicySamplingArgs sampling;
   ArgParser p("fit-prm",
@@ -36,6 +36,8 @@ int cmd_fit_prm(int argc, char** argv) {
   p.add_string("--sweep-layers", &sweep_layers,
                "comma-separated layers to choose from by cross-validation on train (with --sweep-l2)");
   p.add_string("--sweep-l2", &sweep_l2, "comma-separated ridge strengths to choose from (with --sweep-layers)");
+  p.add_int("--ops", &ops, "operations per problem, 1..3 (0: the task's 2 or 3; a --steps file needs the --ops it was made with)",
+            0, 3);
   p.add_int("-t,--threads", &threads, "threads (0 = all cores)", 0, 1024);
   p.add_string("--dump", &dump, "also write every labelled proposal as TSV (split, problem, k, label, why, line)");
   if (auto rc = p.parse_command(argc, argv)) return *rc;
@@ -44,6 +46,7 @@ int cmd_fit_prm(int argc, char** argv) {
   o.sampling = sampling.propose_options();
   o.feature_layer = int(layer);
   o.l2 = l2;
+  if (ops > 0) o.shape = prm::ArithShape{int(ops), int(ops)};
   for (const std::string& s : split_commas(sweep_layers)) {
     char* end = nullptr;
     const long v = std::strtol(s.c_str(), &end, 10);

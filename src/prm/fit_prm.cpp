@@ -27,11 +27,11 @@ struct SplitData {
 Result<SplitData> collect(const LoadedModel& lm, ArithSplit split, int n, const FitPrmOptions& opt,
                           const VerifyHead& head, ThreadPool& pool) {
   std::vector<ArithProblem> problems;
-  for (int i = 0; i < n; ++i) problems.push_back(generate_arith_problem(arith_seed(split, uint64_t(i))));
+  for (int i = 0; i < n; ++i) problems.push_back(generate_arith_problem(arith_seed(split, uint64_t(i)), opt.shape));
   SplitData d;
   auto t0 = std::chrono::steady_clock::now();
   auto set = opt.steps_file.empty() ? sample_labelled_steps(lm, problems, opt.sampling, pool)
-                                    : read_step_dump(lm, opt.steps_file, split, n);
+                                    : read_step_dump(lm, opt.steps_file, split, n, opt.shape);
   if (!set.ok()) return make_error(set.error());
   d.fig.seconds_sampling = seconds_since(t0);
   t0 = std::chrono::steady_clock::now();

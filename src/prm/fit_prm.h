@@ -31,6 +31,7 @@ struct FitPrmOptions {
   // baseline); without it the verify pass stops after feature_layer.
   bool with_logodds = false;
   std::string steps_file;  // a fit-prm --dump file to take the proposals from instead of sampling
+  ArithShape shape;        // the problems' operations (the task's 2..3 by default)
   // Model selection: when both are set, feature_layer and l2 are chosen among these by 4-fold
   // cross-validated AUROC on the train problems (folds by problem); held-out stays untouched.
   std::vector<int> sweep_layers;

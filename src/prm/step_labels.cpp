@@ -73,11 +73,12 @@ Result<StepSet> sample_labelled_steps(const LoadedModel& lm, std::span<const Ari
   return set;
 }
 
-Result<StepSet> read_step_dump(const LoadedModel& lm, const std::string& path, ArithSplit split, int n_problems) {
+Result<StepSet> read_step_dump(const LoadedModel& lm, const std::string& path, ArithSplit split, int n_problems,
+                               const ArithShape& shape) {
   std::ifstream f(path);
   if (!f) return make_error("cannot open '" + path + "'");
   std::vector<ArithProblem> problems;
-  for (int i = 0; i < n_problems; ++i) problems.push_back(generate_arith_problem(arith_seed(split, uint64_t(i))));
+  for (int i = 0; i < n_problems; ++i) problems.push_back(generate_arith_problem(arith_seed(split, uint64_t(i)), shape));
   auto set = new_step_set(lm, problems);
   if (!set.ok()) return set;
   const std::string want = split == ArithSplit::kTrain ? "train" : "heldout";

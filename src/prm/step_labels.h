@@ -46,7 +46,9 @@ Result<StepSet> sample_labelled_steps(const LoadedModel& lm, std::span<const Ari
 // The proposals of a fit-prm --dump file (tab-separated: split, problem index, k, label, why, line)
 // ('#' lines are comments) for the problems of `split` with index < n_problems, relabelled by the checker (the file's label
 // and reason columns are for readers). Lines are re-encoded from their text.
-Result<StepSet> read_step_dump(const LoadedModel& lm, const std::string& path, ArithSplit split, int n_problems);
+// The file must have been made with the same problem shape (fit-prm --ops).
+Result<StepSet> read_step_dump(const LoadedModel& lm, const std::string& path, ArithSplit split, int n_problems,
+                               const ArithShape& shape = {});
 
 // The KV-PRM scores of set.steps, in order.
 Result<PrmScores> kv_score_labelled(const LoadedModel& lm, const StepSet& set, const VerifyHead& head,
