@@ -86,11 +86,7 @@ int cmd_fit_prm(int argc, char** argv) {
   if (o.n_heldout > 0) {
     line("held-out:", rep->heldout);
     // Which mistakes the head sees: the correct steps against each kind of wrong step alone.
-    std::printf("held-out AUROC by kind of error:");
-    for (int k = 1; k < prm::kStepErrorKinds; ++k)
-      std::printf(" %s %.4f (%lld)", prm::step_error_name(prm::StepError(k)), rep->heldout.auroc_by_error[size_t(k)],
-                  (long long)rep->heldout.n_by_error[size_t(k)]);
-    std::printf("\n");
+    std::printf("held-out AUROC by kind of error: %s\n", prm::auroc_by_error_text(rep->heldout).c_str());
   }
   return 0;
 }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 
 #include "prm/calibration_fit.h"
 
@@ -129,6 +130,17 @@ std::array<double, kStepErrorKinds> auroc_by_error(std::span<const double> z, st
       if (y[i] == 1 || error[i] == StepError(kind)) zs.push_back(z[i]), ys.push_back(y[i]);
     const auto n_pos = std::count(ys.begin(), ys.end(), 1);
     if (n_pos > 0 && n_pos < std::ptrdiff_t(ys.size())) out[size_t(kind)] = auroc(zs, ys);
+  }
+  return out;
+}
+
+std::string auroc_by_error_text(const SplitFigures& f) {
+  std::string out;
+  char buf[96];
+  for (int k = 1; k < kStepErrorKinds; ++k) {
+    std::snprintf(buf, sizeof buf, "%s%s %.4f (%lld)", k > 1 ? " " : "", step_error_name(StepError(k)),
+                  f.auroc_by_error[size_t(k)], (long long)f.n_by_error[size_t(k)]);
+    out += buf;
   }
   return out;
 }

@@ -47,9 +47,7 @@ TEST(FitPrm, ProbeHeldOutAurocAboveChance) {
               rep->record.probe->layer, rep->record.probe->l2, rep->train.auroc, (long long)rep->train.n_steps,
               (long long)rep->train.n_steps_correct, rep->heldout.auroc, (long long)rep->heldout.n_steps,
               (long long)rep->heldout.n_steps_correct, kMeasuredHeldoutAuroc);
-  for (int k = 1; k < kStepErrorKinds; ++k)
-    std::printf("  held-out AUROC against %s steps: %.4f (%lld)\n", step_error_name(StepError(k)),
-                rep->heldout.auroc_by_error[size_t(k)], (long long)rep->heldout.n_by_error[size_t(k)]);
+  std::printf("  held-out AUROC by kind of error: %s\n", auroc_by_error_text(rep->heldout).c_str());
   RecordProperty("heldout_auroc", std::to_string(rep->heldout.auroc));
   RecordProperty("train_auroc", std::to_string(rep->train.auroc));
   ASSERT_GE(rep->heldout.n_steps_correct, 15);
@@ -105,9 +103,7 @@ TEST(FitPrm, OneOperationProbeBeatsChanceByAClearMargin) {
               rep->train.auroc, (long long)rep->train.n_steps, (long long)rep->train.n_steps_correct,
               rep->heldout.auroc, (long long)rep->heldout.n_steps, (long long)rep->heldout.n_steps_correct,
               kMeasuredOneOpHeldoutAuroc);
-  for (int k = 1; k < kStepErrorKinds; ++k)
-    std::printf("  held-out AUROC against %s steps: %.4f (%lld)\n", step_error_name(StepError(k)),
-                rep->heldout.auroc_by_error[size_t(k)], (long long)rep->heldout.n_by_error[size_t(k)]);
+  std::printf("  held-out AUROC by kind of error: %s\n", auroc_by_error_text(rep->heldout).c_str());
   RecordProperty("one_op_heldout_auroc", std::to_string(rep->heldout.auroc));
   // The file's labels were made with --ops 1: reading it with that shape reproduces them.
   EXPECT_EQ(rep->train.n_steps, 187);
