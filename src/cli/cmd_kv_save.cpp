@@ -5,7 +5,7 @@
 #include "cli/arg_parser.h"
 #include "cli/commands.h"
 #include "transfer/kv_cache_file.h"
-#include "transfer/transfer_quality.h"
+#include "transfer/context_prefill.h"
 
 namespace agentkv {
 

@@ -6,7 +6,7 @@
 #include "cli/commands.h"
 #include "kv/kv_manager.h"
 #include "server/api_server.h"
-#include "sharing_gate.h"
+#include "lab/agents/sharing_gate.h"
 
 namespace agentkv {
 

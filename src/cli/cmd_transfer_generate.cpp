@@ -9,8 +9,7 @@
 #include "cli/transfer_cli.h"
 #include "transfer/kv_cache_file.h"
 #include "transfer/kv_transfer.h"
-#include "transfer/transfer_quality.h"
-#include "transfer/transfer_retrieval.h"
+#include "transfer/context_prefill.h"
 
 namespace agentkv {
 

@@ -1,4 +1,4 @@
-// The agentkv subcommands. Each takes argv with argv[0] = the subcommand name and returns the exit code.
+// The product's agentkv subcommands (the lab's: lab/cli/lab_commands.h). Each takes argv with argv[0] = the subcommand name and returns the exit code.
 #pragma once
 
 #include <memory>
@@ -15,16 +15,7 @@ int cmd_tokenize(int argc, char** argv);
 int cmd_perplexity(int argc, char** argv);
 int cmd_bench(int argc, char** argv);
 int cmd_inspect(int argc, char** argv);
-int cmd_bench_agents(int argc, char** argv);
 int cmd_serve(int argc, char** argv);
-int cmd_bench_serve(int argc, char** argv);
-int cmd_fit_prm(int argc, char** argv);
-int cmd_search(int argc, char** argv);
-int cmd_bench_prm(int argc, char** argv);
-int cmd_fit_transfer(int argc, char** argv);
-int cmd_transfer_quality(int argc, char** argv);
-int cmd_bench_transfer(int argc, char** argv);
-int cmd_transfer_retrieval(int argc, char** argv);
 int cmd_kv_save(int argc, char** argv);
 int cmd_transfer_generate(int argc, char** argv);
 

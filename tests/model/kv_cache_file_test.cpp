@@ -11,7 +11,7 @@
 #include "model_test_util.h"
 #include "transfer/kv_cache_file.h"
 #include "transfer/layer_kv.h"
-#include "transfer/transfer_quality.h"
+#include "lab/transfer/transfer_quality.h"
 
 namespace agentkv::testing {
 namespace {

@@ -15,8 +15,8 @@
 #include "transfer/kv_transfer.h"
 #include "transfer/layer_kv.h"
 #include "transfer/token_alignment.h"
-#include "transfer/transfer_fit.h"
-#include "transfer/transfer_quality.h"
+#include "lab/transfer/transfer_fit.h"
+#include "lab/transfer/transfer_quality.h"
 
 namespace agentkv::testing {
 namespace {

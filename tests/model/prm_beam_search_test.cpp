@@ -7,8 +7,8 @@
 #include <cmath>
 
 #include "model_test_util.h"
-#include "prm/step_beam.h"
-#include "prm/step_checker.h"
+#include "lab/prm/step_beam.h"
+#include "lab/prm/step_checker.h"
 
 namespace agentkv::prm {
 namespace {

@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "model_test_util.h"
-#include "prm/fit_prm.h"
+#include "lab/prm/fit_prm.h"
 
 namespace agentkv::prm {
 namespace {

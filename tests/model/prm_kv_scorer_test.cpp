@@ -11,10 +11,10 @@
 #include <cstring>
 
 #include "model_test_util.h"
-#include "prm/arith_prompt.h"
+#include "lab/prm/arith_prompt.h"
 #include "prm/kv_scorer.h"
 #include "prm/sequence_prefill.h"
-#include "prm/trajectory.h"
+#include "lab/prm/trajectory.h"
 
 namespace agentkv::prm {
 namespace {

@@ -11,7 +11,7 @@
 
 #include "share/selective_recompute.h"
 #include "share_test_util.h"
-#include "workload.h"
+#include "lab/agents/workload.h"
 
 namespace agentkv::testing {
 

@@ -3,7 +3,7 @@
 // in full, so every answer must be exactly prefix mode's — the teacher-forced distributions equal
 // the exact context's bit for bit (KL 0), and the free-running answers are the same tokens. With the
 // default ratio the master–diff residency must hold less KV per agent than prefix mode.
-#include "bench_agents.h"
+#include "lab/agents/bench_agents.h"
 
 #include "engine_test_util.h"
 

@@ -1,6 +1,6 @@
 // The PNG writer is checked by a decoder written here (bitwise CRC-32, naive Adler-32, PNG filters
 // undone by hand) over zlib's own inflate; charts are checked by sampling the decoded pixels.
-#include "chart_png.h"
+#include "lab/agents/chart_png.h"
 
 #include <gtest/gtest.h>
 
@@ -14,8 +14,8 @@
 
 #include <zlib.h>
 
-#include "canvas.h"
-#include "chart_axis.h"
+#include "lab/agents/canvas.h"
+#include "lab/agents/chart_axis.h"
 
 namespace agentkv {
 namespace {

@@ -4,9 +4,9 @@
 
 #include <set>
 
-#include "prm/arith_problem.h"
-#include "prm/arith_prompt.h"
-#include "prm/step_checker.h"
+#include "lab/prm/arith_problem.h"
+#include "lab/prm/arith_prompt.h"
+#include "lab/prm/step_checker.h"
 
 namespace agentkv::prm {
 namespace {

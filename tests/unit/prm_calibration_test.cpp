@@ -8,7 +8,7 @@
 #include <cstdio>
 #include <fstream>
 
-#include "prm/calibration_fit.h"
+#include "lab/prm/calibration_fit.h"
 #include "prm/calibration_file.h"
 
 namespace agentkv::prm {

@@ -2,7 +2,7 @@
 // the count matches a hand computation on a tiny shape.
 #include <gtest/gtest.h>
 
-#include "prm/forward_flops.h"
+#include "lab/prm/forward_flops.h"
 
 namespace agentkv::prm {
 namespace {

@@ -8,9 +8,9 @@
 #include <fstream>
 #include <sstream>
 
-#include "prm/calibration_fit.h"
+#include "lab/prm/calibration_fit.h"
 #include "prm/calibration_file.h"
-#include "prm/fit_prm.h"
+#include "lab/prm/fit_prm.h"
 #include "prm/step_probe.h"
 
 namespace agentkv::prm {

@@ -5,7 +5,7 @@
 #include <cmath>
 #include <random>
 
-#include "transfer/ridge.h"
+#include "lab/transfer/ridge.h"
 
 namespace agentkv {
 namespace {

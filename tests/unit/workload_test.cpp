@@ -1,4 +1,4 @@
-#include "workload.h"
+#include "lab/agents/workload.h"
 
 #include <gtest/gtest.h>
 
@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "persona_text.h"
-#include "workload_internal.h"
+#include "lab/agents/persona_text.h"
+#include "lab/agents/workload_internal.h"
 
 namespace agentkv {
 namespace {

@@ -1,0 +1,49 @@
+// The start-up quality gate for collective KV sharing (issue 5, item 6). Approximate reuse of a
+// shared block (re-rotation plus selective recompute of a share R of its tokens) costs quality that
+// depends on the model; LMCache-style reuse with no per-model check is a known way to serve wrong
+// answers. Before `serve` lets a model share KV in rounds, it runs a small fixed multi-agent
+// workload in tokendance mode at the configured R and compares every agent's answer with the exact
+// context (lab/agents/tokendance_round.h): the mean KL of the next-token distributions and the greedy
+// agreement of the first tokens must meet the committed thresholds below, or the model runs its
+// rounds exactly.
+#pragma once
+
+#include <string>
+
+#include "model/loaded_model.h"
+#include "util/status.h"
+#include "util/thread_pool.h"
+
+namespace agentkv {
+
+struct SharingGateThresholds {
+  double max_kl_mean;           // nats, KL(exact || shared) averaged over the answers' tokens and agents
+  double min_greedy_agreement;  // leading greedy tokens equal to the exact context's, / 32, mean
+};
+
+// Committed thresholds: the quality loss we accept for sharing. On the gate's workload at the
+// default R = 0.15 (2026-11-30, BENCHMARKS.md) SmolLM2 measured mean KL 0.022 and greedy agreement
+// 0.35, Gemma 3 KL 0.005 and 0.49; the bounds leave room for kernel rounding on other machines and
+// fail a model whose shared answers drift much further (KL above 0.05 nats per token, or fewer than
+// a quarter of the first 32 greedy tokens matching before the first difference, on average).
+inline constexpr SharingGateThresholds kSharingGateThresholds{0.05, 0.25};
+
+struct SharingGateResult {
+  bool pass = false;
+  double recompute = 0;
+  SharingGateThresholds thresholds{};
+  int agents = 0;               // answers compared
+  double kl_mean = 0, kl_p95 = 0, top1 = 0, greedy = 0;
+  bool from_cache = false;      // measured at an earlier start (same model fingerprint and R)
+  std::string summary() const;  // one line: the measurement, the thresholds and the verdict
+};
+
+// Measures (or reads the measurement cached under cache_dir for this model fingerprint and R;
+// empty: no cache) and judges it against `th`.
+Result<SharingGateResult> run_sharing_gate(const LoadedModel& lm, ThreadPool& pool, double recompute,
+                                           const SharingGateThresholds& th, const std::string& cache_dir);
+
+// ~/.cache/agentkv/sharing-gate (beside the model cache; $AGENTKV_MODELS/../sharing-gate when set).
+std::string default_sharing_gate_cache_dir();
+
+}  // namespace agentkv

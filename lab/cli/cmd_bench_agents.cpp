@@ -1,0 +1,85 @@
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+
+#include "lab/agents/bench_agents.h"
+#include "cli/arg_parser.h"
+#include "cli/commands.h"
+#include "lab/cli/lab_commands.h"
+#include "kv/kv_manager.h"
+
+namespace agentkv {
+
+int cmd_bench_agents(int argc, char** argv) {
+  std::string model = "smollm2", workload = "generative-agents", modes = "prefix", kv_mem, json_out, plot_out;
+  std::string recompute = "0.15";
+  bool no_quality = false;
+  int64_t agents = 0, rounds = 0, seed = 1, threads = 0, block_size = 16, batch_tokens = 512;
+  bool quiet = false;
+  std::string workload_help = "workload:";
+  for (auto& w : workload_names()) workload_help += " " + w;
+  ArgParser p("bench-agents",
+              "Runs a multi-agent workload on the engine and reports prefill, latency, TTFT and KV per agent per mode.");
+  p.add_string("-m,--model", &model, "model alias (smollm2, gemma3) or .gguf path");
+  p.add_string("-w,--workload", &workload, workload_help);
+  p.add_int("--agents", &agents, "agents (0 = the workload's default)", 0, 100000);
+  p.add_int("--rounds", &rounds, "rounds (0 = the workload's default)", 0, 10000);
+  p.add_int("--seed", &seed, "workload seed", 0, int64_t(1) << 62);
+  p.add_string("--mode", &modes, "KV mode, or a comma list run one after another: nocache, prefix, tokendance");
+  p.add_string("--recompute", &recompute,
+               "tokendance: share of the shared segment recomputed per agent, or a comma list (one run each)");
+  p.add_flag("--no-quality", &no_quality, "tokendance: skip the quality comparison with the exact context");
+  p.add_string("--kv-mem", &kv_mem, "KV budget in bytes, e.g. 2G (default: a quarter of RAM)");
+  p.add_int("--block-size", &block_size, "tokens per KV block", 1, 1024);
+  p.add_int("--batch-tokens", &batch_tokens, "tokens per forward pass", 1, 1 << 16);
+  p.add_int("-t,--threads", &threads, "threads (0 = all cores)", 0, 1024);
+  p.add_string("--json", &json_out, "write the report as JSON to this file");
+  p.add_string("--plot", &plot_out, "write charts to this PNG file");
+  p.add_flag("-q,--quiet", &quiet, "no progress bar");
+  if (auto rc = p.parse_command(argc, argv)) return *rc;
+
+  BenchAgentsOptions opt;
+  opt.workload = workload;
+  opt.workload_opt.n_agents = int(agents);
+  opt.workload_opt.n_rounds = int(rounds);
+  opt.workload_opt.seed = uint64_t(seed);
+  opt.modes = split_commas(modes);
+  opt.block_size = int(block_size);
+  opt.max_batch_tokens = int(batch_tokens);
+  opt.progress = !quiet;
+  opt.quality = !no_quality;
+  opt.recompute.clear();
+  for (const std::string& r : split_commas(recompute)) {
+    char* end = nullptr;
+    const double v = std::strtod(r.c_str(), &end);
+    if (r.empty() || end != r.c_str() + r.size() || !(v >= 0 && v <= 1))
+      return cli_fail("--recompute: '" + r + "' is not a ratio in [0, 1]");
+    opt.recompute.push_back(v);
+  }
+  if (!kv_mem.empty()) {
+    auto b = parse_byte_size(kv_mem);
+    if (!b.ok()) return cli_fail("--kv-mem: " + b.error());
+    opt.kv_mem = *b;
+  }
+  // Check the workload before loading the model: a typo should not cost a model load.
+  if (auto wl = make_workload(opt.workload, opt.workload_opt); !wl.ok()) return cli_fail(wl.error());
+  for (auto& m : opt.modes)
+    if (m != "nocache" && m != "prefix" && m != "tokendance")
+      return cli_fail("--mode: unknown mode '" + m + "' (choose nocache, prefix, tokendance)");
+  auto lm = load_model(model);
+  if (!lm.ok()) return cli_fail(lm.error());
+  ThreadPool pool{int(threads)};
+  auto rep = run_bench_agents(**lm, pool, opt);
+  if (!rep.ok()) return cli_fail(rep.error());
+  std::fputs(bench_agents_table(*rep).c_str(), stdout);
+  if (!json_out.empty()) {
+    std::ofstream f(json_out);
+    f << bench_agents_json(*rep).dump() << "\n";
+    if (!f) return cli_fail("cannot write " + json_out);
+  }
+  if (!plot_out.empty())
+    if (Status st = bench_agents_plot(*rep, plot_out); !st.ok()) return cli_fail(st.error());
+  return 0;
+}
+
+}  // namespace agentkv

@@ -1,0 +1,85 @@
+// agentkv bench-transfer: time to first token with a context transferred from the sender's cache
+// vs the receiver's own prefill of the same context, at several receiver context lengths, median
+// over repeats (lab/transfer/transfer_ttft.h says what each clock counts).
+#include <algorithm>
+#include <cstdio>
+#include <vector>
+
+#include "cli/commands.h"
+#include "lab/cli/lab_commands.h"
+#include "cli/transfer_cli.h"
+#include "transfer/token_alignment.h"
+#include "lab/transfer/transfer_ttft.h"
+
+namespace agentkv {
+
+namespace {
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+}  // namespace
+
+int cmd_bench_transfer(int argc, char** argv) {
+  TransferPairArgs pair;
+  std::string corpus, lengths_arg = "256,512,1024,2048,4096";
+  int64_t threads = 0, repeats = 3, native_last = 1;
+  ArgParser p("bench-transfer",
+              "Time to first token: context transferred from the sender's existing cache vs the receiver's own prefill.");
+  add_transfer_pair_options(p, &pair);
+  p.add_string("--corpus", &corpus, "held-out text the contexts are cut from (its start, as many bytes as needed)", true);
+  p.add_string("--lengths", &lengths_arg, "receiver context lengths in tokens, comma-separated");
+  p.add_int("--repeats", &repeats, "runs per length (the median is reported)", 1, 1000);
+  p.add_int("--native-last", &native_last, "the receiver recomputes the context's last N tokens (>= 1: gives the first token)",
+            1, 1 << 20);
+  p.add_int("-t,--threads", &threads, "threads (0 = all cores)", 0, 1024);
+  if (auto rc = p.parse_command(argc, argv)) return *rc;
+  auto lengths = parse_int_list("--lengths", lengths_arg, 2, 1 << 20);
+  if (!lengths.ok()) return cli_fail(lengths.error());
+  auto setup = load_transfer_setup(pair, corpus);
+  if (!setup.ok()) return cli_fail(setup.error());
+  const std::string& text = setup->corpus;
+  const LoadedModel& sender = *setup->sender;
+  const LoadedModel& receiver = *setup->receiver;
+  const TransferMap& map = setup->map;
+  auto spans = tokenize_with_spans(*receiver.tokenizer, text, receiver.tokenizer->add_bos_default());
+  if (!spans.ok()) return cli_fail("corpus '" + corpus + "': " + spans.error());
+  ThreadPool pool{int(threads)};
+  std::printf("%s -> %s, %d threads, %lld repeats (median), hybrid last %lld\n", sender.name.c_str(), receiver.name.c_str(),
+              pool.size(), (long long)repeats, (long long)native_last);
+  std::printf("%7s %7s %7s %10s %10s %9s %8s %8s %8s %7s\n", "target", "r_tok", "s_tok", "native_s", "transfer_s", "less",
+              "align_s", "proj_s", "recv_s", "same1st");
+  for (int64_t want : *lengths) {
+    if (want > int64_t(spans->size()))
+      return cli_fail("corpus '" + corpus + "' has only " + std::to_string(spans->size()) + " receiver tokens, " +
+                      std::to_string(want) + " asked");
+    // The context is the corpus's start up to receiver token `want` (whole tokens, exact bytes).
+    const std::string context = text.substr(0, spans->end[size_t(want - 1)]);
+    std::vector<double> nat, xfer, al, pr, rv;
+    int same = 0;
+    KvTransferOptions xo;
+    xo.native_suffix = int(native_last);
+    auto samples = measure_ttft(map, sender, receiver, context, pool, xo, int(repeats));
+    if (!samples.ok()) return cli_fail(samples.error());
+    for (const TtftSample& s : *samples) {
+      nat.push_back(s.native_s);
+      xfer.push_back(s.transfer_s);
+      al.push_back(s.transfer.align_s);
+      pr.push_back(s.transfer.project_s);
+      rv.push_back(s.transfer.native_s);
+      same += s.same_first_token;
+    }
+    const TtftSample& last = samples->back();
+    const double mn = median(nat), mx = median(xfer);
+    std::printf("%7lld %7lld %7lld %10.3f %10.3f %8.1f%% %8.3f %8.3f %8.3f %4d/%lld\n", (long long)want,
+                (long long)last.n_receiver_tokens, (long long)last.n_sender_tokens, mn, mx, 100.0 * (1.0 - mx / mn),
+                median(al), median(pr), median(rv), same, (long long)repeats);
+    std::fflush(stdout);
+  }
+  return 0;
+}
+
+}  // namespace agentkv

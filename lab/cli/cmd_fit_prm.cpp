@@ -1,0 +1,95 @@
+#include <cstdio>
+#include <cstdlib>
+
+#include "cli/arg_parser.h"
+#include "cli/commands.h"
+#include "lab/cli/lab_commands.h"
+#include "lab/cli/policy_sampling_args.h"
+#include "lab/prm/fit_prm.h"
+
+namespace agentkv {
+
+int cmd_fit_prm(int argc, char** argv) {
+  std::string model = "smollm2", out = "prm_calibration.json", dump, sweep_layers, sweep_l2;
+  prm::FitPrmOptions o;
+  int64_t n_train = o.n_train, n_heldout = o.n_heldout, threads = 0, layer = o.feature_layer, ops = 0;
+  double l2 = o.l2;
+  PolicySamplingArgs sampling;
+  ArgParser p("fit-prm",
+              "For generated arithmetic problems the policy proposes -n next steps after each prefix of the "
+              "reference solution; the exact checker labels them, the KV-PRM reads the verify token's hidden state "
+              "from each proposal's cache, and a ridge logistic-regression probe is fitted on it (plus an affine "
+              "calibration of the answer tokens' log-odds, the untrained baseline). Writes both with the model's "
+              "fingerprint and reports the held-out AUROC.");
+  p.add_string("-m,--model", &model, "model alias (smollm2, gemma3) or .gguf path");
+  p.add_string("-o,--out", &out, "calibration file to write (JSON)");
+  p.add_int("--train", &n_train, "train problems", 1, 100000);
+  p.add_int("--heldout", &n_heldout, "held-out problems to report the AUROC on (0: none)", 0, 100000);
+  sampling.declare(p);
+  p.add_string("--question", &o.question, "the verify question asked after each step");
+  p.add_string("--pos", &o.pos, "answer token meaning 'correct'");
+  p.add_string("--neg", &o.neg, "answer token meaning 'wrong'");
+  p.add_int("--layer", &layer, "block whose output the probe reads (0 = the last)", 0, 1024);
+  p.add_float("--l2", &l2, "ridge strength of the probe on standardised features", 1e-8, 1e6);
+  p.add_flag("--with-logodds", &o.with_logodds,
+             "also fit the answer tokens' log-odds calibration (the untrained baseline; runs the full model)");
+  p.add_string("--steps", &o.steps_file, "take the proposals from a --dump file instead of sampling the policy");
+  p.add_string("--sweep-layers", &sweep_layers,
+               "comma-separated layers to choose from by cross-validation on train (with --sweep-l2)");
+  p.add_string("--sweep-l2", &sweep_l2, "comma-separated ridge strengths to choose from (with --sweep-layers)");
+  p.add_int("--ops", &ops, "operations per problem, 1..3 (0: the task's 2 or 3; a --steps file needs the --ops it was made with)",
+            0, 3);
+  p.add_int("-t,--threads", &threads, "threads (0 = all cores)", 0, 1024);
+  p.add_string("--dump", &dump, "also write every labelled proposal as TSV (split, problem, k, label, why, line)");
+  if (auto rc = p.parse_command(argc, argv)) return *rc;
+  o.n_train = int(n_train);
+  o.n_heldout = int(n_heldout);
+  o.sampling = sampling.propose_options();
+  o.feature_layer = int(layer);
+  o.l2 = l2;
+  if (ops > 0) o.shape = prm::ArithShape{int(ops), int(ops)};
+  for (const std::string& s : split_commas(sweep_layers)) {
+    char* end = nullptr;
+    const long v = std::strtol(s.c_str(), &end, 10);
+    if (end == s.c_str() || *end) return cli_fail("--sweep-layers: '" + s + "' is not an integer");
+    o.sweep_layers.push_back(int(v));
+  }
+  for (const std::string& s : split_commas(sweep_l2)) {
+    char* end = nullptr;
+    const double v = std::strtod(s.c_str(), &end);
+    if (end == s.c_str() || *end || !(v > 0)) return cli_fail("--sweep-l2: '" + s + "' is not a positive number");
+    o.sweep_l2.push_back(v);
+  }
+  if (o.sweep_layers.empty() != o.sweep_l2.empty()) return cli_fail("--sweep-layers and --sweep-l2 go together");
+  auto lm = load_model(model);
+  if (!lm.ok()) return cli_fail(lm.error());
+  ThreadPool pool{int(threads)};
+  auto rep = prm::fit_prm(**lm, o, pool, [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); });
+  if (!rep.ok()) return cli_fail(rep.error());
+  if (Status st = prm::write_calibration(out, rep->record); !st.ok()) return cli_fail(st.error());
+  if (!dump.empty()) {
+    FILE* f = std::fopen(dump.c_str(), "w");
+    if (!f) return cli_fail("--dump: cannot write '" + dump + "'");
+    for (const auto& [name, set] : {std::pair{"train", &rep->train_set}, std::pair{"heldout", &rep->heldout_set}})
+      for (const prm::LabelledStep& s : set->steps)
+        std::fprintf(f, "%s\t%zu\t%zu\t%d\t%s\t%s\n", name, s.problem, s.k, s.label, s.why.c_str(),
+                     s.proposal.text.c_str());
+    std::fclose(f);
+  }
+  const prm::CalibrationRecord& r = rep->record;
+  std::printf("probe: layer %d, l2 %g, %d features; written to %s\n", r.probe->layer, r.probe->l2,
+              r.probe->n_features(), out.c_str());
+  auto line = [](const char* name, const prm::SplitFigures& f) {
+    std::printf("%-9s %lld steps, %lld correct: probe AUROC %.4f (log-loss %.4f); answer log-odds AUROC %.4f\n", name,
+                (long long)f.n_steps, (long long)f.n_steps_correct, f.auroc, f.log_loss, f.logodds_auroc);
+  };
+  line("train:", rep->train);
+  if (o.n_heldout > 0) {
+    line("held-out:", rep->heldout);
+    // Which mistakes the head sees: the correct steps against each kind of wrong step alone.
+    std::printf("held-out AUROC by kind of error: %s\n", prm::auroc_by_error_text(rep->heldout).c_str());
+  }
+  return 0;
+}
+
+}  // namespace agentkv

@@ -1,0 +1,92 @@
+// agentkv fit-transfer: fits a sender → receiver KV projection map on a calibration corpus and
+// writes it as a GGUF map file (src/transfer/transfer_map.h).
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+
+#include "cli/arg_parser.h"
+#include "cli/commands.h"
+#include "lab/cli/lab_commands.h"
+#include "lab/transfer/transfer_fit.h"
+#include "util/progress_bar.h"
+
+namespace agentkv {
+
+namespace {
+
+// Passages are separated by blank lines (scripts/make_transfer_corpus.sh writes one chapter per
+// passage); each is cut at a space to at most max_bytes so both models see bounded sequences.
+std::vector<std::string> split_passages(const std::string& text, size_t max_bytes) {
+  std::vector<std::string> out;
+  size_t at = 0;
+  while (at < text.size()) {
+    size_t end = text.find("\n\n", at);
+    if (end == std::string::npos) end = text.size();
+    std::string p = text.substr(at, end - at);
+    while (!p.empty() && (p.back() == '\n' || p.back() == ' ')) p.pop_back();
+    while (!p.empty() && (p.front() == '\n' || p.front() == ' ')) p.erase(0, 1);
+    if (p.size() > max_bytes) {
+      const size_t sp = p.rfind(' ', max_bytes);
+      p.resize(sp == std::string::npos || sp == 0 ? max_bytes : sp);
+    }
+    if (!p.empty()) out.push_back(std::move(p));
+    at = end + 2;
+  }
+  return out;
+}
+
+}  // namespace
+
+int cmd_fit_transfer(int argc, char** argv) {
+  std::string from, to, corpus, out;
+  int64_t threads = 0, max_bytes = 3000, max_passages = 0;
+  double alpha = 1e-4;
+  std::string pooling = "overlap";
+  ArgParser p("fit-transfer", "Fit a KV transfer map from one model's cache to another's (ridge per layer and KV head).");
+  p.add_string("--from", &from, "sender model alias or .gguf path", true);
+  p.add_string("--to", &to, "receiver model alias or .gguf path", true);
+  p.add_string("--corpus", &corpus, "calibration text, passages separated by blank lines", true);
+  p.add_string("--out", &out, "map file to write (.gguf)", true);
+  p.add_float("--alpha", &alpha, "ridge strength, relative to the mean feature energy", 0.0, 1e6);
+  p.add_string("--pooling", &pooling, "how a receiver token combines the sender tokens covering it: mean, overlap (by shared bytes), last");
+  p.add_int("--max-bytes", &max_bytes, "longest passage in bytes (longer ones are cut at a space)", 16, 1 << 20);
+  p.add_int("--max-passages", &max_passages, "use at most this many passages (0 = all)", 0, 1 << 30);
+  p.add_int("-t,--threads", &threads, "threads (0 = all cores)", 0, 1024);
+  if (auto rc = p.parse_command(argc, argv)) return *rc;
+  const auto pooling_rule = parse_span_pooling(pooling);
+  if (!pooling_rule) return cli_fail("--pooling must be mean, overlap or last, not '" + pooling + "'");
+  std::string text;
+  if (!read_text_file(corpus, &text)) return cli_fail("cannot open corpus '" + corpus + "'");
+  std::vector<std::string> passages = split_passages(text, size_t(max_bytes));
+  if (max_passages > 0 && int64_t(passages.size()) > max_passages) passages.resize(size_t(max_passages));
+  if (passages.empty()) return cli_fail("corpus '" + corpus + "' has no text");
+  auto models = load_model_pair(from, to);
+  if (!models.ok()) return cli_fail(models.error());
+  const LoadedModel& sender = *models->first;
+  const LoadedModel& receiver = *models->second;
+  ThreadPool pool{int(threads)};
+  TransferFitOptions opt;
+  opt.ridge_alpha = alpha;
+  opt.pooling = *pooling_rule;
+  TransferFitter fitter(sender, receiver, opt);
+  const auto t0 = std::chrono::steady_clock::now();
+  ProgressBar bar("fit-transfer " + from + " -> " + to, int64_t(passages.size()));
+  for (size_t i = 0; i < passages.size(); ++i) {
+    const Status st = fitter.add_passage(passages[i], pool);
+    if (!st.ok()) return cli_fail("passage " + std::to_string(i) + ": " + st.error());
+    bar.update(int64_t(i + 1), std::to_string(fitter.n_rows()) + " rows");
+  }
+  bar.finish(std::to_string(fitter.n_rows()) + " rows");
+  auto map = fitter.solve();
+  if (!map.ok()) return cli_fail(map.error());
+  const Status st = save_transfer_map(*map, out);
+  if (!st.ok()) return cli_fail(st.error());
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::ifstream written(out, std::ios::binary | std::ios::ate);
+  std::fprintf(stdout, "%s: %zu passages, %lld receiver tokens, %d layers, %.1f s, %.2f MB\n", out.c_str(),
+               passages.size(), (long long)map->n_fit_tokens, map->receiver_n_layer, secs,
+               double(written.tellg()) / 1e6);
+  return 0;
+}
+
+}  // namespace agentkv

@@ -1,0 +1,89 @@
+#include <cstdio>
+
+#include "cli/arg_parser.h"
+#include "cli/commands.h"
+#include "lab/cli/lab_commands.h"
+#include "lab/cli/policy_sampling_args.h"
+#include "lab/prm/best_of_n.h"
+#include "prm/calibration_file.h"
+#include "lab/prm/step_beam.h"
+
+namespace agentkv {
+
+int cmd_search(int argc, char** argv) {
+  std::string model = "smollm2", task = "arith", method = "bestofn", scorers = "kvprm", calibration;
+  int64_t problems = 32, threads = 0, width = 2, max_steps = 8, ops = 0;
+  PolicySamplingArgs sampling;
+  ArgParser p("search",
+              "Test-time search on held-out problems. bestofn: the policy samples -n solutions per problem and each "
+              "scorer picks one (all scorers see the same samples). beam: step-level beam search, --width beams per "
+              "problem, -n proposed lines per beam and step, ranked by the scorer. Prints each scorer's accuracy.");
+  p.add_string("-m,--model", &model, "model alias (smollm2, gemma3) or .gguf path");
+  p.add_string("--task", &task, "task (arith)");
+  p.add_string("--method", &method, "search method (bestofn, beam)");
+  p.add_int("--width", &width, "beam: beams kept per problem", 1, 64);
+  p.add_int("--max-steps", &max_steps, "beam: most step rounds", 1, 64);
+  p.add_string("--scorer", &scorers, "comma-separated scorers: kvprm, textprm, logprob, vote");
+  p.add_string("--calibration", &calibration, "fit-prm's calibration file (default: identity calibration)");
+  sampling.declare(p);
+  p.add_int("--problems", &problems, "held-out problems", 1, 100000);
+  p.add_int("--ops", &ops, "operations per problem, 1..3 (0: the task's 2 or 3)", 0, 3);
+  p.add_int("-t,--threads", &threads, "threads (0 = all cores)", 0, 1024);
+  if (auto rc = p.parse_command(argc, argv)) return *rc;
+  if (task != "arith") return cli_fail("--task: only 'arith' is implemented");
+  if (method != "bestofn" && method != "beam") return cli_fail("--method: '" + method + "' is not bestofn or beam");
+  const bool beam = method == "beam";
+  std::vector<prm::BestOfNScorer> kinds;
+  std::vector<prm::BeamScorer> beam_kinds;
+  for (const std::string& s : split_commas(scorers)) {
+    if (beam) {
+      auto k = prm::parse_beam_scorer(s);
+      if (!k.ok()) return cli_fail("--scorer: " + k.error());
+      beam_kinds.push_back(*k);
+      continue;
+    }
+    auto k = prm::parse_best_of_n_scorer(s);
+    if (!k.ok()) return cli_fail("--scorer: " + k.error());
+    kinds.push_back(*k);
+  }
+  auto lm = load_model(model);
+  if (!lm.ok()) return cli_fail(lm.error());
+  auto head = load_verify_head(**lm, calibration);
+  if (!head.ok()) return cli_fail(head.error());
+  ThreadPool pool{int(threads)};
+  std::vector<prm::ArithProblem> probs;
+  for (int64_t i = 0; i < problems; ++i)
+    probs.push_back(prm::generate_arith_problem(prm::arith_seed(prm::ArithSplit::kHeldOut, uint64_t(i)),
+                                                ops == 0 ? prm::ArithShape{} : prm::ArithShape{int(ops), int(ops)}));
+  const std::vector<std::string> names = split_commas(scorers);
+  if (beam) {
+    prm::BeamOptions bo;
+    bo.width = int(width);
+    bo.max_steps = int(max_steps);
+    bo.sampling = sampling.propose_options();
+    for (size_t i = 0; i < beam_kinds.size(); ++i) {
+      auto r = prm::step_beam_search(**lm, probs, beam_kinds[i], *head, bo, pool);
+      if (!r.ok()) return cli_fail(r.error());
+      std::printf("%-8s beam W=%lld N=%lld: %lld / %lld correct (%.1f%%), %lld policy lines (%lld tokens), "
+                  "%lld scored, scoring %.2f s, total %.2f s\n",
+                  names[i].c_str(), (long long)width, (long long)sampling.n, (long long)r->n_correct,
+                  (long long)r->n_problems, 100.0 * double(r->n_correct) / double(std::max<int64_t>(1, r->n_problems)),
+                  (long long)r->policy_lines, (long long)r->policy_tokens, (long long)r->scored_candidates,
+                  r->seconds_scoring, r->seconds_total);
+    }
+    return 0;
+  }
+  auto cands = prm::sample_candidates(**lm, probs, sampling.options(), pool);
+  if (!cands.ok()) return cli_fail(cands.error());
+  for (size_t i = 0; i < kinds.size(); ++i) {
+    auto r = prm::best_of_n(**lm, *cands, kinds[i], *head, pool);
+    if (!r.ok()) return cli_fail(r.error());
+    std::printf("%-8s best-of-%lld: %lld / %lld correct (%.1f%%), oracle %lld, scoring %.2f s\n", names[i].c_str(),
+                (long long)sampling.n, (long long)r->n_correct, (long long)r->n_problems,
+                100.0 * double(r->n_correct) / double(std::max<int64_t>(1, r->n_problems)), (long long)r->n_oracle,
+                r->seconds_scoring);
+  }
+  return 0;
+}
+
+}  // namespace agentkv

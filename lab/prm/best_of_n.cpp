@@ -1,0 +1,104 @@
+#include "lab/prm/best_of_n.h"
+
+#include <algorithm>
+#include <chrono>
+#include <limits>
+#include <map>
+
+#include "prm/kv_scorer.h"
+#include "lab/prm/trajectory.h"
+
+namespace agentkv::prm {
+namespace {
+
+constexpr double kNoScore = -std::numeric_limits<double>::infinity();
+
+// Per problem, per candidate: min over its steps of the calibrated score.
+Result<std::vector<std::vector<double>>> prm_solution_scores(const LoadedModel& lm,
+                                                             std::span<const ProblemCandidates> problems,
+                                                             bool via_kv, const VerifyHead& head, ThreadPool& pool) {
+  std::vector<std::vector<double>> out(problems.size());
+  for (size_t p = 0; p < problems.size(); ++p) out[p].assign(problems[p].candidates.size(), kNoScore);
+  auto fold = [&](size_t p, size_t c, double s) {
+    double& v = out[p][c];
+    v = v == kNoScore ? s : std::min(v, s);
+  };
+  if (via_kv) {
+    auto steps = kv_score_steps(lm, problems, head, pool);
+    if (!steps.ok()) return make_error(steps.error());
+    for (const ScoredStep& s : *steps) fold(s.problem, s.candidate, s.score);
+    return out;
+  }
+  KvManagerOptions ko;
+  ko.prefix_caching = false;  // the baseline re-encodes everything
+  ko.mem_bytes = int64_t(256) << 20;
+  auto kv = KvManager::create(lm.config(), lm.fingerprint, ko);
+  if (!kv.ok()) return make_error(kv.error());
+  for (size_t p = 0; p < problems.size(); ++p) {
+    const ProblemCandidates& pc = problems[p];
+    for (size_t c = 0; c < pc.candidates.size(); ++c) {
+      const Candidate& cand = pc.candidates[c];
+      std::vector<std::vector<int32_t>> texts;
+      for (size_t line : cand.check.step_line) texts.push_back(concat_prefix(pc.prompt, cand.lines, line + 1));
+      if (texts.empty()) continue;
+      auto scores = text_prm_score(*lm.model, **kv, texts, head, pool);
+      if (!scores.ok()) return make_error(scores.error());
+      for (double s : scores->score) fold(p, c, s);
+    }
+  }
+  return out;
+}
+
+size_t argmax(const std::vector<double>& v) {
+  size_t best = 0;
+  for (size_t i = 1; i < v.size(); ++i)
+    if (v[i] > v[best]) best = i;
+  return best;
+}
+
+}  // namespace
+
+Result<BestOfNScorer> parse_best_of_n_scorer(const std::string& name) {
+  if (name == "kvprm") return BestOfNScorer::kKvPrm;
+  if (name == "textprm") return BestOfNScorer::kTextPrm;
+  if (name == "logprob") return BestOfNScorer::kLogprob;
+  if (name == "vote") return BestOfNScorer::kVote;
+  return make_error("unknown scorer '" + name + "' (kvprm, textprm, logprob, vote)");
+}
+
+Result<BestOfNResult> best_of_n(const LoadedModel& lm, std::span<const ProblemCandidates> problems,
+                                BestOfNScorer scorer, const VerifyHead& head, ThreadPool& pool) {
+  BestOfNResult r;
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<std::vector<double>> scores(problems.size());
+  if (scorer == BestOfNScorer::kKvPrm || scorer == BestOfNScorer::kTextPrm) {
+    auto s = prm_solution_scores(lm, problems, scorer == BestOfNScorer::kKvPrm, head, pool);
+    if (!s.ok()) return make_error(s.error());
+    scores = std::move(*s);
+  } else {
+    for (size_t p = 0; p < problems.size(); ++p) {
+      std::map<int64_t, int> votes;
+      for (const Candidate& c : problems[p].candidates)
+        if (c.check.final_answer) ++votes[*c.check.final_answer];
+      for (const Candidate& c : problems[p].candidates) {
+        if (scorer == BestOfNScorer::kLogprob)
+          scores[p].push_back(c.tokens.empty() ? kNoScore : c.logprob / double(c.tokens.size()));
+        else
+          scores[p].push_back(c.check.final_answer ? double(votes[*c.check.final_answer]) : kNoScore);
+      }
+    }
+  }
+  r.seconds_scoring = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  for (size_t p = 0; p < problems.size(); ++p) {
+    const auto& cands = problems[p].candidates;
+    if (cands.empty()) continue;
+    ++r.n_problems;
+    const size_t best = argmax(scores[p]);
+    r.chosen.push_back(best);
+    r.n_correct += cands[best].check.answer_correct;
+    r.n_oracle += std::any_of(cands.begin(), cands.end(), [](const Candidate& c) { return c.check.answer_correct; });
+  }
+  return r;
+}
+
+}  // namespace agentkv::prm

@@ -1,0 +1,32 @@
+// Best-of-N over whole solutions: the policy samples N solutions per problem and one is chosen by a
+// scorer. Scorers: the KV-PRM (reads the candidates' caches), the text PRM (re-encodes each prefix,
+// the O(L^2) baseline; same head, so the same choices), the policy's mean token log-probability,
+// and majority vote over final answers.
+#pragma once
+
+#include <span>
+#include <string>
+#include <vector>
+
+#include "lab/prm/step_dataset.h"
+
+namespace agentkv::prm {
+
+enum class BestOfNScorer { kKvPrm, kTextPrm, kLogprob, kVote };
+
+Result<BestOfNScorer> parse_best_of_n_scorer(const std::string& name);
+
+struct BestOfNResult {
+  int64_t n_problems = 0;
+  int64_t n_correct = 0;          // chosen candidate's final answer is right
+  int64_t n_oracle = 0;           // some candidate's final answer is right (the ceiling)
+  double seconds_scoring = 0;     // choosing, sampling excluded
+  std::vector<size_t> chosen;     // per problem
+};
+
+// PRM scorers rank a solution by its weakest step: min over steps of the head's score (a
+// solution with no step scores lowest). Ties keep the earlier candidate.
+Result<BestOfNResult> best_of_n(const LoadedModel& lm, std::span<const ProblemCandidates> problems,
+                                BestOfNScorer scorer, const VerifyHead& head, ThreadPool& pool);
+
+}  // namespace agentkv::prm

@@ -1,0 +1,222 @@
+#include "lab/prm/fit_prm.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+
+#include "lab/prm/calibration_fit.h"
+
+namespace agentkv::prm {
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+struct SplitData {
+  std::vector<float> features;  // [steps][d]
+  std::vector<float> every_layer;  // [steps][n_layer][d] in a sweep
+  std::vector<size_t> problem;  // per step
+  std::vector<float> logodds;
+  std::vector<int> y;
+  std::vector<StepError> error;
+  SplitFigures fig;
+  StepSet set;
+};
+
+Result<SplitData> collect(const LoadedModel& lm, ArithSplit split, int n, const FitPrmOptions& opt,
+                          const VerifyHead& head, ThreadPool& pool) {
+  std::vector<ArithProblem> problems;
+  for (int i = 0; i < n; ++i) problems.push_back(generate_arith_problem(arith_seed(split, uint64_t(i)), opt.shape));
+  SplitData d;
+  auto t0 = std::chrono::steady_clock::now();
+  auto set = opt.steps_file.empty() ? sample_labelled_steps(lm, problems, opt.sampling, pool)
+                                    : read_step_dump(lm, opt.steps_file, split, n, opt.shape);
+  if (!set.ok()) return make_error(set.error());
+  d.fig.seconds_sampling = seconds_since(t0);
+  t0 = std::chrono::steady_clock::now();
+  auto scores = kv_score_labelled(lm, *set, head, pool, opt.sampling.kv_mem_bytes);
+  if (!scores.ok()) return make_error(scores.error());
+  d.fig.seconds_scoring = seconds_since(t0);
+  d.features = std::move(scores->features);
+  d.every_layer = std::move(scores->every_layer);
+  d.logodds = std::move(scores->logodds);
+  for (const LabelledStep& s : set->steps) {
+    d.y.push_back(s.label);
+    d.problem.push_back(s.problem);
+    d.error.push_back(s.error);
+    ++d.fig.n_by_error[size_t(s.error)];
+  }
+  d.set = std::move(*set);
+  d.fig.n_problems = n;
+  d.fig.n_proposals = set->n_proposals;
+  d.fig.n_steps = int64_t(d.y.size());
+  d.fig.n_steps_correct = std::count(d.y.begin(), d.y.end(), 1);
+  return d;
+}
+
+double probe_log_loss(std::span<const double> z, std::span<const int> y) {
+  double sum = 0;
+  for (size_t i = 0; i < z.size(); ++i) {
+    const double t = y[i] ? -z[i] : z[i];  // softplus(t) is the example's loss
+    sum += t > 0 ? t + std::log1p(std::exp(-t)) : std::log1p(std::exp(t));
+  }
+  return z.empty() ? 0 : sum / double(z.size());
+}
+
+void evaluate(SplitData& d, const StepProbe& probe) {
+  const std::vector<double> z = apply_probe(probe, d.features);
+  d.fig.auroc = auroc(z, d.y);
+  d.fig.auroc_by_error = auroc_by_error(z, d.y, d.error);
+  d.fig.log_loss = probe_log_loss(z, d.y);
+  const bool have_logodds = std::none_of(d.logodds.begin(), d.logodds.end(), [](float x) { return std::isnan(x); });
+  const std::vector<double> x(d.logodds.begin(), d.logodds.end());
+  d.fig.logodds_auroc = have_logodds ? auroc(x, d.y) : std::nan("");
+}
+
+// Features of one layer out of a sweep's [steps][n_layer][d].
+std::vector<float> layer_slice(const SplitData& d, int layer, int n_layer, size_t dim) {
+  std::vector<float> out;
+  const size_t n = d.y.size();
+  out.reserve(n * dim);
+  for (size_t i = 0; i < n; ++i) {
+    const float* f = d.every_layer.data() + (i * size_t(n_layer) + size_t(layer - 1)) * dim;
+    out.insert(out.end(), f, f + dim);
+  }
+  return out;
+}
+
+// Mean AUROC over 4 folds that split by problem (steps of one problem are never on both sides).
+double cross_validated_auroc(std::span<const float> x, const SplitData& d, int layer, double l2, size_t dim) {
+  constexpr size_t kFolds = 4;
+  double sum = 0;
+  int counted = 0;
+  for (size_t fold = 0; fold < kFolds; ++fold) {
+    std::vector<float> tx, vx;
+    std::vector<int> ty, vy;
+    for (size_t i = 0; i < d.y.size(); ++i) {
+      const bool val = d.problem[i] % kFolds == fold;
+      (val ? vx : tx).insert((val ? vx : tx).end(), x.begin() + std::ptrdiff_t(i * dim),
+                             x.begin() + std::ptrdiff_t((i + 1) * dim));
+      (val ? vy : ty).push_back(d.y[i]);
+    }
+    if (ty.empty() || vy.empty()) continue;
+    const double a = auroc(apply_probe(fit_step_probe(tx, ty, layer, l2), vx), vy);
+    if (std::isnan(a)) continue;
+    sum += a;
+    ++counted;
+  }
+  return counted ? sum / counted : std::nan("");
+}
+
+std::string describe(const char* name, const SplitFigures& f) {
+  return std::string(name) + ": " + std::to_string(f.n_problems) + " problems, " + std::to_string(f.n_proposals) +
+         " proposed lines, " + std::to_string(f.n_steps) + " steps (" + std::to_string(f.n_steps_correct) +
+         " correct); sampling " + std::to_string(f.seconds_sampling) + " s, scoring " +
+         std::to_string(f.seconds_scoring) + " s";
+}
+
+}  // namespace
+
+std::array<double, kStepErrorKinds> auroc_by_error(std::span<const double> z, std::span<const int> y,
+                                                   std::span<const StepError> error) {
+  std::array<double, kStepErrorKinds> out;
+  out.fill(std::nan(""));
+  for (int kind = 1; kind < kStepErrorKinds; ++kind) {
+    std::vector<double> zs;
+    std::vector<int> ys;
+    for (size_t i = 0; i < z.size(); ++i)
+      if (y[i] == 1 || error[i] == StepError(kind)) zs.push_back(z[i]), ys.push_back(y[i]);
+    const auto n_pos = std::count(ys.begin(), ys.end(), 1);
+    if (n_pos > 0 && n_pos < std::ptrdiff_t(ys.size())) out[size_t(kind)] = auroc(zs, ys);
+  }
+  return out;
+}
+
+std::string auroc_by_error_text(const SplitFigures& f) {
+  std::string out;
+  char buf[96];
+  for (int k = 1; k < kStepErrorKinds; ++k) {
+    std::snprintf(buf, sizeof buf, "%s%s %.4f (%lld)", k > 1 ? " " : "", step_error_name(StepError(k)),
+                  f.auroc_by_error[size_t(k)], (long long)f.n_by_error[size_t(k)]);
+    out += buf;
+  }
+  return out;
+}
+
+Result<FitPrmReport> fit_prm(const LoadedModel& lm, const FitPrmOptions& opt, ThreadPool& pool,
+                             const std::function<void(const std::string&)>& progress) {
+  auto say = [&](const std::string& s) {
+    if (progress) progress(s);
+  };
+  const int n_layer = lm.config().n_layer;
+  const int layer = opt.feature_layer == 0 ? n_layer : opt.feature_layer;
+  if (layer < 1 || layer > n_layer)
+    return make_error("fit-prm: feature layer " + std::to_string(layer) + " is outside 1.." + std::to_string(n_layer));
+  if (!(opt.l2 > 0)) return make_error("fit-prm: l2 must be positive");
+  auto head = make_verify_head(*lm.tokenizer, opt.question, opt.pos, opt.neg);
+  if (!head.ok()) return make_error(head.error());
+  head->feature_layer = layer;
+  head->read_logits = opt.with_logodds;
+  for (int l : opt.sweep_layers)
+    if (l < 1 || l > n_layer) return make_error("fit-prm: sweep layer " + std::to_string(l) + " is outside 1.." + std::to_string(n_layer));
+  for (double c : opt.sweep_l2)
+    if (!(c > 0)) return make_error("fit-prm: sweep l2 values must be positive");
+  head->every_layer = !opt.sweep_layers.empty() && !opt.sweep_l2.empty();
+  auto train = collect(lm, ArithSplit::kTrain, opt.n_train, opt, *head, pool);
+  if (!train.ok()) return make_error(train.error());
+  say(describe("train", train->fig));
+  if (train->fig.n_steps_correct == 0 || train->fig.n_steps_correct == train->fig.n_steps)
+    return make_error("fit-prm: the train steps are all of one label; sample more problems or raise --temperature");
+  FitPrmReport rep;
+  double l2 = opt.l2;
+  int chosen = layer;
+  const bool sweep = !opt.sweep_layers.empty() && !opt.sweep_l2.empty();
+  if (sweep) {
+    const size_t dim = size_t(lm.config().n_embd);
+    double best = -1;
+    for (int l : opt.sweep_layers) {
+      const std::vector<float> x = layer_slice(*train, l, n_layer, dim);
+      for (double c : opt.sweep_l2) {
+        const double cv = cross_validated_auroc(x, *train, l, c, dim);
+        say("sweep: layer " + std::to_string(l) + " l2 " + std::to_string(c) + ": 4-fold CV AUROC " +
+            std::to_string(cv));
+        if (cv > best) best = cv, chosen = l, l2 = c;
+      }
+    }
+    say("chosen: layer " + std::to_string(chosen) + " l2 " + std::to_string(l2));
+    train->features = layer_slice(*train, chosen, n_layer, dim);
+  }
+  const StepProbe probe = fit_step_probe(train->features, train->y, chosen, l2);
+  evaluate(*train, probe);
+  rep.train = train->fig;
+  rep.train_set = std::move(train->set);
+  CalibrationRecord& r = rep.record;
+  r.model_fingerprint = lm.fingerprint;
+  r.model_name = lm.name;
+  r.question = opt.question;
+  r.pos_text = opt.pos;
+  r.neg_text = opt.neg;
+  r.pos_token = head->pos_token;
+  r.neg_token = head->neg_token;
+  if (opt.with_logodds) r.calibration = fit_logistic(train->logodds, train->y);
+  r.probe = probe;
+  r.n_train_steps = train->fig.n_steps;
+  r.n_train_positive = train->fig.n_steps_correct;
+  r.train_auroc = train->fig.auroc;
+  r.train_log_loss = train->fig.log_loss;
+  if (opt.n_heldout > 0) {
+    auto held = collect(lm, ArithSplit::kHeldOut, opt.n_heldout, opt, *head, pool);
+    if (!held.ok()) return make_error(held.error());
+    if (sweep) held->features = layer_slice(*held, chosen, n_layer, size_t(lm.config().n_embd));
+    evaluate(*held, probe);
+    rep.heldout = held->fig;
+    rep.heldout_set = std::move(held->set);
+    r.heldout_auroc = held->fig.auroc;
+    say(describe("held-out", held->fig));
+  }
+  return rep;
+}
+
+}  // namespace agentkv::prm

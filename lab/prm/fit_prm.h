@@ -1,0 +1,71 @@
+// `agentkv fit-prm` as a function: the policy proposes next steps for train problems (step_labels.h),
+// the checker labels them, the KV-PRM reads the verify token's features and answer log-odds from the
+// proposals' caches, a ridge logistic-regression probe is fitted on the features (and, as the
+// untrained baseline, an affine calibration of the log-odds), and both are measured by AUROC on
+// held-out problems.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "prm/calibration_file.h"
+#include "lab/prm/step_labels.h"
+
+namespace agentkv::prm {
+
+struct FitPrmOptions {
+  int n_train = 48;    // train problems (indices 0..n-1 of the train split)
+  int n_heldout = 32;  // held-out problems (indices 0..n-1 of the held-out split); 0: skip
+  ProposeOptions sampling;
+  std::string question = kDefaultVerifyQuestion;
+  std::string pos = "+", neg = "-";
+  // The block whose output the probe reads (0: the last) and the ridge strength: the values that
+  // fit-prm's cross-validated sweep chose on SmolLM2 (BENCHMARKS.md).
+  int feature_layer = 8;
+  double l2 = 0.01;
+  // Also run the full pass for the answer tokens' log-odds and fit their calibration (the untrained
+  // baseline); without it the verify pass stops after feature_layer.
+  bool with_logodds = false;
+  std::string steps_file;  // a fit-prm --dump file to take the proposals from instead of sampling
+  ArithShape shape;        // the problems' operations (the task's 2..3 by default)
+  // Model selection: when both are set, feature_layer and l2 are chosen among these by 4-fold
+  // cross-validated AUROC on the train problems (folds by problem); held-out stays untouched.
+  std::vector<int> sweep_layers;
+  std::vector<double> sweep_l2;
+};
+
+struct SplitFigures {
+  int64_t n_problems = 0, n_proposals = 0;
+  int64_t n_steps = 0, n_steps_correct = 0;
+  double auroc = 0;          // of the probe
+  double log_loss = 0;       // of the probe's probabilities
+  double logodds_auroc = 0;  // of the answer tokens' log-odds alone (NaN without with_logodds)
+  double seconds_sampling = 0, seconds_scoring = 0;
+  // Per kind of error (StepError, index 0 unused): the wrong steps of that kind, and the probe's
+  // AUROC of the correct steps against them alone (NaN without both): which mistakes it can see.
+  std::array<int64_t, kStepErrorKinds> n_by_error{};
+  std::array<double, kStepErrorKinds> auroc_by_error{};
+};
+
+// The AUROC of the correct steps (y == 1) against the wrong steps of each error kind alone.
+std::array<double, kStepErrorKinds> auroc_by_error(std::span<const double> z, std::span<const int> y,
+                                                   std::span<const StepError> error);
+
+// "format 0.7795 (32) arithmetic 0.4683 (46) ...": the per-kind AUROCs and counts, for reports.
+std::string auroc_by_error_text(const SplitFigures& f);
+
+struct FitPrmReport {
+  CalibrationRecord record;
+  SplitFigures train, heldout;
+  StepSet train_set, heldout_set;  // the labelled proposals, for inspection (fit-prm --dump)
+};
+
+// progress (may be empty) hears one line per phase.
+Result<FitPrmReport> fit_prm(const LoadedModel& lm, const FitPrmOptions& opt, ThreadPool& pool,
+                             const std::function<void(const std::string&)>& progress = {});
+
+}  // namespace agentkv::prm

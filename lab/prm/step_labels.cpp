@@ -1,0 +1,171 @@
+#include "lab/prm/step_labels.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <fstream>
+
+#include "lab/prm/arith_prompt.h"
+#include "prm/sequence_prefill.h"
+#include "lab/prm/step_checker.h"
+#include "lab/prm/trajectory.h"
+
+namespace agentkv::prm {
+namespace {
+
+// The reference solution's step lines as text, without the "Answer:" line.
+std::vector<std::string> reference_step_text(const ArithProblem& p) {
+  std::vector<std::string> out;
+  const std::string all = format_solution(p);
+  size_t start = 0;
+  while (start < all.size()) {
+    const size_t nl = all.find('\n', start);
+    std::string line = all.substr(start, nl - start);
+    start = nl == std::string::npos ? all.size() : nl + 1;
+    if (is_step_line(line)) out.push_back(std::move(line));
+  }
+  return out;
+}
+
+}  // namespace
+
+Result<StepSet> new_step_set(const LoadedModel& lm, std::span<const ArithProblem> problems) {
+  const Tokenizer& tok = *lm.tokenizer;
+  StepSet set;
+  for (const ArithProblem& p : problems) {
+    auto text = arith_policy_prompt(tok, p);
+    if (!text.ok()) return make_error(text.error());
+    set.problems.push_back(p);
+    set.prompts.push_back(tok.encode(*text, tok.add_bos_default(), true));
+    std::vector<std::vector<int32_t>> lines;
+    for (const std::string& l : reference_step_text(p)) lines.push_back(tok.encode(l + "\n", false, false));
+    set.ref_lines.push_back(std::move(lines));
+  }
+  return set;
+}
+
+void add_proposal(StepSet& set, size_t problem, size_t k, StepProposal prop) {
+  AGENTKV_CHECK(problem < set.problems.size() && k < set.ref_lines[problem].size());
+  ++set.n_proposals;
+  if (!is_step_line(prop.text)) return;
+  std::vector<std::string> lines = reference_step_text(set.problems[problem]);
+  lines.resize(k);
+  lines.push_back(prop.text);
+  const SolutionCheck check = check_lines(lines, set.problems[problem]);
+  const StepCheck& last = check.steps.back();
+  set.steps.push_back(LabelledStep{problem, k, std::move(prop), last.correct ? 1 : 0, last.why, last.error()});
+}
+
+Result<StepSet> sample_labelled_steps(const LoadedModel& lm, std::span<const ArithProblem> problems,
+                                      const ProposeOptions& opt, ThreadPool& pool) {
+  auto set = new_step_set(lm, problems);
+  if (!set.ok()) return set;
+  std::vector<std::vector<int32_t>> contexts;
+  std::vector<std::pair<size_t, size_t>> where;  // (problem, k) of each context
+  for (size_t pi = 0; pi < set->problems.size(); ++pi)
+    for (size_t k = 0; k < set->ref_lines[pi].size(); ++k) {
+      contexts.push_back(concat_prefix(set->prompts[pi], set->ref_lines[pi], k));
+      where.emplace_back(pi, k);
+    }
+  auto props = propose_steps(lm, contexts, opt, pool);
+  if (!props.ok()) return make_error(props.error());
+  for (size_t c = 0; c < contexts.size(); ++c)
+    for (StepProposal& prop : (*props)[c]) add_proposal(*set, where[c].first, where[c].second, std::move(prop));
+  return set;
+}
+
+Result<StepSet> read_step_dump(const LoadedModel& lm, const std::string& path, ArithSplit split, int n_problems,
+                               const ArithShape& shape) {
+  std::ifstream f(path);
+  if (!f) return make_error("cannot open '" + path + "'");
+  std::vector<ArithProblem> problems;
+  for (int i = 0; i < n_problems; ++i) problems.push_back(generate_arith_problem(arith_seed(split, uint64_t(i)), shape));
+  auto set = new_step_set(lm, problems);
+  if (!set.ok()) return set;
+  const std::string want = split == ArithSplit::kTrain ? "train" : "heldout";
+  std::string row;
+  for (int line_no = 1; std::getline(f, row); ++line_no) {
+    if (row.empty() || row[0] == '#') continue;  // comments say how the file was made
+    std::vector<std::string> cols;
+    size_t start = 0;
+    for (size_t tab; cols.size() < 5 && (tab = row.find('\t', start)) != std::string::npos; start = tab + 1)
+      cols.push_back(row.substr(start, tab - start));
+    cols.push_back(row.substr(start));
+    const std::string where = path + ":" + std::to_string(line_no) + ": ";
+    if (cols.size() != 6) return make_error(where + "expected 6 tab-separated fields");
+    if (cols[0] != "train" && cols[0] != "heldout") return make_error(where + "split '" + cols[0] + "' is not train or heldout");
+    char* end = nullptr;
+    const unsigned long long problem = std::strtoull(cols[1].c_str(), &end, 10);
+    if (cols[1].empty() || *end) return make_error(where + "problem index '" + cols[1] + "' is not a number");
+    const unsigned long long k = std::strtoull(cols[2].c_str(), &end, 10);
+    if (cols[2].empty() || *end) return make_error(where + "step position '" + cols[2] + "' is not a number");
+    if (cols[0] != want || problem >= uint64_t(n_problems)) continue;
+    if (k >= set->ref_lines[problem].size())
+      return make_error(where + "step position " + cols[2] + " is past the problem's reference steps");
+    StepProposal prop;
+    prop.text = cols[5];
+    prop.tokens = lm.tokenizer->encode(prop.text + "\n", false, false);
+    add_proposal(*set, size_t(problem), size_t(k), std::move(prop));
+  }
+  return set;
+}
+
+Result<PrmScores> kv_score_labelled(const LoadedModel& lm, const StepSet& set, const VerifyHead& head,
+                                    ThreadPool& pool, int64_t kv_mem_bytes) {
+  KvManagerOptions ko;
+  ko.mem_bytes = kv_mem_bytes;
+  auto kv = KvManager::create(lm.config(), lm.fingerprint, ko);
+  if (!kv.ok()) return make_error(kv.error());
+  PrmScores out;
+  // Problems go in groups: one pass for the prompts, one per reference line, one for the proposed
+  // lines and one for all verify tokens. Each pass repacks the weights, so the group size trades
+  // passes against KV memory.
+  constexpr size_t kGroup = 8;
+  for (size_t g0 = 0; g0 < set.problems.size(); g0 += kGroup) {
+    const size_t g1 = std::min(set.problems.size(), g0 + kGroup);
+    // A probe-only head reads block feature_layer - 1: the blocks above it are never needed, so
+    // these scoring-only contexts skip them.
+    const RowOutputs context_pass{nullptr, nullptr, 0,
+                                  head.read_logits || head.every_layer ? 0 : head.feature_layer};
+    const std::vector<std::span<const int32_t>> prompt_tokens(set.prompts.begin() + std::ptrdiff_t(g0),
+                                                              set.prompts.begin() + std::ptrdiff_t(g1));
+    auto prompts = prefill_new(*lm.model, **kv, prompt_tokens, pool, context_pass);
+    if (!prompts.ok()) return make_error(prompts.error());
+    std::vector<const KvSequence*> starts;
+    std::vector<std::span<const std::vector<int32_t>>> refs;
+    for (size_t pi = g0; pi < g1; ++pi) {
+      starts.push_back(&(*prompts)[pi - g0]);
+      refs.push_back(set.ref_lines[pi]);
+    }
+    auto after = line_contexts(*lm.model, **kv, starts, refs, pool);  // [problem][k]: prompt + lines 0..k
+    if (!after.ok()) return make_error(after.error());
+    std::vector<KvSequence> cands;
+    std::vector<KvSequence*> cand_ptrs;
+    std::vector<std::span<const int32_t>> cand_tokens;
+    for (const LabelledStep& s : set.steps)
+      if (s.problem >= g0 && s.problem < g1) {
+        if (s.proposal.tokens.empty()) return make_error("kv_score_labelled: a proposed step has no tokens");
+        cand_tokens.push_back(s.proposal.tokens);
+      }
+    cands.reserve(cand_tokens.size());
+    for (const LabelledStep& s : set.steps)
+      if (s.problem >= g0 && s.problem < g1) {
+        const KvSequence& ctx = s.k == 0 ? (*prompts)[s.problem - g0] : (*after)[s.problem - g0][s.k - 1];
+        cands.push_back(ctx.fork());
+        cand_ptrs.push_back(&cands.back());
+      }
+    if (cands.empty()) continue;
+    if (Status st = prefill_together(*lm.model, **kv, cand_ptrs, cand_tokens, pool, context_pass); !st.ok())
+      return make_error(st.error());
+    const std::vector<const KvSequence*> scored(cand_ptrs.begin(), cand_ptrs.end());
+    auto scores = kv_prm_score(*lm.model, **kv, scored, head, pool);
+    if (!scores.ok()) return make_error(scores.error());
+    out.n_features = scores->n_features;
+    out.logodds.insert(out.logodds.end(), scores->logodds.begin(), scores->logodds.end());
+    out.score.insert(out.score.end(), scores->score.begin(), scores->score.end());
+    out.features.insert(out.features.end(), scores->features.begin(), scores->features.end());
+    out.every_layer.insert(out.every_layer.end(), scores->every_layer.begin(), scores->every_layer.end());
+  }
+  return out;
+}
+
+}  // namespace agentkv::prm

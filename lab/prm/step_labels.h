@@ -1,0 +1,57 @@
+// Step-labelled data for fitting and evaluating the verifier: for every problem and every step
+// position k of its reference solution, the policy proposes N next lines after the reference's first
+// k steps (so each proposal is judged on a correct prefix, and right and wrong steps are both
+// common), and the exact checker labels each proposed step line. The KV-PRM then scores all
+// proposals of a group of problems from their caches in one batched forward.
+#pragma once
+
+#include <span>
+#include <string>
+#include <vector>
+
+#include "model/loaded_model.h"
+#include "lab/prm/arith_problem.h"
+#include "prm/kv_scorer.h"
+#include "lab/prm/step_checker.h"
+#include "lab/prm/step_proposals.h"
+
+namespace agentkv::prm {
+
+struct LabelledStep {
+  size_t problem = 0;  // index into StepSet::problems
+  size_t k = 0;        // reference steps before the proposal
+  StepProposal proposal;
+  int label = 0;       // the checker's verdict on the proposed step
+  std::string why;     // the checker's reason when wrong
+  StepError error = StepError::kNone;  // which check it failed
+};
+
+struct StepSet {
+  std::vector<ArithProblem> problems;
+  std::vector<std::vector<int32_t>> prompts;                 // per problem, chat-templated
+  std::vector<std::vector<std::vector<int32_t>>> ref_lines;  // per problem, the reference's step lines
+  std::vector<LabelledStep> steps;                           // proposals that are step lines
+  int64_t n_proposals = 0;                                   // including lines that are not steps
+};
+
+// A set with the problems' prompts and reference lines and no proposals yet.
+Result<StepSet> new_step_set(const LoadedModel& lm, std::span<const ArithProblem> problems);
+// Labels a proposed line for step k + 1 of set.problems[problem] (after k reference steps) and adds
+// it when it is a step line; other lines only count in n_proposals.
+void add_proposal(StepSet& set, size_t problem, size_t k, StepProposal proposal);
+
+Result<StepSet> sample_labelled_steps(const LoadedModel& lm, std::span<const ArithProblem> problems,
+                                      const ProposeOptions& opt, ThreadPool& pool);
+
+// The proposals of a fit-prm --dump file (tab-separated: split, problem index, k, label, why, line)
+// ('#' lines are comments) for the problems of `split` with index < n_problems, relabelled by the checker (the file's label
+// and reason columns are for readers). Lines are re-encoded from their text.
+// The file must have been made with the same problem shape (fit-prm --ops).
+Result<StepSet> read_step_dump(const LoadedModel& lm, const std::string& path, ArithSplit split, int n_problems,
+                               const ArithShape& shape = {});
+
+// The KV-PRM scores of set.steps, in order.
+Result<PrmScores> kv_score_labelled(const LoadedModel& lm, const StepSet& set, const VerifyHead& head,
+                                    ThreadPool& pool, int64_t kv_mem_bytes = int64_t(1) << 30);
+
+}  // namespace agentkv::prm

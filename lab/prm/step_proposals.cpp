@@ -1,0 +1,75 @@
+#include "lab/prm/step_proposals.h"
+
+#include <algorithm>
+
+#include "engine/engine.h"
+#include "lab/prm/trajectory.h"
+
+namespace agentkv::prm {
+
+Result<std::unique_ptr<StepProposer>> StepProposer::create(const LoadedModel& lm, const ProposeOptions& opt,
+                                                           ThreadPool& pool) {
+  EngineOptions eo;
+  eo.kv.mem_bytes = opt.kv_mem_bytes;
+  eo.max_n = std::max(64, opt.n);
+  auto engine = Engine::create(lm, eo, pool);
+  if (!engine.ok()) return make_error(engine.error());
+  return std::unique_ptr<StepProposer>(new StepProposer(lm, opt, std::move(*engine)));
+}
+
+Result<std::vector<std::vector<StepProposal>>> propose_steps(const LoadedModel& lm,
+                                                             std::span<const std::vector<int32_t>> contexts,
+                                                             const ProposeOptions& opt, ThreadPool& pool) {
+  auto proposer = StepProposer::create(lm, opt, pool);
+  if (!proposer.ok()) return make_error(proposer.error());
+  return (*proposer)->propose(contexts);
+}
+
+Result<std::vector<std::vector<StepProposal>>> StepProposer::propose(std::span<const std::vector<int32_t>> contexts) {
+  const Tokenizer& tok = *lm_.tokenizer;
+  const ProposeOptions& opt = opt_;
+  Engine* engine = engine_.get();
+  const uint64_t call = calls_++;
+  std::vector<std::vector<StepProposal>> out(contexts.size(), std::vector<StepProposal>(size_t(opt.n)));
+  for (size_t c = 0; c < contexts.size(); ++c) {
+    RequestParams rp;
+    rp.prompt = contexts[c];
+    rp.n = opt.n;
+    rp.max_tokens = opt.max_tokens;
+    rp.top_logprobs = 0;
+    rp.stop = {"\n"};
+    rp.sampling.temperature = opt.temperature;
+    rp.sampling.seed = (opt.seed * 1000003u + call) * 1000003u + c;
+    std::vector<StepProposal>* props = &out[c];
+    auto id = engine->add_request(rp, [props, &tok](const RequestEvent& ev) {
+      if (!ev.has_token || size_t(ev.seq_index) >= props->size()) return;
+      StepProposal& p = (*props)[size_t(ev.seq_index)];
+      if (tok.is_eog(ev.token)) {
+        p.ended = true;
+        return;
+      }
+      p.tokens.push_back(ev.token);
+      p.logprob += ev.logprob.logprob;
+    });
+    if (!id.ok()) return make_error(id.error());
+  }
+  if (Status st = engine->run_until_idle(); !st.ok()) return make_error(st.error());
+  for (auto& props : out)
+    for (StepProposal& p : props) {
+      tokens_sampled_ += int64_t(p.tokens.size());
+      // A token may carry text past the newline; the line ends with that token, as in split_lines.
+      auto lines = split_lines(tok, p.tokens);
+      p.tokens = lines.empty() ? std::vector<int32_t>{} : lines.front();
+      // A line cut by the end token or the length limit still gets its newline: the verify tokens
+      // and the next step always follow one.
+      if (p.tokens.empty() || tok.token_to_piece(p.tokens.back(), false).find('\n') == std::string::npos)
+        for (int32_t t : tok.encode("\n", false, false)) p.tokens.push_back(t);
+      std::string text = tok.decode(p.tokens);
+      while (!text.empty() && (text.back() == '\n' || text.back() == '\r' || text.back() == ' ')) text.pop_back();
+      const size_t nl = text.find('\n');
+      p.text = nl == std::string::npos ? text : text.substr(0, nl);
+    }
+  return out;
+}
+
+}  // namespace agentkv::prm

@@ -1,0 +1,39 @@
+// A retrieval task for transferred caches: the context is a run of verses, each line its reference
+// and text ("Acts1:3 To whom also he shewed ..."); a probe repeats one reference and the verse's
+// first word after the context ("\nActs1:3 To") and the receiver must continue, greedily, with the
+// verse's next words (" whom also he shewed"). Run after (a) its own
+// prefill of the context, (b) the transferred cache, (c) no context, (d) hybrids that recompute the
+// context's last K tokens. Text only from the evaluation corpus (Debian's bible-kjv).
+#pragma once
+
+#include <functional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "kv/kv_manager.h"
+#include "model/loaded_model.h"
+#include "transfer/context_prefill.h"
+#include "transfer/transfer_map.h"
+#include "util/thread_pool.h"
+
+namespace agentkv {
+
+struct RetrievalProbe {
+  std::string prompt;    // appended to the context: "\n" + the verse's reference + its first word
+  std::string expected;  // the continuation must start with this: the verse's next words
+};
+
+struct RetrievalHits {
+  int n_probes = 0;
+  int native = 0, transferred = 0, no_context = 0;
+  std::vector<int> hybrid;  // per hybrid_last entry
+  int64_t n_context_tokens = 0;  // receiver tokens
+};
+
+// One context, all its probes in every mode. hybrid_last: the K values of (d).
+Result<RetrievalHits> measure_retrieval(const TransferMap& map, const LoadedModel& sender, const LoadedModel& receiver,
+                                        const std::string& context, const std::vector<RetrievalProbe>& probes,
+                                        const std::vector<int>& hybrid_last, ThreadPool& pool);
+
+}  // namespace agentkv
