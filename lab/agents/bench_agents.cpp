@@ -138,12 +138,13 @@ Result<ModeReport> run_mode(const LoadedModel& lm, ThreadPool& pool, const Bench
   for (int r = 0; r < wl->n_rounds(); ++r) turns_total += wl->n_agents();  // an estimate for the bar
   ProgressBar bar(lm.name + " " + opt.workload + " " + rep.mode, turns_total, opt.progress);
   int64_t turns_done = 0;
+  std::map<int, uint64_t> resident;  // tokendance: every agent's retained context, as the server keeps it
 
   for (int r = 0; r < wl->n_rounds(); ++r) {
     std::vector<AgentTurn> turns = wl->round(r);
     if (tokendance) {
       TokendanceRoundOut t;
-      AGENTKV_ASSIGN_OR_RETURN(t, run_tokendance_round(*engine, pool, turns, td, true));
+      AGENTKV_ASSIGN_OR_RETURN(t, run_tokendance_round(*engine, pool, turns, td, true, &resident));
       RoundStats rs = tokendance_stats(t, r + 1, bpb, budget_blocks);
       for (const TokendanceAgentOut& a : t.agents) all_ttft.push_back(a.ttft);
       turns_done += int64_t(turns.size());

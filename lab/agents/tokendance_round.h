@@ -1,18 +1,15 @@
-// One all-gather round in `tokendance` mode (issue 5) on a serving engine:
-//   1. every agent's private prefix is prefilled (the prefix cache keeps it across rounds) and the
-//      shared segment's master is prefilled once as [BOS][segment], keyed by content;
-//   2. the KV collector builds every agent's copy of the segment in one collective step: the master
-//      re-rotated to the agent's positions, then selective recompute of the most deviating tokens
-//      of all agents in one batched pass (share/selective_recompute.h);
-//   3. the engine runs each agent's own prompt and answer from its blended context (marked
-//      approximate, so nothing of it enters the exact prefix cache);
-//   4. afterwards each agent keeps master + sparse diff + its packed prompt/answer (master–diff
-//      storage, share/master_diff.h) and its exact prefix, and the pool is measured.
-// Quality (optional, not timed): every agent's answer is scored under its blended context and under
-// the exact one (full prefill), and the exact context's own greedy answer is compared with it.
+// bench-agents' tokendance mode: one round of a workload run through the product's collective-round
+// job (engine/collective_round.h), the same job /v1/rounds runs: every agent's prefix is prefilled
+// from its resident context (kept from its previous round, as the server keeps it), the block's
+// master once, the collector blends every agent's copy in one collective step, each turn runs from
+// its copy and each new context is compacted to master + diff. This file only builds the turns from
+// the workload's plain-text prompts and measures: time, KV, and (optional, not timed) quality:
+// every agent's answer scored under its blended context and under the exact one (full prefill),
+// and the exact context's own greedy answer compared with it.
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -65,9 +62,12 @@ struct TokendanceRoundOut {
   int64_t preemptions = 0;
 };
 
-// Runs round `turns` on `engine` (prefix caching on). The turns' segments must mark a shared block
-// (AgentTurn::private_end/shared_end); turns without one run as plain requests.
+// Runs round `turns` on `engine` (prefix caching on), owning the engine thread (run_until_idle).
+// The turns' segments mark a shared block (AgentTurn::private_end/shared_end); agents holding the
+// same block share it, the rest run as plain turns. `resident`: each agent's retained context
+// (AgentTurn::agent → handle), resumed from and replaced by the round's.
 Result<TokendanceRoundOut> run_tokendance_round(Engine& engine, ThreadPool& pool, const std::vector<AgentTurn>& turns,
-                                                const TokendanceOptions& opt, bool time_per_agent);
+                                                const TokendanceOptions& opt, bool time_per_agent,
+                                                std::map<int, uint64_t>* resident);
 
 }  // namespace agentkv

@@ -5,8 +5,8 @@
 #include "cli/arg_parser.h"
 #include "cli/commands.h"
 #include "kv/kv_manager.h"
+#include "engine/sharing_gate.h"
 #include "server/api_server.h"
-#include "lab/agents/sharing_gate.h"
 
 namespace agentkv {
 

@@ -60,6 +60,12 @@ EngineMetrics EngineLoop::metrics(size_t model) const {
   return metrics_.at(model);
 }
 
+void EngineLoop::publish_metrics(size_t model) {
+  const EngineMetrics fresh = engines_.at(model)->metrics();
+  std::lock_guard<std::mutex> lock(mu_);
+  metrics_[model] = fresh;
+}
+
 Status EngineLoop::status() const {
   std::lock_guard<std::mutex> lock(mu_);
   return status_;

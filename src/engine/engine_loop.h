@@ -33,6 +33,9 @@ class EngineLoop {
   bool post(std::function<void(Engine&)> task, size_t model = 0);
   // A copy of an engine's metrics, refreshed after every step.
   EngineMetrics metrics(size_t model = 0) const;
+  // Engine thread only (a posted task or job): refreshes that copy now, before a job hands its
+  // result over, so a client that has its answer never reads its work as still running.
+  void publish_metrics(size_t model);
   size_t n_models() const { return engines_.size(); }
   // Stops accepting work; with cancel_running, cancels what is in flight, else lets it finish.
   void shutdown(bool cancel_running);

@@ -1,45 +1,6 @@
-// An agent's conversation as prompt tokens, written by the model's chat template. Each turn is
-// re-rendered in full; the engine reuses the longest common prefix with the agent's retained KV, so
-// a template or tokenization that rewrites an earlier part only costs recomputing from there.
+// An agent's conversation as prompt tokens: the server's name for the turn's piece tokenization,
+// which lives with the collective round it serves (share/turn_pieces.h) so that the round job, the
+// start-up quality gate and the benchmark tokenize turns the one same way.
 #pragma once
 
-#include <cstdint>
-#include <span>
-#include <string>
-#include <vector>
-
-#include "tokenizer/chat_template.h"
-#include "tokenizer/tokenizer.h"
-#include "util/status.h"
-
-namespace agentkv {
-
-struct AgentContextTokens {
-  std::vector<int32_t> tokens;
-  // Token ranges [first, second) of the marked segments found in the rendering, in order.
-  std::vector<std::pair<int64_t, int64_t>> segments;
-};
-
-// With add_generation_prompt the text ends where the assistant's answer starts. Gemma's template
-// wants alternating user/model turns: consecutive messages of one role are joined into one turn
-// (paragraphs), and a context of only a system message renders as the opening of the first user
-// turn (Gemma puts the system text there), so that it is a prefix of every later rendering.
-//
-// `segments` are texts the agent received as a round's shared block, in order. Each is found in the
-// rendering (after the previous one) and tokenized on its own, without special tokens, so that it
-// is the same token sequence in every agent's context whatever precedes it (what collective KV
-// sharing reuses), and the same again in every later rendering of this agent (what keeps its
-// resident KV reusable). A segment the template does not render verbatim is tokenized as part of
-// the surrounding text and not reported.
-Result<AgentContextTokens> agent_context_pieces(const Tokenizer& tok, std::span<const ChatMessage> messages,
-                                               std::span<const std::string> segments, bool add_generation_prompt);
-
-inline Result<std::vector<int32_t>> agent_context_tokens(const Tokenizer& tok, std::span<const ChatMessage> messages,
-                                                         std::span<const std::string> segments,
-                                                         bool add_generation_prompt) {
-  auto c = agent_context_pieces(tok, messages, segments, add_generation_prompt);
-  if (!c.ok()) return make_error(c.error());
-  return std::move(c->tokens);
-}
-
-}  // namespace agentkv
+#include "share/turn_pieces.h"

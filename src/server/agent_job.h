@@ -1,5 +1,5 @@
 // One agent turn (or a prefill for one) as the agents and rounds API runs it on the engine loop;
-// shared by agents_api.cpp and round_sharing.cpp.
+// shared by agents_api.cpp and step_scoring.cpp.
 #pragma once
 
 #include <cstdint>
@@ -24,16 +24,8 @@ struct ApiServer::AgentJob {
   std::string error;
   bool done = false;
   uint64_t id = 0;
-  // The round's shared block in params.prompt ([first, second) tokens; -1: not marked), and the
-  // blended snapshot the turn starts from when the block was shared (released after the turn).
+  // The round's shared block in params.prompt ([first, second) tokens; -1: not marked).
   std::pair<int64_t, int64_t> segment{-1, -1};
-  uint64_t blended = 0;
-  // When shared: the round's master snapshot (one per model and block, shared by the jobs of that
-  // group), where the block starts in it, and the block-relative rows the collector recomputed for
-  // this agent; after the turn the agent's context is compacted to master + diff.
-  uint64_t master = 0;
-  int32_t master_start = 0;
-  std::vector<int32_t> diff_rows;
 };
 
 // The agents API's error replies and request bodies (agents_api.cpp), shared with step_scoring.cpp.

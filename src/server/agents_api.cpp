@@ -1,11 +1,13 @@
 // The agents and rounds API of ApiServer: agents with resident (pinned) contexts, and all-gather
 // rounds that run every listed agent's turn together on the engine.
+#include <algorithm>
 #include <chrono>
 #include <future>
 #include <random>
 
 #include "server/agent_context.h"
 #include "server/agent_job.h"
+#include "engine/collective_round.h"
 
 namespace agentkv {
 
@@ -161,6 +163,40 @@ bool ApiServer::prepare_turn(const Agent& a, const GenerationFields& gen, HttpRe
   return true;
 }
 
+namespace {
+
+// The round jobs of one run_turns call, one per model, committed together on the engine thread:
+// every model's agents get their new contexts, or none does.
+struct RoundBarrier {
+  std::mutex mu;
+  std::condition_variable cv;
+  size_t left = 0;
+  bool done = false, committed = false;
+  std::vector<CollectiveRoundResult> results;    // per model of the round
+  std::vector<Engine*> engines;
+  std::vector<std::vector<uint64_t>> resumed;     // the contexts the turns resumed from
+  std::vector<std::shared_ptr<CollectiveRound>> jobs;  // engine thread only
+
+  // Engine thread (or the HTTP thread for a job that never started: then there is no engine work).
+  void arrive(size_t k, Engine* e, CollectiveRoundResult&& r, EngineLoop* loop, const std::vector<size_t>& models) {
+    std::lock_guard<std::mutex> lock(mu);
+    results[k] = std::move(r);
+    engines[k] = e;
+    if (--left > 0) return;
+    committed = true;
+    for (const CollectiveRoundResult& res : results) committed = committed && res.status.ok();
+    for (size_t j = 0; j < results.size(); ++j)
+      if (engines[j]) {
+        finish_collective_round(*engines[j], results[j], resumed[j], committed);
+        loop->publish_metrics(models[j]);
+      }
+    done = true;
+    cv.notify_all();
+  }
+};
+
+}  // namespace
+
 bool ApiServer::run_turns(std::vector<Agent>& agents, const GenerationFields& gen, HttpResponseWriter& w,
                           std::vector<AgentJob>* jobs, std::optional<double> sharing, RoundSharingReport* report) {
   auto abandon_all = [&] {
@@ -170,31 +206,117 @@ bool ApiServer::run_turns(std::vector<Agent>& agents, const GenerationFields& ge
   jobs->assign(agents.size(), AgentJob{});
   for (size_t i = 0; i < agents.size(); ++i)
     if (!prepare_turn(agents[i], gen, w, &(*jobs)[i])) return abandon_all();
-  if (sharing && !share_segments(*jobs, *sharing, w, report)) return abandon_all();
-  const bool ran = run_jobs(*jobs, w);
-  bool ok = ran;
-  for (const AgentJob& j : *jobs) ok = ok && j.error.empty() && j.finish_reason != "cancelled";
-  // The blended contexts served as the turns' starting points; the turns' own snapshots replace them
-  // and, when every turn succeeded, are compacted to master + diff.
-  release_sharing(*jobs, ok);
-  if (!ran) return abandon_all();
-  for (const AgentJob& j : *jobs) {
-    if (j.error.empty() && j.finish_reason != "cancelled") continue;
-    for (const AgentJob& k : *jobs) release_kv(k.model, k.retained);
-    reply(w, ApiError{503, j.error.empty() ? "the request was cancelled" : j.error, "", "server_error"});
+  // One collective-round job per model (engine/collective_round.h): the HTTP thread only posts it
+  // and waits for its one result; every KV handle is made, kept or released on the engine thread.
+  std::vector<size_t> models;
+  std::vector<std::vector<size_t>> members;
+  for (size_t i = 0; i < jobs->size(); ++i) {
+    const size_t m = (*jobs)[i].model;
+    const size_t k = size_t(std::find(models.begin(), models.end(), m) - models.begin());
+    if (k == models.size()) {
+      models.push_back(m);
+      members.emplace_back();
+    }
+    members[k].push_back(i);
+  }
+  auto b = std::make_shared<RoundBarrier>();
+  b->left = models.size();
+  b->results.resize(models.size());
+  b->engines.assign(models.size(), nullptr);
+  b->resumed.resize(models.size());
+  b->jobs.resize(models.size());
+  EngineLoop* loop = loop_.get();
+  std::string gate_reason;
+  for (size_t k = 0; k < models.size(); ++k) {
+    std::vector<RoundTurn> turns;
+    for (size_t i : members[k]) {
+      turns.push_back(RoundTurn{(*jobs)[i].params, (*jobs)[i].segment});
+      b->resumed[k].push_back((*jobs)[i].params.kv_from);
+    }
+    CollectiveRoundOptions ro;
+    ro.release_resumed = false;  // the barrier commits every model together
+    if (sharing && models_[models[k]].sharing_allowed) {
+      ro.recompute = *sharing;
+    } else if (sharing) {
+      ro.exact_reason = "model '" + models_[models[k]].id + "' failed its start-up quality gate (" +
+                        models_[models[k]].gate_summary + ")";
+      if (gate_reason.empty()) gate_reason = ro.exact_reason;
+    }
+    const bool posted = loop_->post(
+        [b, k, loop, models, turns = std::move(turns), ro](Engine& e) mutable {
+          b->jobs[k] = start_collective_round(e, std::move(turns), std::move(ro),
+                                              [b, k, &e, loop, models](CollectiveRoundResult&& r) {
+                                                b->arrive(k, &e, std::move(r), loop, models);
+                                              });
+        },
+        models[k]);
+    if (!posted) {  // shutting down: the loop drops every snapshot with its engines
+      CollectiveRoundResult r;
+      r.status = make_error("the server is shutting down");
+      b->arrive(k, nullptr, std::move(r), loop, models);
+    }
+  }
+  bool cancelled = false;
+  for (;;) {
+    std::unique_lock<std::mutex> lock(b->mu);
+    b->cv.wait_for(lock, std::chrono::milliseconds(200), [&] { return b->done; });
+    if (b->done) break;
+    lock.unlock();
+    if (!cancelled && w.client_gone()) {
+      cancelled = true;  // the jobs fail and release what they made; the barrier then commits nothing
+      for (size_t k = 0; k < models.size(); ++k)
+        loop_->post([b, k](Engine&) { if (b->jobs[k]) cancel_collective_round(*b->jobs[k]); }, models[k]);
+    }
+  }
+  std::lock_guard<std::mutex> lock(b->mu);
+  if (!b->committed) {
+    std::string error = "the round failed";
+    for (const CollectiveRoundResult& r : b->results)
+      if (!r.status.ok()) {
+        error = r.status.error();
+        break;
+      }
+    if (!cancelled) reply(w, ApiError{503, error, "", "server_error"});
     return abandon_all();
   }
+  if (sharing && report) {
+    RoundSharingReport rep;
+    rep.recompute = *sharing;
+    std::string first_reason;
+    for (const CollectiveRoundResult& r : b->results) {
+      const RoundSharingReport& s = r.sharing;
+      if (s.mode == "tokendance") rep.mode = s.mode;
+      if (first_reason.empty()) first_reason = s.reason;
+      rep.agents += s.agents;
+      rep.segment_tokens = std::max(rep.segment_tokens, s.segment_tokens);
+      rep.recomputed_tokens += s.recomputed_tokens;
+      rep.collector_seconds += s.collector_seconds;
+    }
+    // A model that failed its gate is the reason worth naming, whether or not another model shared.
+    rep.reason = !gate_reason.empty() || rep.mode == "tokendance" ? gate_reason : first_reason;
+    *report = rep;
+  }
+  for (size_t k = 0; k < models.size(); ++k)
+    for (size_t t = 0; t < members[k].size(); ++t) {
+      const RoundTurnOutcome& o = b->results[k].turns[t];
+      AgentJob& j = (*jobs)[members[k][t]];
+      j.text = o.text;
+      j.finish_reason = o.finish_reason;
+      j.usage.prompt_tokens = o.n_prompt;
+      j.usage.cached_tokens = o.n_cached_prompt;
+      j.usage.completion_tokens = o.n_generated;
+      j.retained = o.context;
+      j.retained_tokens = o.context_tokens;
+    }
   for (size_t i = 0; i < agents.size(); ++i) {
     Agent& a = agents[i];
     const AgentJob& j = (*jobs)[i];
-    const uint64_t old = a.kv;
-    a.kv = j.retained;
+    a.kv = j.retained;  // the barrier released the context it replaces
     a.kv_tokens = j.retained_tokens;
     a.messages.push_back(ChatMessage{"assistant", j.text});
     a.last_answer = j.text;
     a.expires_at = unix_seconds() + a.ttl_s;
     agents_->finish(a);
-    release_kv(a.model, old);
   }
   return true;
 }

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/collective_round.h"
 #include "server/openai_protocol.h"
 
 namespace agentkv {
@@ -123,16 +124,8 @@ struct AgentAnswer {
 };
 Json agent_answer_json(const AgentAnswer& a);
 
-// What a round did about sharing, over all its models (the reply's "kv_sharing").
-struct RoundSharingReport {
-  std::string mode = "exact";   // "tokendance" or "exact"
-  std::string reason;           // why exact, when sharing was asked for
-  double recompute = 1.0;
-  int agents = 0;               // agents whose copy of the block came from the collector
-  int64_t segment_tokens = 0;
-  int64_t recomputed_tokens = 0;  // all agents
-  double collector_seconds = 0;
-};
+// What a round did about sharing, over all its models (the reply's "kv_sharing"; the report is
+// the round job's, engine/collective_round.h).
 Json round_sharing_json(const RoundSharingReport& r);
 
 }  // namespace agentkv

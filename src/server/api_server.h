@@ -86,21 +86,14 @@ class ApiServer {
   void handle_round(const HttpRequest& req, HttpResponseWriter& w);
   // Prompt and limits of one agent's turn; false after replying with the error.
   bool prepare_turn(const Agent& a, const GenerationFields& gen, HttpResponseWriter& w, AgentJob* job);
-  // One turn of each agent (whose messages end with what it answers), all scheduled together. On
-  // success each agent (acquired, updated in place) gets its answer and new KV and is released; on
-  // failure it stays as it was and the error has been replied.
-  // With `sharing` (a round's recompute ratio), each model's agents whose context holds the round's
-  // block as a marked segment get their copy of it from the KV collector (round_sharing.cpp).
+  // One turn of each agent (whose messages end with what it answers), all scheduled together as one
+  // collective-round job per model (engine/collective_round.h). On success each agent (acquired,
+  // updated in place) gets its answer and new KV and is released; on failure it stays as it was and
+  // the error has been replied. With `sharing` (a round's recompute ratio), each model's agents
+  // whose context holds the round's block as a marked segment share its KV.
   bool run_turns(std::vector<Agent>& agents, const GenerationFields& gen, HttpResponseWriter& w,
                  std::vector<AgentJob>* jobs, std::optional<double> sharing = std::nullopt,
                  RoundSharingReport* report = nullptr);
-  // Builds the shared copies for run_turns: prefix prefills and one master prefill per model, then
-  // the collector on the engine thread; sets the jobs' kv_from. False after replying with an error.
-  bool share_segments(std::vector<AgentJob>& jobs, double recompute, HttpResponseWriter& w,
-                      RoundSharingReport* report);
-  // After the turns: releases the blended starting points and the masters; with `compact`, first
-  // turns each shared agent's new context into master + diff (Engine::compact_retained).
-  void release_sharing(std::vector<AgentJob>& jobs, bool compact);
   // Runs the jobs together to their end. False if the client went away (all were cancelled).
   bool run_jobs(std::vector<AgentJob>& jobs, HttpResponseWriter& w);
   void release_kv(size_t model, uint64_t handle);

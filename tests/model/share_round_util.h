@@ -1,7 +1,7 @@
 // An all-gather round laid out in one KV arena for the selective-recompute tests: each agent's
 // context is [private prefix][shared segment][own prompt], taken from a bench workload's round 0 and
-// tokenized piece by piece (the workload ends each piece where the tokenizer splits the same way for
-// every agent). Two ways to fill an agent's KV: full prefill of the whole context (the reference),
+// tokenized piece by piece as every mode tokenizes it (turn_tokens; the workload ends each piece
+// where the tokenizer splits the same way for every agent). Two ways to fill an agent's KV: full prefill of the whole context (the reference),
 // or prefix prefill + the segment from a master copy via selective_recompute + prompt prefill.
 // Everything runs batch-invariant, so the two agree bit for bit wherever they compute the same thing.
 #pragma once
@@ -11,6 +11,7 @@
 
 #include "share/selective_recompute.h"
 #include "share_test_util.h"
+#include "lab/agents/tokendance_round.h"
 #include "lab/agents/workload.h"
 
 namespace agentkv::testing {
@@ -32,12 +33,11 @@ inline RoundTokens round_tokens(const LoadedModel& lm, const std::string& worklo
   const Tokenizer& tok = *lm.tokenizer;
   RoundTokens r;
   for (const AgentTurn& t : (*w)->round(0)) {
-    r.prefix.push_back(tok.encode(t.prompt.substr(0, t.private_end), tok.add_bos_default(), false));
-    const std::string shared = t.prompt.substr(t.private_end, t.shared_end - t.private_end);
-    std::vector<int32_t> seg = tok.encode(shared, false, false);
-    if (r.segment.empty()) r.segment = seg;
-    EXPECT_EQ(seg, r.segment) << "the shared block tokenizes differently for agent " << t.agent;
-    r.prompt.push_back(tok.encode(t.prompt.substr(t.shared_end), false, false));
+    TurnTokens p = turn_tokens(tok, t);  // the one piece tokenization (share/turn_pieces.h)
+    r.prefix.push_back(std::move(p.prefix));
+    if (r.segment.empty()) r.segment = p.segment;
+    EXPECT_EQ(p.segment, r.segment) << "the shared block tokenizes differently for agent " << t.agent;
+    r.prompt.push_back(std::move(p.own));
   }
   return r;
 }

@@ -1,4 +1,5 @@
-#include "server/agent_context.h"
+// The piece tokenization of a turn and an agent's chat-templated context (share/turn_pieces.h).
+#include "share/turn_pieces.h"
 
 namespace agentkv {
 
@@ -20,31 +21,41 @@ Result<std::string> render(const Tokenizer& tok, std::span<const ChatMessage> me
 
 }  // namespace
 
-Result<AgentContextTokens> agent_context_pieces(const Tokenizer& tok, std::span<const ChatMessage> messages,
-                                               std::span<const std::string> segments, bool add_generation_prompt) {
-  std::string text;
-  AGENTKV_ASSIGN_OR_RETURN(text, render(tok, messages, add_generation_prompt));
+AgentContextTokens tokenize_pieces(const Tokenizer& tok, std::string_view text,
+                                   std::span<const std::pair<size_t, size_t>> segments, bool parse_special) {
   AgentContextTokens out;
-  size_t done = 0;  // text before this is tokenized
   bool first = true;
   auto append = [&](std::string_view piece, bool special) {
     const std::vector<int32_t> t = tok.encode(piece, first && tok.add_bos_default(), special);
     first = false;
     out.tokens.insert(out.tokens.end(), t.begin(), t.end());
   };
+  size_t done = 0;  // text before this is tokenized
+  for (const auto& [at, end] : segments) {
+    append(text.substr(done, at - done), parse_special);
+    const int64_t begin = int64_t(out.tokens.size());
+    append(text.substr(at, end - at), false);
+    out.segments.emplace_back(begin, int64_t(out.tokens.size()));
+    done = end;
+  }
+  append(text.substr(done), parse_special);
+  return out;
+}
+
+Result<AgentContextTokens> agent_context_pieces(const Tokenizer& tok, std::span<const ChatMessage> messages,
+                                               std::span<const std::string> segments, bool add_generation_prompt) {
+  std::string text;
+  AGENTKV_ASSIGN_OR_RETURN(text, render(tok, messages, add_generation_prompt));
+  std::vector<std::pair<size_t, size_t>> found;
+  size_t done = 0;
   for (const std::string& seg : segments) {
     if (seg.empty()) continue;
     const size_t at = text.find(seg, done);
     if (at == std::string::npos) continue;
-    append(std::string_view(text).substr(done, at - done), true);
-    done = at;
-    const int64_t first = int64_t(out.tokens.size());
-    append(seg, false);
-    out.segments.emplace_back(first, int64_t(out.tokens.size()));
+    found.emplace_back(at, at + seg.size());
     done = at + seg.size();
   }
-  append(std::string_view(text).substr(done), true);
-  return out;
+  return tokenize_pieces(tok, text, found, true);
 }
 
 }  // namespace agentkv

@@ -1,9 +1,11 @@
-// The start-up quality gate for collective KV sharing (issue 5, item 6). Approximate reuse of a
-// shared block (re-rotation plus selective recompute of a share R of its tokens) costs quality that
-// depends on the model; LMCache-style reuse with no per-model check is a known way to serve wrong
-// answers. Before `serve` lets a model share KV in rounds, it runs a small fixed multi-agent
-// workload in tokendance mode at the configured R and compares every agent's answer with the exact
-// context (lab/agents/tokendance_round.h): the mean KL of the next-token distributions and the greedy
+// The start-up quality gate for collective KV sharing (issue 5, item 6; issue 13). Approximate reuse
+// of a shared block (re-rotation plus selective recompute of a share R of its tokens) costs quality
+// that depends on the model; LMCache-style reuse with no per-model check is a known way to serve
+// wrong answers. Before `serve` lets a model share KV in rounds, it runs the path the server serves
+// on a small fixed workload: the collective-round job (engine/collective_round.h) over chat-templated
+// agents that resume from their resident contexts, for several all-gather rounds whose later blocks
+// are the agents' own answers, at the configured R. Every shared answer is compared with the exact
+// context (engine/round_quality.h): the mean KL of the next-token distributions and the greedy
 // agreement of the first tokens must meet the committed thresholds below, or the model runs its
 // rounds exactly.
 #pragma once
@@ -32,14 +34,14 @@ struct SharingGateResult {
   bool pass = false;
   double recompute = 0;
   SharingGateThresholds thresholds{};
-  int agents = 0;               // answers compared
+  int agents = 0;               // answers compared (all rounds)
   double kl_mean = 0, kl_p95 = 0, top1 = 0, greedy = 0;
   bool from_cache = false;      // measured at an earlier start (same model fingerprint and R)
   std::string summary() const;  // one line: the measurement, the thresholds and the verdict
 };
 
-// Measures (or reads the measurement cached under cache_dir for this model fingerprint and R;
-// empty: no cache) and judges it against `th`.
+// Measures (or reads the measurement cached under cache_dir for this model fingerprint, R and the
+// workload's version; empty: no cache) and judges it against `th`.
 Result<SharingGateResult> run_sharing_gate(const LoadedModel& lm, ThreadPool& pool, double recompute,
                                            const SharingGateThresholds& th, const std::string& cache_dir);
 

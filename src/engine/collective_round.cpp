@@ -1,0 +1,292 @@
+// The collective round as one engine-thread job (engine/collective_round.h). Each phase submits
+// scheduler requests and the last one's completion callback starts the next phase, so the engine
+// loop keeps stepping (and serving other requests) in between; the collector itself runs inside
+// that callback, on the engine thread, as the compact form does.
+#include "engine/collective_round.h"
+
+#include <algorithm>
+#include <map>
+#include <utility>
+
+#include "engine/segment_collector.h"
+#include "util/monotonic_clock.h"
+
+namespace agentkv {
+
+class CollectiveRound : public std::enable_shared_from_this<CollectiveRound> {
+ public:
+  CollectiveRound(Engine& e, std::vector<RoundTurn> turns, CollectiveRoundOptions o, CollectiveRoundDone done)
+      : e_(e), turns_(std::move(turns)), opt_(std::move(o)), done_(std::move(done)) {}
+
+  void start();
+  void cancel();
+
+ private:
+  struct Group {
+    std::vector<int32_t> segment;
+    std::vector<size_t> members;
+    uint64_t master = 0;
+    int32_t master_start = 0;
+  };
+  enum class Phase { kPrefill, kTurns, kDone };
+
+  void submit(RequestParams p, std::function<void(const RequestEvent&)> on_event);
+  void begin_submitting() { submitting_ = true; }
+  void end_submitting();
+  void request_done();
+  void note(const RequestEvent& ev, const char* what);
+  void collect();
+  void run_turns();
+  void finish();
+  void fail(std::string error);
+  void release_all();
+
+  Engine& e_;
+  std::vector<RoundTurn> turns_;
+  CollectiveRoundOptions opt_;
+  CollectiveRoundDone done_;
+  CollectiveRoundResult res_;
+  std::vector<Group> groups_;
+  std::vector<int> group_of_;                  // per turn: its group, or -1
+  std::vector<uint64_t> prefix_, blended_;     // per turn: snapshots the job owns until it ends
+  std::vector<std::vector<int32_t>> rows_;     // per turn: block-relative rows the collector recomputed
+  std::vector<uint64_t> live_;                 // request ids in flight
+  int pending_ = 0;
+  bool submitting_ = false;
+  bool cancelled_ = false;
+  std::string error_;
+  Phase phase_ = Phase::kPrefill;
+  double t0_ = 0;
+};
+
+void CollectiveRound::submit(RequestParams p, std::function<void(const RequestEvent&)> on_event) {
+  auto self = shared_from_this();
+  ++pending_;
+  auto id = e_.add_request(std::move(p), [self, on_event = std::move(on_event)](const RequestEvent& ev) {
+    on_event(ev);
+    if (ev.request_finished) {
+      std::erase(self->live_, ev.request_id);
+      self->request_done();
+    }
+  });
+  if (!id.ok()) {
+    if (error_.empty()) error_ = id.error();
+    --pending_;
+    return;
+  }
+  live_.push_back(*id);
+}
+
+void CollectiveRound::end_submitting() {
+  submitting_ = false;
+  if (pending_ == 0) request_done();
+  else if (cancelled_) cancel();
+}
+
+void CollectiveRound::request_done() {
+  if (pending_ > 0) --pending_;
+  if (submitting_ || pending_ > 0) return;
+  if (cancelled_ && error_.empty()) error_ = "the round was cancelled";
+  if (!error_.empty()) return fail(error_);
+  if (phase_ == Phase::kPrefill) {
+    collect();
+    if (phase_ != Phase::kDone) run_turns();
+  } else if (phase_ == Phase::kTurns) {
+    finish();
+  }
+}
+
+void CollectiveRound::note(const RequestEvent& ev, const char* what) {
+  if (!ev.seq_finished || !error_.empty()) return;
+  if (!ev.error.empty()) error_ = ev.error;
+  else if (ev.finish_reason == "cancelled") error_ = "the round was cancelled";
+  else if (ev.seq_index == 0 && ev.retained_kv == 0) error_ = std::string(what) + " was not retained";
+}
+
+void CollectiveRound::start() {
+  const size_t n = turns_.size();
+  t0_ = monotonic_seconds();
+  res_.turns.resize(n);
+  group_of_.assign(n, -1);
+  prefix_.assign(n, 0);
+  blended_.assign(n, 0);
+  rows_.assign(n, {});
+  RoundSharingReport& rep = res_.sharing;
+  if (opt_.recompute) rep.recompute = *opt_.recompute;
+  // Groups: one per block (the same tokens; a block tokenized on its own is the same in every context).
+  std::map<std::vector<int32_t>, std::vector<size_t>> by_block;
+  for (size_t i = 0; opt_.recompute && i < n; ++i) {
+    const auto& p = turns_[i].params.prompt;
+    const auto [b, end] = turns_[i].segment;
+    if (b < 1 || end <= b || end > int64_t(p.size())) continue;
+    by_block[std::vector<int32_t>(p.begin() + b, p.begin() + end)].push_back(i);
+  }
+  for (auto& [segment, members] : by_block) {
+    if (members.size() < 2) continue;  // one agent alone has nothing to share with
+    for (size_t i : members) group_of_[i] = int(groups_.size());
+    groups_.push_back(Group{segment, members, 0, 0});
+  }
+  if (groups_.empty())
+    rep.reason = opt_.recompute ? "fewer than two agents hold the round's block as a segment" : opt_.exact_reason;
+
+  // 1. Every sharing agent's prefix (from its resident context) and one master per block.
+  phase_ = Phase::kPrefill;
+  begin_submitting();
+  const Tokenizer& tok = *e_.model().tokenizer;
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    for (size_t i : groups_[g].members) {
+      RequestParams p;
+      p.prompt.assign(turns_[i].params.prompt.begin(), turns_[i].params.prompt.begin() + turns_[i].segment.first);
+      p.max_tokens = 0;
+      p.retain_kv = true;
+      p.kv_from = turns_[i].params.kv_from;
+      p.cache_salt = turns_[i].params.cache_salt;
+      submit(std::move(p), [this, i](const RequestEvent& ev) {
+        note(ev, "an agent's prefix");
+        if (ev.seq_finished) prefix_[i] = ev.retained_kv;
+      });
+    }
+    RequestParams m;
+    if (tok.add_bos_default()) m.prompt.push_back(tok.bos_id());
+    groups_[g].master_start = int32_t(m.prompt.size());
+    m.prompt.insert(m.prompt.end(), groups_[g].segment.begin(), groups_[g].segment.end());
+    m.max_tokens = 0;
+    m.retain_kv = true;
+    submit(std::move(m), [this, g](const RequestEvent& ev) {
+      note(ev, "the block's master");
+      if (ev.seq_finished) groups_[g].master = ev.retained_kv;
+    });
+  }
+  end_submitting();
+}
+
+void CollectiveRound::collect() {
+  if (groups_.empty()) return;
+  RoundSharingReport& rep = res_.sharing;
+  RecomputeOptions ro;
+  ro.ratio = *opt_.recompute;
+  const double c0 = monotonic_seconds();
+  for (Group& g : groups_) {
+    std::vector<uint64_t> prefixes;
+    for (size_t i : g.members) prefixes.push_back(prefix_[i]);
+    auto copies = collect_shared_segment(e_, g.master, g.master_start, g.segment, prefixes, ro);
+    // The blended copies share what they need of the prefixes.
+    if (!opt_.keep_blended)
+      for (size_t i : g.members) e_.release_retained(std::exchange(prefix_[i], 0));
+    if (!copies.ok()) return fail(copies.error());
+    for (size_t k = 0; k < g.members.size(); ++k) {
+      const size_t i = g.members[k];
+      blended_[i] = (*copies)[k].handle;
+      for (int32_t slot : (*copies)[k].recomputed_slots) rows_[i].push_back(slot - int32_t(turns_[i].segment.first));
+      res_.turns[i].shared = true;
+      res_.turns[i].recomputed = int64_t(rows_[i].size());
+      rep.recomputed_tokens += res_.turns[i].recomputed;
+    }
+    rep.agents += int(g.members.size());
+    rep.segment_tokens = std::max<int64_t>(rep.segment_tokens, int64_t(g.segment.size()));
+  }
+  rep.collector_seconds = monotonic_seconds() - c0;
+  rep.mode = "tokendance";
+  rep.reason = opt_.exact_reason;  // e.g. another model of the round runs exactly
+}
+
+void CollectiveRound::run_turns() {
+  // 3. Every turn, from its blended copy when shared (the longest common prefix with it is reused).
+  phase_ = Phase::kTurns;
+  begin_submitting();
+  for (size_t i = 0; i < turns_.size(); ++i) {
+    RequestParams p = turns_[i].params;
+    p.retain_kv = true;
+    if (blended_[i]) p.kv_from = blended_[i];
+    submit(std::move(p), [this, i](const RequestEvent& ev) {
+      RoundTurnOutcome& o = res_.turns[i];
+      if (ev.has_token && o.ttft < 0) o.ttft = monotonic_seconds() - t0_;
+      if (ev.has_token && !(ev.seq_finished && ev.finish_reason == "stop" && ev.text.empty())) o.tokens.push_back(ev.token);
+      o.text += ev.text;
+      note(ev, "an agent's turn");
+      if (ev.seq_finished && ev.seq_index == 0) {
+        o.finish_reason = ev.finish_reason;
+        o.n_prompt = ev.n_prompt;
+        o.n_cached_prompt = ev.n_cached_prompt;
+        o.n_generated = ev.n_generated;
+        o.context = ev.retained_kv;
+        o.context_tokens = ev.retained_tokens;
+      }
+    });
+  }
+  end_submitting();
+}
+
+void CollectiveRound::finish() {
+  // 4. Master–diff: each shared agent's new context keeps the master by reference and its diff rows.
+  //    A context the pool cannot compact stays dense (still correct, only larger).
+  for (size_t i = 0; i < turns_.size(); ++i) {
+    const int g = group_of_[i];
+    if (g < 0 || !blended_[i]) continue;
+    e_.compact_retained(res_.turns[i].context, turns_[i].segment.first, groups_[size_t(g)].master,
+                        groups_[size_t(g)].master_start, std::move(rows_[i]));
+  }
+  if (opt_.keep_blended) {
+    res_.masters.assign(turns_.size(), {0, 0});
+    for (size_t i = 0; i < turns_.size(); ++i) {
+      res_.turns[i].blended = blended_[i];
+      res_.turns[i].prefix = prefix_[i];
+      if (group_of_[i] >= 0) res_.masters[i] = {groups_[size_t(group_of_[i])].master, groups_[size_t(group_of_[i])].master_start};
+    }
+  } else {
+    for (uint64_t h : blended_) e_.release_retained(h);
+    for (const Group& g : groups_) e_.release_retained(g.master);  // the compact contexts hold forks of it
+  }
+  if (opt_.release_resumed)
+    for (const RoundTurn& t : turns_) e_.release_retained(t.params.kv_from);
+  phase_ = Phase::kDone;
+  done_(std::move(res_));
+}
+
+void CollectiveRound::release_all() {
+  for (uint64_t& h : prefix_) e_.release_retained(std::exchange(h, 0));
+  for (uint64_t& h : blended_) e_.release_retained(std::exchange(h, 0));
+  for (Group& g : groups_) e_.release_retained(std::exchange(g.master, 0));
+  for (RoundTurnOutcome& o : res_.turns) e_.release_retained(std::exchange(o.context, 0));
+}
+
+void CollectiveRound::fail(std::string error) {
+  if (phase_ == Phase::kDone) return;
+  phase_ = Phase::kDone;
+  release_all();
+  res_.status = make_error(std::move(error));
+  done_(std::move(res_));
+}
+
+void CollectiveRound::cancel() {
+  cancelled_ = true;
+  if (submitting_) return;  // end_submitting cancels what was queued
+  const std::vector<uint64_t> ids = live_;
+  for (uint64_t id : ids) e_.cancel(id);
+}
+
+std::shared_ptr<CollectiveRound> start_collective_round(Engine& engine, std::vector<RoundTurn> turns,
+                                                        CollectiveRoundOptions options, CollectiveRoundDone done) {
+  auto job = std::make_shared<CollectiveRound>(engine, std::move(turns), std::move(options), std::move(done));
+  job->start();
+  return job;
+}
+
+void cancel_collective_round(CollectiveRound& job) { job.cancel(); }
+
+void finish_collective_round(Engine& engine, const CollectiveRoundResult& result, const std::vector<uint64_t>& resumed,
+                             bool commit) {
+  if (!result.status.ok()) return;  // a failed round holds nothing
+  if (commit) {
+    for (uint64_t h : resumed) engine.release_retained(h);
+    return;
+  }
+  for (const RoundTurnOutcome& o : result.turns) {
+    engine.release_retained(o.context);
+    engine.release_retained(o.blended);
+    engine.release_retained(o.prefix);
+  }
+  for (const auto& [m, start] : result.masters) engine.release_retained(m);
+}
+
+}  // namespace agentkv

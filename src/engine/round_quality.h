@@ -1,0 +1,26 @@
+// Quality of a collective round against exact prefill (issue 5's measure, DESIGN "Measuring"): for
+// every shared turn, its answer is read under the blended copy it was answered from and under the
+// exact context (a full prefill of the same tokens) and the next-token distributions compared
+// (KL, top-1, perplexity), and the exact context's own greedy answer is compared with it. One
+// implementation for the start-up quality gate and bench-agents, both on their own engine.
+#pragma once
+
+#include <vector>
+
+#include "engine/collective_round.h"
+#include "share/continuation_quality.h"
+
+namespace agentkv {
+
+struct TurnQuality {
+  bool measured = false;        // a shared turn with a non-empty answer
+  ContinuationQuality quality;  // over the answer's tokens (the own prompt is read, not scored)
+  double greedy_agreement = 0;  // leading answer tokens equal to the exact context's greedy ones, / compared
+};
+
+// `result` is a finished round of `turns` run with keep_blended. Steps `engine` until idle (its
+// caller owns the engine thread); the exact contexts it makes are released before it returns.
+Result<std::vector<TurnQuality>> measure_round_quality(Engine& engine, const std::vector<RoundTurn>& turns,
+                                                       const CollectiveRoundResult& result, int greedy_tokens);
+
+}  // namespace agentkv

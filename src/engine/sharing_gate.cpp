@@ -1,0 +1,239 @@
+// The start-up quality gate on the served round path (engine/sharing_gate.h).
+#include "engine/sharing_gate.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <optional>
+#include <fstream>
+#include <sstream>
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include "engine/collective_round.h"
+#include "engine/round_quality.h"
+#include "share/turn_pieces.h"
+#include "util/json.h"
+
+namespace agentkv {
+
+namespace {
+
+// The gate's workload: small enough to run at start-up in about a minute on two cores, and fixed
+// (bump the version when it or the measured path changes, so cached measurements are not reused).
+// A few villagers hear an opening message; every later round's block is all of their answers, as
+// /v1/rounds shares them by default.
+constexpr int kGateVersion = 2;
+constexpr int kGateRounds = 3;
+constexpr int kGateTokens = 32;     // answer length, and the greedy agreement's horizon
+constexpr int kGateMinTokens = 8;   // so that every answer has tokens to compare
+struct GateAgent {
+  const char* name;
+  const char* persona;
+};
+constexpr GateAgent kGateAgents[] = {
+    {"Ada", "You are Ada, a cheerful baker in the village of Elm Hollow. You have lived here for 12 years and "
+            "you know everyone. Speak in the first person."},
+    {"Bram", "You are Bram, a grumpy blacksmith in the village of Elm Hollow. You have lived here for 30 years and "
+             "you distrust new ideas. Speak in the first person."},
+    {"Cleo", "You are Cleo, a curious teacher in the village of Elm Hollow. You arrived two years ago and you ask "
+             "many questions. Speak in the first person."},
+    {"Dov", "You are Dov, a careful farmer in the village of Elm Hollow. Your fields lie by the river. Speak in "
+            "the first person."},
+};
+constexpr const char* kGateOpening =
+    "Town crier: The river flooded the lower fields last night and the old bridge is closed.\n"
+    "Mayor: We meet in the square at noon to decide what to do.";
+constexpr const char* kGateInstruction = "What do you say to the others? Answer in two sentences.";
+
+struct GateMeasurement {
+  int agents = 0;
+  double kl_mean = 0, kl_p95 = 0, top1 = 0, greedy = 0;
+};
+
+// The workload through the collective-round job on an engine of its own (the server's engine
+// options: block size 16, prefix caching on), every agent resuming from its resident context.
+Result<GateMeasurement> measure_gate(const LoadedModel& lm, ThreadPool& pool, double recompute) {
+  EngineOptions eo;
+  eo.kv.block_size = 16;
+  eo.kv.mem_bytes = int64_t(1) << 30;
+  std::unique_ptr<Engine> engine;
+  AGENTKV_ASSIGN_OR_RETURN(engine, Engine::create(lm, eo, pool));
+  const Tokenizer& tok = *lm.tokenizer;
+  const size_t n = std::size(kGateAgents);
+  std::vector<std::vector<ChatMessage>> messages(n);
+  std::vector<std::vector<std::string>> segments(n);
+  std::vector<uint64_t> context(n, 0);
+  std::vector<std::string> answers(n);
+  for (size_t i = 0; i < n; ++i) messages[i].push_back(ChatMessage{"system", kGateAgents[i].persona});
+  std::vector<double> kls;
+  double top1 = 0, greedy = 0;
+  int64_t positions = 0;
+  int measured = 0;
+  for (int r = 0; r < kGateRounds; ++r) {
+    std::string shared;
+    if (r == 0) {
+      shared = kGateOpening;
+    } else {
+      for (size_t i = 0; i < n; ++i) shared += std::string(kGateAgents[i].name) + ": " + answers[i] + "\n";
+      shared.pop_back();
+    }
+    std::vector<RoundTurn> turns(n);
+    for (size_t i = 0; i < n; ++i) {
+      messages[i].push_back(ChatMessage{"user", shared + "\n\n" + kGateInstruction});
+      segments[i].push_back(shared);
+      AgentContextTokens c;
+      AGENTKV_ASSIGN_OR_RETURN(c, agent_context_pieces(tok, messages[i], segments[i], true));
+      // As the server marks it: this round's block, when every earlier one was found too.
+      if (!c.segments.empty() && c.segments.size() == segments[i].size()) turns[i].segment = c.segments.back();
+      turns[i].params.prompt = std::move(c.tokens);
+      turns[i].params.max_tokens = kGateTokens;
+      turns[i].params.min_tokens = kGateMinTokens;
+      turns[i].params.kv_from = context[i];
+    }
+    CollectiveRoundOptions ro;
+    ro.recompute = recompute;
+    ro.keep_blended = true;
+    std::optional<CollectiveRoundResult> got;
+    start_collective_round(*engine, turns, ro, [&got](CollectiveRoundResult&& res) { got = std::move(res); });
+    AGENTKV_TRY(engine->run_until_idle());
+    if (!got) return make_error("the gate's round job did not finish");
+    if (!got->status.ok()) return make_error(got->status.error());
+    auto q = measure_round_quality(*engine, turns, *got, kGateTokens);
+    for (const RoundTurnOutcome& o : got->turns) {
+      engine->release_retained(o.blended);
+      engine->release_retained(o.prefix);
+    }
+    for (const auto& [m, start] : got->masters) engine->release_retained(m);
+    if (!q.ok()) return make_error(q.error());
+    for (size_t i = 0; i < n; ++i) {
+      const RoundTurnOutcome& o = got->turns[i];
+      context[i] = o.context;
+      answers[i] = o.text;
+      messages[i].push_back(ChatMessage{"assistant", o.text});
+      const TurnQuality& t = (*q)[i];
+      if (!t.measured) continue;
+      ++measured;
+      kls.insert(kls.end(), t.quality.kl.begin(), t.quality.kl.end());
+      top1 += t.quality.top1_agreement * t.quality.n_positions;
+      positions += t.quality.n_positions;
+      greedy += t.greedy_agreement;
+    }
+  }
+  if (measured == 0 || kls.empty()) return make_error("the gate's workload produced no shared answer to compare");
+  GateMeasurement m;
+  m.agents = measured;
+  for (double k : kls) m.kl_mean += k;
+  m.kl_mean /= double(kls.size());
+  std::sort(kls.begin(), kls.end());
+  m.kl_p95 = kls[std::min(kls.size() - 1, size_t(0.95 * double(kls.size())))];
+  m.top1 = top1 / double(std::max<int64_t>(1, positions));
+  m.greedy = greedy / measured;
+  return m;
+}
+
+std::string cache_path(const std::string& dir, uint64_t fingerprint, double recompute) {
+  char name[96];
+  std::snprintf(name, sizeof name, "%016llx-r%.4f-v%d.json", static_cast<unsigned long long>(fingerprint), recompute,
+                kGateVersion);
+  return dir + "/" + name;
+}
+
+bool read_cached(const std::string& path, SharingGateResult* r) {
+  std::ifstream f(path);
+  if (!f) return false;
+  std::stringstream ss;
+  ss << f.rdbuf();
+  auto j = Json::parse(ss.str(), 8);
+  if (!j.ok() || !j->is_object()) return false;
+  auto num = [&](const char* k, double* out) {
+    const Json* v = j->get(k);
+    if (!v || !v->is_number()) return false;
+    *out = v->as_number();
+    return true;
+  };
+  double agents = 0;
+  if (!num("agents", &agents) || !num("kl_mean", &r->kl_mean) || !num("kl_p95", &r->kl_p95) ||
+      !num("top1", &r->top1) || !num("greedy", &r->greedy) || agents < 1)
+    return false;
+  r->agents = int(agents);
+  return true;
+}
+
+void write_cached(const std::string& path, const SharingGateResult& r) {
+  // A cache that cannot be written only costs a re-measurement next time.
+  std::error_code ec;
+  Json j = Json::object();
+  j.set("agents", Json::number(r.agents));
+  j.set("kl_mean", Json::number(r.kl_mean));
+  j.set("kl_p95", Json::number(r.kl_p95));
+  j.set("top1", Json::number(r.top1));
+  j.set("greedy", Json::number(r.greedy));
+  // Written whole then renamed, so a concurrent start never reads half a file.
+  const std::string tmp = path + ".tmp" + std::to_string(::getpid());
+  {
+    std::ofstream f(tmp);
+    f << j.dump() << "\n";
+    if (!f) return;
+  }
+  std::filesystem::rename(tmp, path, ec);
+}
+
+}  // namespace
+
+std::string SharingGateResult::summary() const {
+  char buf[320];
+  std::snprintf(buf, sizeof buf,
+                "R=%.3g: KL mean %.4f (max %.3g), greedy agreement %.3f (min %.3g), top-1 %.3f over %d answers%s: %s",
+                recompute, kl_mean, thresholds.max_kl_mean, greedy, thresholds.min_greedy_agreement, top1, agents, from_cache ? " (cached)" : "",
+                pass ? "pass" : "FAIL, rounds run exactly");
+  return buf;
+}
+
+std::string default_sharing_gate_cache_dir() {
+  if (const char* env = std::getenv("AGENTKV_MODELS"); env && *env) return std::string(env) + "/../sharing-gate";
+  const char* home = std::getenv("HOME");
+  return std::string(home ? home : ".") + "/.cache/agentkv/sharing-gate";
+}
+
+Result<SharingGateResult> run_sharing_gate(const LoadedModel& lm, ThreadPool& pool, double recompute,
+                                           const SharingGateThresholds& th, const std::string& cache_dir) {
+  if (!(recompute >= 0 && recompute <= 1)) return make_error("recompute must be in [0, 1]");
+  SharingGateResult r;
+  r.recompute = recompute;
+  r.thresholds = th;
+  const std::string path = cache_dir.empty() ? "" : cache_path(cache_dir, lm.fingerprint, recompute);
+  // Servers starting together (a test suite, a fleet on one host) measure once: the others wait on
+  // the lock and read the result. Without a lock file the gate simply measures.
+  int lock_fd = -1;
+  if (!path.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(cache_dir, ec);
+    lock_fd = ::open((path + ".lock").c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0644);
+    if (lock_fd >= 0) ::flock(lock_fd, LOCK_EX);
+  }
+  struct Unlock {
+    int fd;
+    ~Unlock() {
+      if (fd >= 0) ::close(fd);  // closing releases the flock
+    }
+  } unlock{lock_fd};
+  if (!path.empty() && read_cached(path, &r)) {
+    r.from_cache = true;
+  } else {
+    GateMeasurement m;
+    AGENTKV_ASSIGN_OR_RETURN(m, measure_gate(lm, pool, recompute));
+    r.agents = m.agents;
+    r.kl_mean = m.kl_mean;
+    r.kl_p95 = m.kl_p95;
+    r.top1 = m.top1;
+    r.greedy = m.greedy;
+    if (!path.empty()) write_cached(path, r);
+  }
+  r.pass = r.kl_mean <= th.max_kl_mean && r.greedy >= th.min_greedy_agreement;
+  return r;
+}
+
+}  // namespace agentkv
