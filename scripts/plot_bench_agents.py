@@ -86,21 +86,24 @@ def bar_value_text(v):
 
 def draw_round_bars(ax, modes, rounds, title, ylabel, field, scale, colors):
     n = len(modes)
-    width = 0.8 / n
+    width = min(0.8 / n, 0.4)  # a lone mode's bars are not a wall
     labelled = n * len(rounds) <= 24  # beyond that the numbers overlap; the axis still reads
     for i, m in enumerate(modes):
         by_round = {int(r["round"]): r for r in m["rounds"]}
         ys = [value(by_round[k], field, f"mode {m['mode']} round {k}") * scale if k in by_round else math.nan
               for k in rounds]
-        xs = [j - 0.4 + width * (i + 0.5) for j in range(len(rounds))]
+        xs = [j + width * (i + 0.5 - n / 2) for j in range(len(rounds))]  # the group centred on its round
         bars = ax.bar(xs, ys, width * 0.92, label=mode_label(m["mode"]), color=colors[m["mode"]])
         if labelled:
             ax.bar_label(bars, labels=[bar_value_text(y) for y in ys], fontsize=7, padding=2)
     ax.set_xticks(range(len(rounds)), [f"round {k}" for k in rounds])
+    ax.set_xlim(-0.6, len(rounds) - 0.4)
     ax.set_ylabel(ylabel)
     ax.set_title(title)
     ax.margins(y=0.15)  # room above the tallest bar for its number
     ax.set_ylim(bottom=0)
+    if not any(b.get_height() > 0 for b in ax.patches):
+        ax.set_ylim(0, 1)  # all zero: a plain 0-1 axis rather than matplotlib's +-0.06 around it
     ax.grid(axis="y", color="0.9")
     ax.set_axisbelow(True)
 
@@ -171,7 +174,7 @@ def plot(report, out_path):
     width, height = cols * PANEL_WIDTH, rows * PANEL_HEIGHT + HEADER_HEIGHT
     fig = plt.figure(figsize=(width / DPI, height / DPI), dpi=DPI)
     fig.suptitle(f"bench-agents: {report.get('model', '?')}, workload {report.get('workload', '?')}, "
-                 f"{report.get('agents', '?')} agents, {report.get('rounds', '?')} rounds, "
+                 f"{report.get('agents', '?')} agents, {len(rounds)} round{'s' if len(rounds) != 1 else ''}, "
                  f"KV budget {human_bytes(float(report.get('kv_budget_bytes', 0)))}, "
                  f"{report.get('threads', '?')} threads", y=1 - 8 / height, va="top", fontsize=14)
     axes = []
