@@ -18,3 +18,19 @@ foreach(bad "--workload nope" "--mode turbo" "--kv-mem 12Q" "--kv-mem 1" "--agen
              [ $rc -eq 1 ] && [ $(echo \"$out\" | wc -l) -eq 1 ] && echo \"$out\" | grep -q '^agentkv: error: '")
   set_tests_properties(cli.bench_agents_rejects_${name} PROPERTIES LABELS model)
 endforeach()
+
+# --plot checks its interpreter, matplotlib and the script before the model loads: each missing piece is
+# a one-line error naming what to install or set (label `unit`: no model is loaded).
+foreach(case "AGENTKV_PYTHON=/nonexistent/python3|Debian package python3)"
+             "AGENTKV_PYTHON=/bin/false|Debian package python3-matplotlib"
+             "AGENTKV_SCRIPTS=/nonexistent|AGENTKV_SCRIPTS")
+  string(REPLACE "|" ";" case "${case}")
+  list(GET case 0 env)
+  list(GET case 1 expect)
+  string(REGEX REPLACE "[=/]+" "_" name "${env}")
+  add_test(NAME cli.bench_agents_plot_needs_${name}
+           COMMAND bash -c "out=$(${env} $<TARGET_FILE:agentkv> bench-agents -m smollm2 --workload debate --agents 4 -q \
+             --plot x.png 2>&1); rc=$?; echo \"$out\"; [ $rc -eq 1 ] && [ $(echo \"$out\" | wc -l) -eq 1 ] && \
+             echo \"$out\" | grep -q '^agentkv: error: ' && echo \"$out\" | grep -qF '${expect}'")
+  set_tests_properties(cli.bench_agents_plot_needs_${name} PROPERTIES LABELS unit)
+endforeach()

@@ -1,10 +1,17 @@
+// bench-agents: runs each KV mode over the workload's rounds on the engine and gathers the round
+// statistics; writes them as a table and JSON, and hands the JSON to the chart script for --plot.
 #include "bench_agents.h"
 
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
-#include <functional>
-#include <map>
+#include <cstdlib>
 #include <unordered_map>
 
 #include "engine/engine.h"
@@ -401,75 +408,65 @@ std::string bench_agents_table(const BenchAgentsReport& r) {
   return out;
 }
 
-Status bench_agents_plot(const BenchAgentsReport& r, const std::string& png_path) {
-  std::vector<std::string> x;
-  for (size_t i = 0; i < (r.modes.empty() ? 0 : r.modes[0].rounds.size()); ++i) x.push_back("round " + std::to_string(i + 1));
-  auto per_round = [&](const std::string& title, const std::string& unit, auto field) {
-    Chart c;
-    c.kind = Chart::Kind::kBars;
-    c.title = title;
-    c.y_label = unit;
-    c.x_labels = x;
-    for (const ModeReport& m : r.modes) {
-      ChartSeries s;
-      s.name = m.mode;
-      for (const RoundStats& rs : m.rounds) s.values.push_back(field(rs));
-      s.values.resize(x.size(), 0.0);
-      c.series.push_back(std::move(s));
-    }
-    return c;
-  };
-  std::vector<Chart> charts;
-  charts.push_back(per_round("prefill tokens computed", "tokens", [](const RoundStats& s) { return double(s.prefill_computed); }));
-  charts.push_back(per_round("round latency", "seconds", [](const RoundStats& s) { return s.round_seconds; }));
-  charts.push_back(per_round("TTFT p50", "seconds", [](const RoundStats& s) { return s.ttft_p50; }));
-  charts.push_back(per_round("KV per agent (resident)", "MiB", [](const RoundStats& s) { return s.kv_bytes_per_agent_resident / double(1 << 20); }));
-  charts.push_back(per_round("prefix-cache hit rate", "%", [](const RoundStats& s) { return s.hit_rate * 100; }));
-  charts.push_back(per_round("agents that fit the KV budget", "agents", [](const RoundStats& s) { return double(s.max_agents_fit); }));
-  // With two or more recompute ratios: the quality curve against R (issue 5's report), with the
-  // prefill time of each R and, as a flat reference, of prefix mode.
-  std::vector<const ModeReport*> td;
-  const ModeReport* prefix = nullptr;
-  for (const ModeReport& m : r.modes) {
-    if (m.mode.rfind("td@", 0) == 0 && m.overall.quality_agents > 0) td.push_back(&m);
-    if (m.mode == "prefix") prefix = &m;
+namespace {
+
+// The defaults come from CMake: the python3 that imports matplotlib and the source tree's scripts/.
+std::string plot_python() {
+  const char* env = std::getenv("AGENTKV_PYTHON");
+  return env && *env ? env : AGENTKV_PLOT_PYTHON;
+}
+
+std::string plot_script() {
+  const char* env = std::getenv("AGENTKV_SCRIPTS");
+  return std::string(env && *env ? env : AGENTKV_SCRIPTS_DIR) + "/plot_bench_agents.py";
+}
+
+// Runs argv[0] (looked up on PATH) and waits; quiet sends its stdout and stderr to /dev/null.
+// Returns the exit status, 127 when it cannot be started, 128 + N when killed by signal N.
+int run_process(const std::vector<std::string>& args, bool quiet) {
+  std::vector<char*> argv;
+  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  if (quiet) {
+    posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
+    posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
   }
-  std::sort(td.begin(), td.end(), [](const ModeReport* a, const ModeReport* b) {
-    return std::stod(a->mode.substr(3)) < std::stod(b->mode.substr(3));
-  });
-  if (td.size() >= 2) {
-    auto curve = [&](const std::string& title, const std::string& unit,
-                     std::vector<std::pair<std::string, std::function<double(const RoundStats&)>>> fields) {
-      Chart c;
-      c.kind = Chart::Kind::kLines;
-      c.title = title;
-      c.y_label = unit;
-      for (const ModeReport* m : td) c.x_labels.push_back("R=" + m->mode.substr(3));
-      for (auto& [name, f] : fields) {
-        ChartSeries s;
-        s.name = name;
-        for (const ModeReport* m : td) s.values.push_back(f(m->overall));
-        c.series.push_back(std::move(s));
-      }
-      return c;
-    };
-    charts.push_back(curve("KL(exact || shared) vs R", "nats",
-                           {{"mean", [](const RoundStats& s) { return s.kl_mean; }},
-                            {"p95", [](const RoundStats& s) { return s.kl_p95; }}}));
-    charts.push_back(curve("agreement with exact vs R", "%",
-                           {{"top-1 (teacher-forced)", [](const RoundStats& s) { return 100 * s.top1_agreement; }},
-                            {"greedy, first 32", [](const RoundStats& s) { return 100 * s.greedy_agreement; }}}));
-    Chart perp = curve("perplexity of the answers vs R", "ppl",
-                       {{"exact context", [](const RoundStats& s) { return s.ppl_exact; }},
-                        {"shared context", [](const RoundStats& s) { return s.ppl_approx; }}});
-    charts.push_back(std::move(perp));
-    Chart pf = curve("prefill time, all rounds, vs R", "seconds",
-                     {{"tokendance", [](const RoundStats& s) { return s.prefill_seconds; }}});
-    if (prefix) pf.series.push_back(ChartSeries{"prefix", std::vector<double>(td.size(), prefix->overall.prefill_seconds)});
-    charts.push_back(std::move(pf));
-  }
-  for (Chart& c : charts) c.title = r.model + " " + r.workload + ": " + c.title;
-  return write_charts_png(png_path, charts, 2);
+  pid_t pid = 0;
+  const int err = posix_spawnp(&pid, argv[0], &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (err != 0) return 127;
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0)
+    if (errno != EINTR) return 127;
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return WEXITSTATUS(status);
+}
+
+}  // namespace
+
+Status check_bench_agents_plot() {
+  const std::string python = plot_python(), script = plot_script();
+  const int rc = run_process({python, "-c", "import matplotlib"}, true);
+  if (rc == 127)
+    return make_error("--plot needs python3 (Debian package python3): cannot run '" + python +
+                      "' (set AGENTKV_PYTHON to another interpreter)");
+  if (rc != 0)
+    return make_error("--plot needs matplotlib (Debian package python3-matplotlib): '" + python +
+                      "' cannot import it (set AGENTKV_PYTHON to a python3 that can)");
+  if (access(script.c_str(), R_OK) != 0)
+    return make_error("--plot: cannot read " + script + " (set AGENTKV_SCRIPTS to the scripts/ folder of the agentkv sources)");
+  return Status::ok_status();
+}
+
+Status bench_agents_plot(const std::string& json_path, const std::string& png_path) {
+  AGENTKV_TRY(check_bench_agents_plot());
+  const std::string script = plot_script();
+  // The script prints its own error (naming the report) before a non-zero exit.
+  if (const int rc = run_process({plot_python(), script, json_path, png_path}, false); rc != 0)
+    return make_error(script + " exited with status " + std::to_string(rc) + " drawing " + png_path);
+  return Status::ok_status();
 }
 
 }  // namespace agentkv

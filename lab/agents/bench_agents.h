@@ -11,7 +11,6 @@
 #include "util/json.h"
 #include "util/status.h"
 #include "util/thread_pool.h"
-#include "chart_png.h"
 #include "workload.h"
 
 namespace agentkv {
@@ -79,6 +78,11 @@ Result<BenchAgentsReport> run_bench_agents(const LoadedModel& lm, ThreadPool& po
 
 Json bench_agents_json(const BenchAgentsReport& r);
 std::string bench_agents_table(const BenchAgentsReport& r);
-Status bench_agents_plot(const BenchAgentsReport& r, const std::string& png_path);
+// The charts are drawn by scripts/plot_bench_agents.py (matplotlib) from the JSON report. The
+// interpreter is $AGENTKV_PYTHON, else the python3 with matplotlib that CMake found; the script is in
+// $AGENTKV_SCRIPTS, else in the source tree's scripts/. check_bench_agents_plot says what is missing
+// (naming the Debian package) before a run spends its time; bench_agents_plot draws json_path into png_path.
+Status check_bench_agents_plot();
+Status bench_agents_plot(const std::string& json_path, const std::string& png_path);
 
 }  // namespace agentkv

@@ -1,3 +1,6 @@
+// agentkv bench-agents: options, the run, the table on stdout, and the JSON report and its charts.
+#include <unistd.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -34,7 +37,10 @@ int cmd_bench_agents(int argc, char** argv) {
   p.add_int("--batch-tokens", &batch_tokens, "tokens per forward pass", 1, 1 << 16);
   p.add_int("-t,--threads", &threads, "threads (0 = all cores)", 0, 1024);
   p.add_string("--json", &json_out, "write the report as JSON to this file");
-  p.add_string("--plot", &plot_out, "write charts to this PNG file");
+  p.add_string("--plot", &plot_out,
+               "draw the charts into this PNG file: runs scripts/plot_bench_agents.py (python3 and matplotlib, "
+               "Debian python3-matplotlib) on the JSON report (--json, or a temporary file); AGENTKV_PYTHON "
+               "names the interpreter, AGENTKV_SCRIPTS the scripts folder (default: this build's source tree)");
   p.add_flag("-q,--quiet", &quiet, "no progress bar");
   if (auto rc = p.parse_command(argc, argv)) return *rc;
 
@@ -66,19 +72,34 @@ int cmd_bench_agents(int argc, char** argv) {
   for (auto& m : opt.modes)
     if (m != "nocache" && m != "prefix" && m != "tokendance")
       return cli_fail("--mode: unknown mode '" + m + "' (choose nocache, prefix, tokendance)");
+  if (!plot_out.empty())
+    if (Status st = check_bench_agents_plot(); !st.ok()) return cli_fail(st.error());
   auto lm = load_model(model);
   if (!lm.ok()) return cli_fail(lm.error());
   ThreadPool pool{int(threads)};
   auto rep = run_bench_agents(**lm, pool, opt);
   if (!rep.ok()) return cli_fail(rep.error());
   std::fputs(bench_agents_table(*rep).c_str(), stdout);
-  if (!json_out.empty()) {
-    std::ofstream f(json_out);
-    f << bench_agents_json(*rep).dump() << "\n";
-    if (!f) return cli_fail("cannot write " + json_out);
+  // The charts are drawn from the JSON report, so --plot alone writes it to a temporary file.
+  std::string json_path = json_out;
+  if (json_path.empty() && !plot_out.empty()) {
+    const char* tmp = std::getenv("TMPDIR");
+    std::string name = std::string(tmp && *tmp ? tmp : "/tmp") + "/agentkv-bench-agents-XXXXXX.json";
+    const int fd = mkstemps(name.data(), 5);
+    if (fd < 0) return cli_fail("--plot: cannot create a temporary file " + name);
+    close(fd);
+    json_path = name;
   }
-  if (!plot_out.empty())
-    if (Status st = bench_agents_plot(*rep, plot_out); !st.ok()) return cli_fail(st.error());
+  if (!json_path.empty()) {
+    std::ofstream f(json_path);
+    f << bench_agents_json(*rep).dump() << "\n";
+    if (!f) return cli_fail("cannot write " + json_path);
+  }
+  if (!plot_out.empty()) {
+    const Status st = bench_agents_plot(json_path, plot_out);
+    if (json_out.empty()) std::remove(json_path.c_str());
+    if (!st.ok()) return cli_fail(st.error());
+  }
   return 0;
 }
 

@@ -1,0 +1,217 @@
+#!/usr/bin/env python3
+# Draws the charts of a bench-agents run into one PNG, from the JSON report that
+# `agentkv bench-agents --json` writes (`--plot` runs this script on it). Matplotlib (Debian
+# python3-matplotlib), Agg backend: no display needed.
+#
+# Panels, 2 per row, one bar colour per KV mode, x = round:
+#   prefill tokens computed, round latency, TTFT p50, KV per agent (resident), prefix-cache hit rate,
+#   agents whose contexts fit the KV budget.
+# With two or more tokendance recompute ratios (td@R modes with quality measured), four more panels
+# against R: KL(exact || shared) mean and p95; top-1 and greedy agreement with the exact context;
+# the answers' perplexity under the exact and the shared context; prefill time of all rounds, with
+# prefix mode as a flat reference when it ran.
+#
+# usage: plot_bench_agents.py REPORT.json OUT.png [--list-panels]
+#   --list-panels  also print the title of each panel drawn, one per line (the tests read them)
+import argparse
+import json
+import math
+import sys
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402  (after the backend is chosen)
+
+# The layout the tests check: a header (title and the legend of the KV modes) of HEADER_HEIGHT
+# pixels, then COLUMNS panels per row, each PANEL_WIDTH x PANEL_HEIGHT pixels.
+COLUMNS = 2
+PANEL_WIDTH = 640
+PANEL_HEIGHT = 440
+HEADER_HEIGHT = 90
+DPI = 100
+# The plot area inside a panel: room for the y ticks and label on the left, the title on top, the x
+# ticks and label below.
+PLOT_LEFT, PLOT_RIGHT, PLOT_TOP, PLOT_BOTTOM = 85, 25, 40, 70
+
+MIB = 1 << 20
+
+# (title, y-axis label, field of a round in the report, scale applied to the field)
+PER_ROUND_PANELS = [
+    ("Prefill tokens computed", "tokens run through the model", "prefill_tokens_computed", 1),
+    ("Round latency (submit to last token)", "seconds", "round_latency_seconds", 1),
+    ("Time to first token, median (p50)", "seconds", "ttft_p50_seconds", 1),
+    ("KV cache per agent, all contexts resident", "MiB per agent", "kv_bytes_per_agent_resident", 1 / MIB),
+    ("Prefix-cache hit rate", "% of prompt tokens reused", "cache_hit_rate", 100),
+    ("Agents whose contexts fit the KV budget", "agents", "max_agents_in_budget", 1),
+]
+
+MODE_MEANING = {"nocache": "no KV reuse", "prefix": "prefix cache"}
+
+
+class ReportError(Exception):
+    pass
+
+
+def value(d, key, where):
+    """d[key] as a float; null (a non-finite number in the report) is NaN, which draws nothing."""
+    if key not in d:
+        raise ReportError(f"{where} has no '{key}'")
+    v = d[key]
+    return math.nan if v is None else float(v)
+
+
+def mode_label(mode):
+    if mode.startswith("td@"):
+        return f"{mode}: tokendance, recompute R={mode[3:]}"
+    meaning = MODE_MEANING.get(mode)
+    return f"{mode}: {meaning}" if meaning else mode
+
+
+def human_bytes(b):
+    if b >= 1 << 30:
+        return f"{b / (1 << 30):.2f} GiB"
+    if b >= MIB:
+        return f"{b / MIB:.0f} MiB"
+    return f"{b / 1024:.0f} KiB"
+
+
+def bar_value_text(v):
+    if math.isnan(v):
+        return ""
+    if abs(v) >= 100 or v == int(v):
+        return f"{v:.0f}"
+    return f"{v:.3g}"
+
+
+def draw_round_bars(ax, modes, rounds, title, ylabel, field, scale, colors):
+    n = len(modes)
+    width = min(0.8 / n, 0.4)  # a lone mode's bars are not a wall
+    labelled = n * len(rounds) <= 24  # beyond that the numbers overlap; the axis still reads
+    for i, m in enumerate(modes):
+        by_round = {int(r["round"]): r for r in m["rounds"]}
+        ys = [value(by_round[k], field, f"mode {m['mode']} round {k}") * scale if k in by_round else math.nan
+              for k in rounds]
+        xs = [j + width * (i + 0.5 - n / 2) for j in range(len(rounds))]  # the group centred on its round
+        bars = ax.bar(xs, ys, width * 0.92, label=mode_label(m["mode"]), color=colors[m["mode"]])
+        if labelled:
+            ax.bar_label(bars, labels=[bar_value_text(y) for y in ys], fontsize=7, padding=2)
+    ax.set_xticks(range(len(rounds)), [f"round {k}" for k in rounds])
+    ax.set_xlim(-0.6, len(rounds) - 0.4)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.margins(y=0.15)  # room above the tallest bar for its number
+    ax.set_ylim(bottom=0)
+    if not any(b.get_height() > 0 for b in ax.patches):
+        ax.set_ylim(0, 1)  # all zero: a plain 0-1 axis rather than matplotlib's +-0.06 around it
+    ax.grid(axis="y", color="0.9")
+    ax.set_axisbelow(True)
+
+
+def draw_ratio_lines(ax, ratios, series, title, ylabel):
+    """series: (legend label, y values per ratio, style dict)."""
+    for label, ys, style in series:
+        ax.plot(ratios, ys, label=label, **style)
+    ax.set_xticks(ratios, [f"{r:g}" for r in ratios])
+    ax.set_xlabel("recompute ratio R (share of the shared segment recomputed per agent)")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.grid(color="0.9")
+    ax.legend(fontsize=8, framealpha=0.9)
+
+
+def recompute_panels(modes):
+    """The panels against R, as (title, draw(ax)) pairs; none unless two or more ratios were measured."""
+    td = [m for m in modes if m["mode"].startswith("td@") and m["overall"].get("quality_agents", 0) > 0]
+    if len(td) < 2:
+        return []
+    td.sort(key=lambda m: float(m["mode"][3:]))
+    ratios = [float(m["mode"][3:]) for m in td]
+
+    def overall(field, scale=1):
+        return [value(m["overall"], field, f"mode {m['mode']} overall") * scale for m in td]
+
+    line = {"marker": "o"}
+    dashed = {"marker": "s", "linestyle": "--"}
+    prefill = [("tokendance", overall("prefill_seconds"), line)]
+    prefix = [m for m in modes if m["mode"] == "prefix"]
+    if prefix:
+        flat = [value(prefix[0]["overall"], "prefill_seconds", "mode prefix overall")] * len(ratios)
+        prefill.append(("prefix (reference)", flat, {"linestyle": ":", "color": "0.4"}))
+    specs = [
+        ("KL(exact || shared) of the next token vs R", "nats",
+         [("mean", overall("kl_mean"), line), ("p95", overall("kl_p95"), dashed)]),
+        ("Agreement with the exact context vs R", "% of answer tokens",
+         [("top-1, teacher-forced", overall("top1_agreement", 100), line),
+          ("greedy, first 32 tokens", overall("greedy_agreement", 100), dashed)]),
+        ("Perplexity of the answers vs R", "perplexity",
+         [("exact context", overall("perplexity_exact"), line),
+          ("shared context", overall("perplexity_tokendance"), dashed)]),
+        ("Prefill time, all rounds, vs R", "seconds", prefill),
+    ]
+    return [(title, lambda ax, t=title, y=ylabel, s=series: draw_ratio_lines(ax, ratios, s, t, y))
+            for title, ylabel, series in specs]
+
+
+def plot(report, out_path):
+    """Draws the report into out_path; returns the panel titles drawn, in order."""
+    modes = report.get("modes")
+    if not modes:
+        raise ReportError("the report has no modes")
+    rounds = sorted({int(r["round"]) for m in modes for r in m.get("rounds", [])})
+    if not rounds:
+        raise ReportError("the report has no rounds")
+    cycle = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    colors = {m["mode"]: cycle[i % len(cycle)] for i, m in enumerate(modes)}
+
+    panels = [(title, lambda ax, p=(title, ylabel, field, scale):
+               draw_round_bars(ax, modes, rounds, *p, colors))
+              for title, ylabel, field, scale in PER_ROUND_PANELS]
+    panels += recompute_panels(modes)
+
+    cols = min(COLUMNS, len(panels))
+    rows = math.ceil(len(panels) / cols)
+    width, height = cols * PANEL_WIDTH, rows * PANEL_HEIGHT + HEADER_HEIGHT
+    fig = plt.figure(figsize=(width / DPI, height / DPI), dpi=DPI)
+    fig.suptitle(f"bench-agents: {report.get('model', '?')}, workload {report.get('workload', '?')}, "
+                 f"{report.get('agents', '?')} agents, {len(rounds)} round{'s' if len(rounds) != 1 else ''}, "
+                 f"KV budget {human_bytes(float(report.get('kv_budget_bytes', 0)))}, "
+                 f"{report.get('threads', '?')} threads", y=1 - 8 / height, va="top", fontsize=14)
+    axes = []
+    for i, (_, draw) in enumerate(panels):
+        row, col = divmod(i, cols)
+        left = col * PANEL_WIDTH + PLOT_LEFT
+        bottom = height - HEADER_HEIGHT - (row + 1) * PANEL_HEIGHT + PLOT_BOTTOM
+        ax = fig.add_axes([left / width, bottom / height, (PANEL_WIDTH - PLOT_LEFT - PLOT_RIGHT) / width,
+                           (PANEL_HEIGHT - PLOT_TOP - PLOT_BOTTOM) / height])
+        draw(ax)
+        axes.append(ax)
+    # One legend for the modes: every bar panel colours them alike.
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, title="KV mode", loc="upper center", bbox_to_anchor=(0.5, 1 - 34 / height),
+               ncol=min(len(modes), 4), fontsize=9, title_fontsize=9, frameon=False)
+    fig.savefig(out_path, dpi=DPI)
+    plt.close(fig)
+    return [ax.get_title() for ax in axes]
+
+
+def main():
+    ap = argparse.ArgumentParser(description="Charts of a bench-agents JSON report, as one PNG.")
+    ap.add_argument("report", help="JSON written by agentkv bench-agents --json")
+    ap.add_argument("png", help="PNG file to write")
+    ap.add_argument("--list-panels", action="store_true", help="print the title of each panel drawn")
+    args = ap.parse_args()
+    try:
+        with open(args.report) as f:
+            report = json.load(f)
+        titles = plot(report, args.png)
+    except (OSError, ValueError, KeyError, TypeError, ReportError) as e:
+        print(f"plot_bench_agents.py: {args.report}: {e}", file=sys.stderr)
+        return 1
+    if args.list_panels:
+        print("\n".join(titles))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

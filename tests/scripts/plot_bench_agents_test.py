@@ -1,0 +1,121 @@
+#!/usr/bin/env python3
+# Tests scripts/plot_bench_agents.py on a committed bench-agents report (tests/data/bench_agents/
+# debate_report.json: a real run of 4 debate agents over 3 rounds in nocache, prefix and tokendance
+# at R = 0 and 0.5, replies shortened): the PNG decodes at the size the layout gives, holds the panels
+# the report calls for (the six per-round panels; the four against R only with two or more ratios), and
+# every panel has something drawn in it. A broken report is a one-line error and exit 1.
+# Runs under pytest or alone (python3 plot_bench_agents_test.py, prints "plot_bench_agents test: ok").
+import copy
+import importlib.util
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+
+import matplotlib.image
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SCRIPT = os.path.join(ROOT, "scripts", "plot_bench_agents.py")
+REPORT = os.path.join(ROOT, "tests", "data", "bench_agents", "debate_report.json")
+
+PER_ROUND = [
+    "Prefill tokens computed",
+    "Round latency (submit to last token)",
+    "Time to first token, median (p50)",
+    "KV cache per agent, all contexts resident",
+    "Prefix-cache hit rate",
+    "Agents whose contexts fit the KV budget",
+]
+AGAINST_R = [
+    "KL(exact || shared) of the next token vs R",
+    "Agreement with the exact context vs R",
+    "Perplexity of the answers vs R",
+    "Prefill time, all rounds, vs R",
+]
+
+
+def load_layout():
+    spec = importlib.util.spec_from_file_location("plot_bench_agents", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def draw(report, tmp):
+    path = os.path.join(tmp, "report.json")
+    with open(path, "w") as f:
+        json.dump(report, f)
+    png = os.path.join(tmp, "out.png")
+    p = subprocess.run([sys.executable, SCRIPT, path, png, "--list-panels"], capture_output=True, text=True)
+    return p, png
+
+
+def check_chart(report, expected_titles):
+    layout = load_layout()
+    with tempfile.TemporaryDirectory() as tmp:
+        p, png = draw(report, tmp)
+        assert p.returncode == 0, p.stderr
+        assert p.stdout.splitlines() == expected_titles, p.stdout
+        with open(png, "rb") as f:
+            assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+        img = matplotlib.image.imread(png)
+    cols = min(layout.COLUMNS, len(expected_titles))
+    rows = math.ceil(len(expected_titles) / cols)
+    assert img.shape[:2] == (layout.HEADER_HEIGHT + rows * layout.PANEL_HEIGHT, cols * layout.PANEL_WIDTH), img.shape
+    # Each panel's plot area holds more than the background: its bars or lines were drawn.
+    for i, title in enumerate(expected_titles):
+        row, col = divmod(i, cols)
+        top = layout.HEADER_HEIGHT + row * layout.PANEL_HEIGHT + layout.PLOT_TOP
+        left = col * layout.PANEL_WIDTH + layout.PLOT_LEFT
+        area = img[top + 5:top + layout.PANEL_HEIGHT - layout.PLOT_TOP - layout.PLOT_BOTTOM - 5,
+                   left + 5:left + layout.PANEL_WIDTH - layout.PLOT_LEFT - layout.PLOT_RIGHT - 5, :3]
+        coloured = (area.max(axis=2) - area.min(axis=2) > 0.2).mean()
+        assert coloured > 0.003, f"panel {title!r}: {coloured:.4f} of its plot area is coloured"
+
+
+def load_report():
+    with open(REPORT) as f:
+        return json.load(f)
+
+
+def test_report_is_what_bench_agents_writes():
+    r = load_report()
+    assert [m["mode"] for m in r["modes"]] == ["nocache", "prefix", "td@0", "td@0.5"]
+    assert all(len(m["rounds"]) == 3 for m in r["modes"])
+
+
+def test_all_panels_with_two_ratios():
+    check_chart(load_report(), PER_ROUND + AGAINST_R)
+
+
+def test_per_round_panels_only_with_one_ratio():
+    r = load_report()
+    r["modes"] = [m for m in r["modes"] if m["mode"] != "td@0.5"]
+    check_chart(r, PER_ROUND)
+
+
+def test_two_modes_without_tokendance():
+    r = load_report()
+    r["modes"] = [m for m in r["modes"] if not m["mode"].startswith("td@")]
+    check_chart(r, PER_ROUND)
+
+
+def test_broken_report_is_one_line_error():
+    r = copy.deepcopy(load_report())
+    del r["modes"][0]["rounds"][1]["round_latency_seconds"]
+    with tempfile.TemporaryDirectory() as tmp:
+        p, png = draw(r, tmp)
+        assert p.returncode == 1, p
+        assert len(p.stderr.splitlines()) == 1 and "round_latency_seconds" in p.stderr, p.stderr
+        r["modes"] = []
+        p, png = draw(r, tmp)
+        assert p.returncode == 1 and "no modes" in p.stderr, p.stderr
+
+
+if __name__ == "__main__":
+    for name, fn in sorted(globals().items()):
+        if name.startswith("test_") and callable(fn):
+            fn()
+    print("plot_bench_agents test: ok")
