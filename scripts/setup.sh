@@ -12,8 +12,9 @@ run_main=1
 
 # bible-kjv: public-domain text (KJV) for the perplexity goldens and the KV-transfer calibration and
 # evaluation corpus (tests/model/kjv_corpus.h, scripts/make_transfer_corpus.sh). zlib1g-dev: deflate
-# for the benchmark charts' PNG files.
-APT_PACKAGES=(build-essential cmake libgtest-dev python3 python3-pip python3-venv bible-kjv zlib1g-dev)
+# for the benchmark charts' PNG files. nlohmann-json3-dev: the JSON library (header-only).
+APT_PACKAGES=(build-essential cmake libgtest-dev python3 python3-pip python3-venv bible-kjv zlib1g-dev
+  nlohmann-json3-dev)
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
