@@ -77,7 +77,9 @@ struct BenchAgentsReport {
 
 Result<BenchAgentsReport> run_bench_agents(const LoadedModel& lm, ThreadPool& pool, const BenchAgentsOptions& opt);
 
-Json bench_agents_json(const BenchAgentsReport& r);
+// The report as JSON (the --json file the charts script reads).
+void to_json(Json& j, const ModeReport& m);
+void to_json(Json& j, const BenchAgentsReport& r);
 std::string bench_agents_table(const BenchAgentsReport& r);
 Status bench_agents_plot(const BenchAgentsReport& r, const std::string& png_path);
 

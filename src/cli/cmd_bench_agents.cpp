@@ -73,7 +73,7 @@ int cmd_bench_agents(int argc, char** argv) {
   std::fputs(bench_agents_table(*rep).c_str(), stdout);
   if (!json_out.empty()) {
     std::ofstream f(json_out);
-    f << bench_agents_json(*rep).dump() << "\n";
+    f << dump_json(*rep) << "\n";
     if (!f) return cli_fail("cannot write " + json_out);
   }
   if (!plot_out.empty())

@@ -48,6 +48,22 @@ Result<T> json_to(const Json& j, const std::string& what) {
   }
 }
 
+}  // namespace agentkv
+
+// NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE for Json: nlohmann 3.11.2 (Debian 12) binds that macro to
+// nlohmann::json only (3.11.3 made it generic), so this one is the same thing for ordered_json. Put
+// it in the type's namespace; it writes the fields in the order listed, under their C++ names, and
+// reading needs every one.
+#define AGENTKV_JSON_FIELDS(Type, ...)                                                                  \
+  inline void to_json(::agentkv::Json& nlohmann_json_j, const Type& nlohmann_json_t) {                   \
+    NLOHMANN_JSON_EXPAND(NLOHMANN_JSON_PASTE(NLOHMANN_JSON_TO, __VA_ARGS__))                            \
+  }                                                                                                     \
+  inline void from_json(const ::agentkv::Json& nlohmann_json_j, Type& nlohmann_json_t) {                 \
+    NLOHMANN_JSON_EXPAND(NLOHMANN_JSON_PASTE(NLOHMANN_JSON_FROM, __VA_ARGS__))                          \
+  }
+
+namespace agentkv {
+
 namespace json_detail {
 
 // The SAX handler behind parse_json: nlohmann's own DOM builder has no depth limit and, on an
