@@ -17,7 +17,7 @@ void check(const std::optional<agentkv::ApiError>& e) {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  auto j = agentkv::Json::parse(std::string_view(reinterpret_cast<const char*>(data), size), 32);
+  auto j = agentkv::parse_json(std::string_view(reinterpret_cast<const char*>(data), size), 32);
   if (!j.ok()) return 0;
   const agentkv::ApiLimits limits;
   const agentkv::AgentLimits al;

@@ -8,7 +8,7 @@
 #include "server/openai_protocol.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  auto j = agentkv::Json::parse(std::string_view(reinterpret_cast<const char*>(data), size), 32);
+  auto j = agentkv::parse_json(std::string_view(reinterpret_cast<const char*>(data), size), 32);
   if (!j.ok()) return 0;
   for (bool chat : {false, true}) {
     agentkv::CompletionRequest r;

@@ -12,8 +12,9 @@ run_main=1
 
 # bible-kjv: public-domain text (KJV) for the perplexity goldens and the KV-transfer calibration and
 # evaluation corpus (tests/model/kjv_corpus.h, scripts/make_transfer_corpus.sh).
-# python3-matplotlib: the benchmark charts (scripts/plot_bench_agents.py, bench-agents --plot).
-APT_PACKAGES=(build-essential cmake libgtest-dev python3 python3-pip python3-venv bible-kjv python3-matplotlib)
+# nlohmann-json3-dev: the JSON library (header-only). python3-matplotlib: the benchmark charts (scripts/plot_bench_agents.py, bench-agents --plot).
+APT_PACKAGES=(build-essential cmake libgtest-dev python3 python3-pip python3-venv bible-kjv python3-matplotlib
+  nlohmann-json3-dev)
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

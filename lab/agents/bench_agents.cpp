@@ -272,39 +272,35 @@ Result<ModeReport> run_mode(const LoadedModel& lm, ThreadPool& pool, const Bench
 
 Json round_json(const RoundStats& s, bool with_replies) {
   Json j = Json::object();
-  if (s.round > 0) j.set("round", Json::number(s.round));
-  j.set("agents", Json::number(s.agents));
-  j.set("prompt_tokens", Json::number(double(s.prompt_tokens)));
-  j.set("prefill_tokens_computed", Json::number(double(s.prefill_computed)));
-  j.set("prefill_tokens_reused", Json::number(double(s.prefill_reused)));
-  j.set("generated_tokens", Json::number(double(s.generated_tokens)));
-  j.set("prefill_seconds", Json::number(s.prefill_seconds));
-  j.set("round_latency_seconds", Json::number(s.round_seconds));
-  j.set("ttft_p50_seconds", Json::number(s.ttft_p50));
-  j.set("ttft_p99_seconds", Json::number(s.ttft_p99));
-  j.set("kv_bytes_per_agent_resident", Json::number(s.kv_bytes_per_agent_resident));
-  j.set("kv_bytes_per_agent_peak", Json::number(s.kv_bytes_per_agent_peak));
-  j.set("cache_hit_rate", Json::number(s.hit_rate));
-  j.set("preemptions", Json::number(double(s.preemptions)));
-  j.set("max_agents_in_budget", Json::number(double(s.max_agents_fit)));
+  if (s.round > 0) j["round"] = s.round;
+  j["agents"] = s.agents;
+  j["prompt_tokens"] = s.prompt_tokens;
+  j["prefill_tokens_computed"] = s.prefill_computed;
+  j["prefill_tokens_reused"] = s.prefill_reused;
+  j["generated_tokens"] = s.generated_tokens;
+  j["prefill_seconds"] = s.prefill_seconds;
+  j["round_latency_seconds"] = s.round_seconds;
+  j["ttft_p50_seconds"] = s.ttft_p50;
+  j["ttft_p99_seconds"] = s.ttft_p99;
+  j["kv_bytes_per_agent_resident"] = s.kv_bytes_per_agent_resident;
+  j["kv_bytes_per_agent_peak"] = s.kv_bytes_per_agent_peak;
+  j["cache_hit_rate"] = s.hit_rate;
+  j["preemptions"] = s.preemptions;
+  j["max_agents_in_budget"] = s.max_agents_fit;
   if (s.segment_tokens > 0 || s.quality_agents > 0) {
-    j.set("segment_tokens", Json::number(double(s.segment_tokens)));
-    j.set("segment_tokens_recomputed", Json::number(double(s.segment_recomputed)));
-    j.set("collector_seconds", Json::number(s.collector_seconds));
-    j.set("collector_agent_by_agent_seconds", Json::number(s.collector_per_agent_seconds));
-    j.set("quality_agents", Json::number(s.quality_agents));
-    j.set("kl_mean", Json::number(s.kl_mean));
-    j.set("kl_p95", Json::number(s.kl_p95));
-    j.set("top1_agreement", Json::number(s.top1_agreement));
-    j.set("greedy_agreement", Json::number(s.greedy_agreement));
-    j.set("perplexity_exact", Json::number(s.ppl_exact));
-    j.set("perplexity_tokendance", Json::number(s.ppl_approx));
+    j["segment_tokens"] = s.segment_tokens;
+    j["segment_tokens_recomputed"] = s.segment_recomputed;
+    j["collector_seconds"] = s.collector_seconds;
+    j["collector_agent_by_agent_seconds"] = s.collector_per_agent_seconds;
+    j["quality_agents"] = s.quality_agents;
+    j["kl_mean"] = s.kl_mean;
+    j["kl_p95"] = s.kl_p95;
+    j["top1_agreement"] = s.top1_agreement;
+    j["greedy_agreement"] = s.greedy_agreement;
+    j["perplexity_exact"] = s.ppl_exact;
+    j["perplexity_tokendance"] = s.ppl_approx;
   }
-  if (with_replies) {
-    Json rep = Json::array();
-    for (auto& t : s.replies) rep.push(Json::string(t));
-    j.set("replies", std::move(rep));
-  }
+  if (with_replies) j["replies"] = s.replies;
   return j;
 }
 
@@ -338,27 +334,21 @@ Result<BenchAgentsReport> run_bench_agents(const LoadedModel& lm, ThreadPool& po
   return rep;
 }
 
-Json bench_agents_json(const BenchAgentsReport& r) {
-  Json j = Json::object();
-  j.set("model", Json::string(r.model));
-  j.set("workload", Json::string(r.workload));
-  j.set("agents", Json::number(r.n_agents));
-  j.set("rounds", Json::number(r.n_rounds));
-  j.set("threads", Json::number(r.threads));
-  j.set("kv_budget_bytes", Json::number(double(r.kv_budget_bytes)));
-  j.set("kv_bytes_per_block", Json::number(double(r.bytes_per_block)));
-  Json modes = Json::array();
-  for (const ModeReport& m : r.modes) {
-    Json mj = Json::object();
-    mj.set("mode", Json::string(m.mode));
-    mj.set("overall", round_json(m.overall, false));
-    Json rounds = Json::array();
-    for (const RoundStats& s : m.rounds) rounds.push(round_json(s, true));
-    mj.set("rounds", std::move(rounds));
-    modes.push(std::move(mj));
-  }
-  j.set("modes", std::move(modes));
-  return j;
+void to_json(Json& j, const ModeReport& m) {
+  Json rounds = Json::array();
+  for (const RoundStats& s : m.rounds) rounds.push_back(round_json(s, true));
+  j = {{"mode", m.mode}, {"overall", round_json(m.overall, false)}, {"rounds", std::move(rounds)}};
+}
+
+void to_json(Json& j, const BenchAgentsReport& r) {
+  j = {{"model", r.model},
+       {"workload", r.workload},
+       {"agents", r.n_agents},
+       {"rounds", r.n_rounds},
+       {"threads", r.threads},
+       {"kv_budget_bytes", r.kv_budget_bytes},
+       {"kv_bytes_per_block", r.bytes_per_block},
+       {"modes", r.modes}};
 }
 
 std::string bench_agents_table(const BenchAgentsReport& r) {

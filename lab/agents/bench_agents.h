@@ -76,7 +76,9 @@ struct BenchAgentsReport {
 
 Result<BenchAgentsReport> run_bench_agents(const LoadedModel& lm, ThreadPool& pool, const BenchAgentsOptions& opt);
 
-Json bench_agents_json(const BenchAgentsReport& r);
+// The report as JSON (the --json file the charts script reads).
+void to_json(Json& j, const ModeReport& m);
+void to_json(Json& j, const BenchAgentsReport& r);
 std::string bench_agents_table(const BenchAgentsReport& r);
 // The charts are drawn by scripts/plot_bench_agents.py (matplotlib) from the JSON report. The
 // interpreter is $AGENTKV_PYTHON, else the python3 with matplotlib that CMake found; the script is in

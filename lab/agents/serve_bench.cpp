@@ -27,20 +27,14 @@ struct Sample {
 
 std::string request_body(const ServeBenchOptions& opt, int64_t index) {
   const auto& prompts = serve_bench_prompts();
-  Json msg = Json::object();
-  msg.set("role", Json::string("user"));
-  msg.set("content", Json::string(prompts[size_t(index) % prompts.size()]));
-  Json body = Json::object();
-  body.set("model", Json::string(opt.model));
-  body.set("messages", Json::array({std::move(msg)}));
-  body.set("max_tokens", Json::number(opt.max_tokens));
-  body.set("temperature", Json::number(opt.temperature));
-  body.set("seed", Json::number(double(index)));
-  body.set("stream", Json::boolean(true));
-  Json so = Json::object();
-  so.set("include_usage", Json::boolean(true));
-  body.set("stream_options", std::move(so));
-  return body.dump();
+  const Json message = {{"role", "user"}, {"content", prompts[size_t(index) % prompts.size()]}};
+  return dump_json({{"model", opt.model},
+                    {"messages", Json::array({message})},
+                    {"max_tokens", opt.max_tokens},
+                    {"temperature", opt.temperature},
+                    {"seed", index},
+                    {"stream", true},
+                    {"stream_options", {{"include_usage", true}}}});
 }
 
 // One streamed request; an error message, or the sample.
@@ -62,18 +56,18 @@ Result<Sample> run_one(HttpClient& client, const ServeBenchOptions& opt, int64_t
       done = true;
       return;
     }
-    auto j = Json::parse(data);
+    auto j = parse_json(data);
     if (!j.ok()) {
       stream_error = "unparsable event: " + j.error();
       return;
     }
-    if (const Json* err = j->get("error")) {
-      const Json* m = err->get("message");
-      stream_error = "error in stream: " + (m && m->is_string() ? m->as_string() : err->dump());
+    if (const Json* err = json_member(*j, "error")) {
+      const Json* m = json_member(*err, "message");
+      stream_error = "error in stream: " + (m && m->is_string() ? m->get<std::string>() : dump_json(*err));
     }
-    if (const Json* u = j->get("usage"); u && u->is_object()) {
-      if (const Json* c = u->get("completion_tokens"); c && c->is_number()) s.output_tokens = int64_t(c->as_number());
-      if (const Json* p = u->get("prompt_tokens"); p && p->is_number()) s.prompt_tokens = int64_t(p->as_number());
+    if (const Json* u = json_member(*j, "usage")) {
+      if (const Json* c = json_member(*u, "completion_tokens"); c && c->is_number()) s.output_tokens = c->get<int64_t>();
+      if (const Json* p = json_member(*u, "prompt_tokens"); p && p->is_number()) s.prompt_tokens = p->get<int64_t>();
     }
   };
   auto status = client.request("POST", opt.base_path + "/v1/chat/completions", headers, body, [&](std::string_view b) {
@@ -178,31 +172,24 @@ std::string serve_bench_table(const ServeBenchReport& rep) {
   return out;
 }
 
-Json serve_bench_json(const ServeBenchReport& rep) {
-  Json levels = Json::array();
-  for (const ServeLevelReport& l : rep.levels) {
-    Json j = Json::object();
-    j.set("clients", Json::number(l.clients));
-    j.set("requests", Json::number(double(l.requests)));
-    j.set("errors", Json::number(double(l.errors)));
-    j.set("prompt_tokens", Json::number(double(l.prompt_tokens)));
-    j.set("output_tokens", Json::number(double(l.output_tokens)));
-    j.set("wall_seconds", Json::number(l.wall_s));
-    j.set("requests_per_second", Json::number(l.requests_per_s));
-    j.set("output_tokens_per_second", Json::number(l.output_tokens_per_s));
-    j.set("ttft_p50_seconds", Json::number(l.ttft_p50_s));
-    j.set("ttft_p99_seconds", Json::number(l.ttft_p99_s));
-    j.set("e2e_p50_seconds", Json::number(l.e2e_p50_s));
-    j.set("e2e_p99_seconds", Json::number(l.e2e_p99_s));
-    if (!l.first_error.empty()) j.set("first_error", Json::string(l.first_error));
-    levels.push(std::move(j));
-  }
-  Json out = Json::object();
-  out.set("target", Json::string(rep.target));
-  out.set("model", Json::string(rep.model));
-  out.set("max_tokens", Json::number(rep.max_tokens));
-  out.set("levels", std::move(levels));
-  return out;
+void to_json(Json& j, const ServeLevelReport& l) {
+  j = {{"clients", l.clients},
+       {"requests", l.requests},
+       {"errors", l.errors},
+       {"prompt_tokens", l.prompt_tokens},
+       {"output_tokens", l.output_tokens},
+       {"wall_seconds", l.wall_s},
+       {"requests_per_second", l.requests_per_s},
+       {"output_tokens_per_second", l.output_tokens_per_s},
+       {"ttft_p50_seconds", l.ttft_p50_s},
+       {"ttft_p99_seconds", l.ttft_p99_s},
+       {"e2e_p50_seconds", l.e2e_p50_s},
+       {"e2e_p99_seconds", l.e2e_p99_s}};
+  if (!l.first_error.empty()) j["first_error"] = l.first_error;
+}
+
+void to_json(Json& j, const ServeBenchReport& rep) {
+  j = {{"target", rep.target}, {"model", rep.model}, {"max_tokens", rep.max_tokens}, {"levels", rep.levels}};
 }
 
 }  // namespace agentkv

@@ -54,6 +54,8 @@ const std::vector<std::string>& serve_bench_prompts();
 ServeBenchReport run_serve_bench(const ServeBenchOptions& opt);
 
 std::string serve_bench_table(const ServeBenchReport& rep);
-Json serve_bench_json(const ServeBenchReport& rep);
+// The report as JSON (the --json output; key names are the report's public format).
+void to_json(Json& j, const ServeLevelReport& l);
+void to_json(Json& j, const ServeBenchReport& rep);
 
 }  // namespace agentkv

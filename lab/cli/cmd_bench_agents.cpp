@@ -92,7 +92,7 @@ int cmd_bench_agents(int argc, char** argv) {
   }
   if (!json_path.empty()) {
     std::ofstream f(json_path);
-    f << bench_agents_json(*rep).dump() << "\n";
+    f << dump_json(*rep) << "\n";
     if (!f) return cli_fail("cannot write " + json_path);
   }
   if (!plot_out.empty()) {

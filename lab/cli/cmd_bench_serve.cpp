@@ -71,7 +71,7 @@ int cmd_bench_serve(int argc, char** argv) {
   }
   const ServeBenchReport rep = run_serve_bench(opt);
   if (server) server->stop();
-  std::fputs(json ? (serve_bench_json(rep).dump() + "\n").c_str() : serve_bench_table(rep).c_str(), stdout);
+  std::fputs(json ? (dump_json(rep) + "\n").c_str() : serve_bench_table(rep).c_str(), stdout);
   for (const ServeLevelReport& l : rep.levels)
     if (l.errors > 0) return cli_fail(std::to_string(l.errors) + " requests failed at " + std::to_string(l.clients) +
                                       " clients; first: " + l.first_error);

@@ -109,17 +109,16 @@ int cmd_bench(int argc, char** argv) {
       tg_total += tg;
     }
   }
-  Json out = Json::object();
-  out.set("model", Json::string((*lm)->name));
-  out.set("threads", Json::number(pool.size()));
-  out.set("isa", Json::string(active_isa_name()));
-  out.set("path", Json::string(use_engine ? "engine" : "single-sequence"));
-  out.set("n_prompt", Json::number(double(n_prompt)));
-  out.set("n_gen", Json::number(double(n_gen)));
-  out.set("reps", Json::number(double(reps)));
-  out.set("prefill_tok_s", Json::number(std::round(double(n_prompt) * reps / pp_total * 100) / 100));
-  out.set("decode_tok_s", Json::number(std::round(double(n_gen) * reps / tg_total * 100) / 100));
-  std::printf("%s\n", out.dump().c_str());
+  const Json out = {{"model", (*lm)->name},
+                    {"threads", pool.size()},
+                    {"isa", active_isa_name()},
+                    {"path", use_engine ? "engine" : "single-sequence"},
+                    {"n_prompt", n_prompt},
+                    {"n_gen", n_gen},
+                    {"reps", reps},
+                    {"prefill_tok_s", std::round(double(n_prompt) * reps / pp_total * 100) / 100},
+                    {"decode_tok_s", std::round(double(n_gen) * reps / tg_total * 100) / 100}};
+  std::printf("%s\n", dump_json(out).c_str());
   return 0;
 }
 

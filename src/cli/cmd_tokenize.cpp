@@ -33,10 +33,10 @@ int cmd_tokenize(int argc, char** argv) {
   while (std::getline(*in, line)) {
     ++line_no;
     if (line.empty()) continue;
-    auto j = Json::parse(line);
+    auto j = parse_json(line);
     if (!j.ok()) return cli_fail(jsonl + ":" + std::to_string(line_no) + ": " + j.error());
     if (!j->is_string()) return cli_fail(jsonl + ":" + std::to_string(line_no) + ": expected a JSON string");
-    const auto ids = tok.encode(j->as_string(), bos && tok.add_bos_default(), special);
+    const auto ids = tok.encode(j->get_ref<const std::string&>(), bos && tok.add_bos_default(), special);
     std::string out = "[";
     for (size_t i = 0; i < ids.size(); ++i) {
       if (i) out += ", ";

@@ -19,6 +19,9 @@
 
 namespace agentkv {
 
+// The cache file holds the measurement only (the verdict is recomputed against today's thresholds).
+AGENTKV_JSON_FIELDS(SharingGateResult, agents, kl_mean, kl_p95, top1, greedy)
+
 namespace {
 
 // The gate's workload: small enough to run at start-up in about a minute on two cores, and fixed
@@ -146,36 +149,26 @@ bool read_cached(const std::string& path, SharingGateResult* r) {
   if (!f) return false;
   std::stringstream ss;
   ss << f.rdbuf();
-  auto j = Json::parse(ss.str(), 8);
-  if (!j.ok() || !j->is_object()) return false;
-  auto num = [&](const char* k, double* out) {
-    const Json* v = j->get(k);
-    if (!v || !v->is_number()) return false;
-    *out = v->as_number();
-    return true;
-  };
-  double agents = 0;
-  if (!num("agents", &agents) || !num("kl_mean", &r->kl_mean) || !num("kl_p95", &r->kl_p95) ||
-      !num("top1", &r->top1) || !num("greedy", &r->greedy) || agents < 1)
-    return false;
-  r->agents = int(agents);
+  auto j = parse_json(ss.str(), 8);
+  if (!j.ok()) return false;
+  auto cached = json_to<SharingGateResult>(*j, path);
+  if (!cached.ok() || cached->agents < 1) return false;
+  r->agents = cached->agents;
+  r->kl_mean = cached->kl_mean;
+  r->kl_p95 = cached->kl_p95;
+  r->top1 = cached->top1;
+  r->greedy = cached->greedy;
   return true;
 }
 
 void write_cached(const std::string& path, const SharingGateResult& r) {
   // A cache that cannot be written only costs a re-measurement next time.
   std::error_code ec;
-  Json j = Json::object();
-  j.set("agents", Json::number(r.agents));
-  j.set("kl_mean", Json::number(r.kl_mean));
-  j.set("kl_p95", Json::number(r.kl_p95));
-  j.set("top1", Json::number(r.top1));
-  j.set("greedy", Json::number(r.greedy));
   // Written whole then renamed, so a concurrent start never reads half a file.
   const std::string tmp = path + ".tmp" + std::to_string(::getpid());
   {
     std::ofstream f(tmp);
-    f << j.dump() << "\n";
+    f << dump_json(r) << "\n";
     if (!f) return;
   }
   std::filesystem::rename(tmp, path, ec);

@@ -15,17 +15,11 @@ constexpr const char* kFormat = "agentkv-prm-calibration";
 constexpr int kVersion = 2;  // 1: no probe
 
 
-// Hex text: a JSON number (a double) cannot hold every 64-bit fingerprint.
+// Hex text, as version 1 files were written (when every JSON number here was a double).
 std::string hex64(uint64_t v) {
   char buf[17];
   std::snprintf(buf, sizeof buf, "%016" PRIx64, v);
   return buf;
-}
-
-Result<const Json*> member(const Json& j, const char* key, Json::Type type) {
-  const Json* m = j.get(key);
-  if (!m || m->type() != type) return make_error(std::string("calibration file: field '") + key + "' missing or of the wrong type");
-  return m;
 }
 
 // FNV-1a over the probe's numbers as stored (the JSON writer round-trips every double exactly).
@@ -43,81 +37,59 @@ std::string probe_checksum(const StepProbe& p) {
   return hex64(h);
 }
 
-template <class T>
-Json number_array(const std::vector<T>& v) {
-  Json a = Json::array();
-  for (T x : v) a.push(Json::number(double(x)));
-  return a;
-}
-
-Json probe_json(const StepProbe& p) {
-  Json j = Json::object();
-  j.set("layer", Json::number(p.layer));
-  j.set("bias", Json::number(p.bias));
-  j.set("l2", Json::number(p.l2));
-  j.set("mean", number_array(p.mean));
-  j.set("inv_std", number_array(p.inv_std));
-  j.set("weight", number_array(p.weight));
-  j.set("checksum", Json::string(probe_checksum(p)));
-  return j;
-}
-
-template <class T>
-Status read_array(const Json& j, const char* key, std::vector<T>& out) {
-  const Json* a = j.get(key);
-  if (!a || !a->is_array()) return make_error(std::string("probe field '") + key + "' missing or not an array");
-  for (const Json& x : a->items()) {
-    if (!x.is_number()) return make_error(std::string("probe field '") + key + "' holds a non-number");
-    out.push_back(T(x.as_number()));
-  }
-  return {};
-}
-
-Result<StepProbe> probe_from_json(const Json& j) {
-  StepProbe p;
-  for (auto [key, dst] : {std::pair{"layer", (double*)nullptr}, std::pair{"bias", &p.bias}, std::pair{"l2", &p.l2}}) {
-    const Json* m = j.get(key);
-    if (!m || !m->is_number()) return make_error(std::string("probe field '") + key + "' missing or not a number");
-    if (dst) *dst = m->as_number();
-    else p.layer = int(m->as_number());
-  }
-  if (Status st = read_array(j, "mean", p.mean); !st.ok()) return make_error(st.error());
-  if (Status st = read_array(j, "inv_std", p.inv_std); !st.ok()) return make_error(st.error());
-  if (Status st = read_array(j, "weight", p.weight); !st.ok()) return make_error(st.error());
-  if (p.weight.empty() || p.mean.size() != p.weight.size() || p.inv_std.size() != p.weight.size())
-    return make_error("probe arrays 'mean', 'inv_std', 'weight' differ in length or are empty");
-  const Json* sum = j.get("checksum");
-  if (!sum || !sum->is_string() || sum->as_string() != probe_checksum(p))
-    return make_error("probe checksum mismatch (the file is corrupted or was edited)");
-  return p;
-}
-
 }  // namespace
 
-Status write_calibration(const std::string& path, const CalibrationRecord& r) {
-  Json j = Json::object();
-  j.set("format", Json::string(kFormat));
-  j.set("version", Json::number(kVersion));
-  j.set("model_fingerprint", Json::string(hex64(r.model_fingerprint)));
-  j.set("model_name", Json::string(r.model_name));
-  j.set("question", Json::string(r.question));
-  j.set("pos_text", Json::string(r.pos_text));
-  j.set("neg_text", Json::string(r.neg_text));
-  j.set("pos_token", Json::number(r.pos_token));
-  j.set("neg_token", Json::number(r.neg_token));
-  j.set("a", Json::number(r.calibration.a));
-  j.set("b", Json::number(r.calibration.b));
-  j.set("n_train_steps", Json::number(double(r.n_train_steps)));
-  j.set("n_train_positive", Json::number(double(r.n_train_positive)));
-  j.set("train_auroc", Json::number(r.train_auroc));
-  j.set("train_log_loss", Json::number(r.train_log_loss));
+// The probe's fields under their own names (the checksum is added by the record's writer).
+AGENTKV_JSON_FIELDS(StepProbe, layer, bias, l2, mean, inv_std, weight)
+
+void to_json(Json& j, const CalibrationRecord& r) {
+  j = {{"format", kFormat},
+       {"version", kVersion},
+       {"model_fingerprint", hex64(r.model_fingerprint)},
+       {"model_name", r.model_name},
+       {"question", r.question},
+       {"pos_text", r.pos_text},
+       {"neg_text", r.neg_text},
+       {"pos_token", r.pos_token},
+       {"neg_token", r.neg_token},
+       {"a", r.calibration.a},
+       {"b", r.calibration.b},
+       {"n_train_steps", r.n_train_steps},
+       {"n_train_positive", r.n_train_positive},
+       {"train_auroc", r.train_auroc},
+       {"train_log_loss", r.train_log_loss}};
   if (r.probe) {
-    j.set("probe", probe_json(*r.probe));
-    if (std::isfinite(r.heldout_auroc)) j.set("heldout_auroc", Json::number(r.heldout_auroc));
+    Json probe = *r.probe;
+    probe["checksum"] = probe_checksum(*r.probe);
+    j["probe"] = std::move(probe);
+    if (std::isfinite(r.heldout_auroc)) j["heldout_auroc"] = r.heldout_auroc;
   }
+}
+
+// Reads every field but the format, version and fingerprint, which read_calibration checks first.
+void from_json(const Json& j, CalibrationRecord& r) {
+  j.at("model_name").get_to(r.model_name);
+  j.at("question").get_to(r.question);
+  j.at("pos_text").get_to(r.pos_text);
+  j.at("neg_text").get_to(r.neg_text);
+  j.at("a").get_to(r.calibration.a);
+  j.at("b").get_to(r.calibration.b);
+  j.at("train_auroc").get_to(r.train_auroc);
+  j.at("train_log_loss").get_to(r.train_log_loss);
+  j.at("n_train_steps").get_to(r.n_train_steps);
+  j.at("n_train_positive").get_to(r.n_train_positive);
+  j.at("pos_token").get_to(r.pos_token);
+  j.at("neg_token").get_to(r.neg_token);
+  if (const Json* p = json_member(j, "probe")) {
+    r.probe = p->get<StepProbe>();
+    if (const Json* h = json_member(j, "heldout_auroc"); h && h->is_number()) r.heldout_auroc = h->get<double>();
+  }
+}
+
+Status write_calibration(const std::string& path, const CalibrationRecord& r) {
   std::ofstream f(path, std::ios::binary | std::ios::trunc);
   if (!f) return make_error("cannot write '" + path + "'");
-  f << j.dump() << "\n";
+  f << dump_json(r) << "\n";
   if (!f) return make_error("error writing '" + path + "'");
   return {};
 }
@@ -127,59 +99,26 @@ Result<CalibrationRecord> read_calibration(const std::string& path) {
   if (!f) return make_error("cannot open '" + path + "'");
   std::stringstream ss;
   ss << f.rdbuf();
-  auto j = Json::parse(ss.str());
+  auto j = parse_json(ss.str());
   if (!j.ok()) return make_error(path + ": " + j.error());
-  auto format = member(*j, "format", Json::Type::kString);
-  if (!format.ok() || (*format)->as_string() != kFormat) return make_error(path + ": not an agentkv PRM calibration");
-  auto version = member(*j, "version", Json::Type::kNumber);
-  if (!version.ok() || ((*version)->as_number() != kVersion && (*version)->as_number() != 1))
-    return make_error(path + ": unsupported version");
-  CalibrationRecord r;
-  const struct {
-    const char* key;
-    std::string* dst;
-  } strings[] = {{"model_name", &r.model_name}, {"question", &r.question}, {"pos_text", &r.pos_text},
-                 {"neg_text", &r.neg_text}};
-  for (const auto& s : strings) {
-    auto m = member(*j, s.key, Json::Type::kString);
-    if (!m.ok()) return make_error(path + ": " + m.error());
-    *s.dst = (*m)->as_string();
-  }
-  auto fp = member(*j, "model_fingerprint", Json::Type::kString);
-  if (!fp.ok()) return make_error(path + ": " + fp.error());
+  const Json* format = json_member(*j, "format");
+  if (!format || *format != kFormat) return make_error(path + ": not an agentkv PRM calibration");
+  const Json* version = json_member(*j, "version");
+  if (!version || (*version != kVersion && *version != 1)) return make_error(path + ": unsupported version");
+  auto r = json_to<CalibrationRecord>(*j, path);
+  if (!r.ok()) return r;
+  const Json* fp = json_member(*j, "model_fingerprint");
+  const std::string fps = fp && fp->is_string() ? fp->get<std::string>() : "";
   char* end = nullptr;
-  const std::string& fps = (*fp)->as_string();
-  r.model_fingerprint = std::strtoull(fps.c_str(), &end, 16);
+  r->model_fingerprint = std::strtoull(fps.c_str(), &end, 16);
   if (fps.size() != 16 || end != fps.c_str() + fps.size()) return make_error(path + ": model_fingerprint is not 16 hex digits");
-  const struct {
-    const char* key;
-    double* dst;
-  } numbers[] = {{"a", &r.calibration.a}, {"b", &r.calibration.b}, {"train_auroc", &r.train_auroc},
-                 {"train_log_loss", &r.train_log_loss}};
-  for (const auto& n : numbers) {
-    auto m = member(*j, n.key, Json::Type::kNumber);
-    if (!m.ok()) return make_error(path + ": " + m.error());
-    *n.dst = (*m)->as_number();
-  }
-  const struct {
-    const char* key;
-    int64_t* dst;
-  } counts[] = {{"n_train_steps", &r.n_train_steps}, {"n_train_positive", &r.n_train_positive}};
-  for (const auto& c : counts) {
-    auto m = member(*j, c.key, Json::Type::kNumber);
-    if (!m.ok()) return make_error(path + ": " + m.error());
-    *c.dst = int64_t((*m)->as_number());
-  }
-  for (auto [key, dst] : {std::pair{"pos_token", &r.pos_token}, std::pair{"neg_token", &r.neg_token}}) {
-    auto m = member(*j, key, Json::Type::kNumber);
-    if (!m.ok()) return make_error(path + ": " + m.error());
-    *dst = int32_t((*m)->as_number());
-  }
-  if (const Json* pj = j->get("probe")) {
-    auto probe = probe_from_json(*pj);
-    if (!probe.ok()) return make_error(path + ": " + probe.error());
-    r.probe = std::move(*probe);
-    if (const Json* h = j->get("heldout_auroc"); h && h->is_number()) r.heldout_auroc = h->as_number();
+  if (r->probe) {
+    const StepProbe& p = *r->probe;
+    if (p.weight.empty() || p.mean.size() != p.weight.size() || p.inv_std.size() != p.weight.size())
+      return make_error(path + ": probe arrays 'mean', 'inv_std', 'weight' differ in length or are empty");
+    const Json* sum = json_member((*j)["probe"], "checksum");
+    if (!sum || *sum != probe_checksum(p))
+      return make_error(path + ": probe checksum mismatch (the file is corrupted or was edited)");
   }
   return r;
 }

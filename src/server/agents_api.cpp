@@ -17,7 +17,7 @@ void reply(HttpResponseWriter& w, const ApiError& e) { w.respond(e.status, "appl
 
 std::optional<Json> parse_body(const HttpRequest& req, HttpResponseWriter& w, bool empty_ok) {
   if (empty_ok && req.body.empty()) return Json::object();
-  auto body = Json::parse(req.body, 32);
+  auto body = parse_json(req.body, 32);
   if (!body.ok()) {
     reply(w, ApiError{400, "malformed JSON body: " + body.error(), ""});
     return std::nullopt;
@@ -327,11 +327,11 @@ void ApiServer::handle_agents(const HttpRequest& req, HttpResponseWriter& w) {
     if (req.method == "POST") return create_agent(req, w);
     if (req.method != "GET") return reply(w, ApiError{405, "use GET or POST /v1/agents", ""});
     Json data = Json::array();
-    for (const Agent& a : agents_->list()) data.push(agent_json(view(a)));
+    for (const Agent& a : agents_->list()) data.push_back(agent_json(view(a)));
     Json out = Json::object();
-    out.set("object", Json::string("list"));
-    out.set("data", std::move(data));
-    w.respond(200, "application/json", out.dump());
+    out["object"] = "list";
+    out["data"] = std::move(data);
+    w.respond(200, "application/json", dump_json(out));
     return;
   }
   std::string rest = path.substr(std::string("/v1/agents/").size());
@@ -347,7 +347,7 @@ void ApiServer::handle_agents(const HttpRequest& req, HttpResponseWriter& w) {
     if (req.method != "GET") return reply(w, ApiError{405, "use GET or DELETE /v1/agents/{id}", ""});
     auto a = agents_->get(id);
     if (!a) return reply(w, ApiError{404, "agent '" + id + "' does not exist (deleted or expired?)", "agent"});
-    w.respond(200, "application/json", agent_json(view(*a)).dump());
+    w.respond(200, "application/json", dump_json(agent_json(view(*a))));
     return;
   }
   if (action != "respond" && action != "messages" && action != "fork" && action != "score")
@@ -399,7 +399,7 @@ void ApiServer::create_agent(const HttpRequest& req, HttpResponseWriter& w) {
     release_kv(a.model, a.kv);
     return reply(w, *e);
   }
-  w.respond(201, "application/json", agent_json(view(a)).dump());
+  w.respond(201, "application/json", dump_json(agent_json(view(a))));
 }
 
 void ApiServer::append_messages(const std::string& id, const HttpRequest& req, HttpResponseWriter& w) {
@@ -413,7 +413,7 @@ void ApiServer::append_messages(const std::string& id, const HttpRequest& req, H
   a.messages.insert(a.messages.end(), msgs.begin(), msgs.end());
   a.expires_at = unix_seconds() + a.ttl_s;
   agents_->finish(a);
-  w.respond(200, "application/json", agent_json(view(a)).dump());
+  w.respond(200, "application/json", dump_json(agent_json(view(a))));
 }
 
 void ApiServer::respond_agent(const std::string& id, const HttpRequest& req, HttpResponseWriter& w) {
@@ -430,8 +430,8 @@ void ApiServer::respond_agent(const std::string& id, const HttpRequest& req, Htt
   const AgentJob& j = jobs[0];
   AgentAnswer ans{a.id, a.name, j.text, j.finish_reason, j.usage};
   Json out = agent_answer_json(ans);
-  out.set("object", Json::string("agent.response"));
-  w.respond(200, "application/json", out.dump());
+  out["object"] = "agent.response";
+  w.respond(200, "application/json", dump_json(out));
 }
 
 void ApiServer::fork_agent(const std::string& id, const HttpRequest& req, HttpResponseWriter& w) {
@@ -465,7 +465,7 @@ void ApiServer::fork_agent(const std::string& id, const HttpRequest& req, HttpRe
     release_kv(child.model, child.kv);
     return reply(w, *e);
   }
-  w.respond(201, "application/json", agent_json(view(child)).dump());
+  w.respond(201, "application/json", dump_json(agent_json(view(child))));
 }
 
 void ApiServer::delete_agent(const std::string& id, HttpResponseWriter& w) {
@@ -473,10 +473,10 @@ void ApiServer::delete_agent(const std::string& id, HttpResponseWriter& w) {
   if (auto e = agents_->remove(id, &a)) return reply(w, *e);
   release_kv(a.model, a.kv);
   Json out = Json::object();
-  out.set("id", Json::string(id));
-  out.set("object", Json::string("agent.deleted"));
-  out.set("deleted", Json::boolean(true));
-  w.respond(200, "application/json", out.dump());
+  out["id"] = id;
+  out["object"] = "agent.deleted";
+  out["deleted"] = true;
+  w.respond(200, "application/json", dump_json(out));
 }
 
 void ApiServer::handle_round(const HttpRequest& req, HttpResponseWriter& w) {
@@ -525,18 +525,18 @@ void ApiServer::handle_round(const HttpRequest& req, HttpResponseWriter& w) {
   for (size_t i = 0; i < as.size(); ++i) {
     const Agent& a = as[i];
     const AgentJob& j = jobs[i];
-    answers.push(agent_answer_json(AgentAnswer{a.id, a.name, j.text, j.finish_reason, j.usage}));
+    answers.push_back(agent_answer_json(AgentAnswer{a.id, a.name, j.text, j.finish_reason, j.usage}));
     total.prompt_tokens += j.usage.prompt_tokens;
     total.completion_tokens += j.usage.completion_tokens;
     total.cached_tokens += j.usage.cached_tokens;
   }
   Json out = Json::object();
-  out.set("object", Json::string("round"));
-  out.set("shared", Json::string(shared));
-  out.set("answers", std::move(answers));
-  out.set("usage", usage_json(total));
-  out.set("kv_sharing", round_sharing_json(sharing));
-  w.respond(200, "application/json", out.dump());
+  out["object"] = "round";
+  out["shared"] = shared;
+  out["answers"] = std::move(answers);
+  out["usage"] = total;
+  out["kv_sharing"] = round_sharing_json(sharing);
+  w.respond(200, "application/json", dump_json(out));
 }
 
 }  // namespace agentkv

@@ -11,18 +11,18 @@ ApiError bad(const std::string& param, const std::string& msg) { return ApiError
 
 std::optional<ApiError> only_fields(const Json& body, const std::set<std::string>& allowed) {
   if (!body.is_object()) return bad("", "the request body must be a JSON object");
-  for (const auto& [key, value] : body.members())
+  for (const auto& [key, value] : body.items())
     if (!allowed.count(key)) return bad(key, "unknown field '" + key + "'");
   return std::nullopt;
 }
 
 std::optional<ApiError> get_string(const Json& body, const char* key, size_t max_bytes, std::string* out) {
-  const Json* v = body.get(key);
+  const Json* v = json_member(body, key);
   if (!v || v->is_null()) return std::nullopt;
   if (!v->is_string()) return bad(key, std::string("'") + key + "' must be a string");
-  if (v->as_string().size() > max_bytes)
+  if (v->get_ref<const std::string&>().size() > max_bytes)
     return bad(key, std::string("'") + key + "' is over " + std::to_string(max_bytes) + " bytes");
-  *out = v->as_string();
+  *out = v->get<std::string>();
   return std::nullopt;
 }
 
@@ -36,7 +36,7 @@ std::optional<ApiError> get_ttl(const Json& body, const AgentLimits& al, std::op
 const std::set<std::string> kGenerationKeys = {"max_tokens", "temperature", "top_p", "seed", "stop"};
 
 std::optional<ApiError> parse_generation(const Json& body, const ApiLimits& limits, GenerationFields* g) {
-  std::optional<int64_t> mt, seed;
+  std::optional<int64_t> mt;
   if (auto e = get_int(body, "max_tokens", 1, limits.max_tokens_limit, &mt)) return e;
   if (mt) g->max_tokens = int(*mt);
   std::optional<double> temp, top_p;
@@ -47,9 +47,8 @@ std::optional<ApiError> parse_generation(const Json& body, const ApiLimits& limi
     if (*top_p <= 0) return bad("top_p", "'top_p' must be in (0, 1]");
     g->top_p = float(*top_p);
   }
-  if (auto e = get_int(body, "seed", -9.2e18, 9.2e18, &seed)) return e;
-  if (seed) g->seed = uint64_t(*seed);
-  return parse_stop(body.get("stop"), limits, &g->stop);
+  if (auto e = get_seed(body, "seed", &g->seed)) return e;
+  return parse_stop(json_member(body, "stop"), limits, &g->stop);
 }
 
 std::set<std::string> with_generation(std::set<std::string> keys) {
@@ -63,15 +62,15 @@ std::optional<ApiError> parse_agent_create(const Json& body, const ApiLimits& li
                                            AgentCreateRequest* out) {
   if (auto e = only_fields(body, {"model", "name", "system", "messages", "ttl_seconds", "prefill"})) return e;
   AgentCreateRequest r;
-  const Json* model = body.get("model");
-  if (!model || !model->is_string() || model->as_string().empty())
+  const Json* model = json_member(body, "model");
+  if (!model || !model->is_string() || model->get_ref<const std::string&>().empty())
     return bad("model", "'model' is required and must be a non-empty string");
-  r.model = model->as_string();
+  r.model = model->get<std::string>();
   if (auto e = get_string(body, "name", 256, &r.name)) return e;
   std::string system;
   if (auto e = get_string(body, "system", limits.max_prompt_bytes, &system)) return e;
   if (!system.empty()) r.messages.push_back(ChatMessage{"system", system});
-  if (const Json* msgs = body.get("messages"); msgs && !msgs->is_null()) {
+  if (const Json* msgs = json_member(body, "messages"); msgs && !msgs->is_null()) {
     std::vector<ChatMessage> more;
     if (auto e = parse_messages(msgs, "messages", limits, &more)) return e;
     if (!system.empty())
@@ -91,7 +90,7 @@ std::optional<ApiError> parse_agent_create(const Json& body, const ApiLimits& li
 std::optional<ApiError> parse_agent_messages(const Json& body, const ApiLimits& limits, std::vector<ChatMessage>* out) {
   if (auto e = only_fields(body, {"messages"})) return e;
   std::vector<ChatMessage> msgs;
-  if (auto e = parse_messages(body.get("messages"), "messages", limits, &msgs)) return e;
+  if (auto e = parse_messages(json_member(body, "messages"), "messages", limits, &msgs)) return e;
   *out = std::move(msgs);
   return std::nullopt;
 }
@@ -99,7 +98,7 @@ std::optional<ApiError> parse_agent_messages(const Json& body, const ApiLimits& 
 std::optional<ApiError> parse_agent_respond(const Json& body, const ApiLimits& limits, AgentRespondRequest* out) {
   if (auto e = only_fields(body, with_generation({"messages"}))) return e;
   AgentRespondRequest r;
-  if (const Json* msgs = body.get("messages"); msgs && !msgs->is_null())
+  if (const Json* msgs = json_member(body, "messages"); msgs && !msgs->is_null())
     if (auto e = parse_messages(msgs, "messages", limits, &r.messages)) return e;
   if (auto e = parse_generation(body, limits, &r.gen)) return e;
   *out = std::move(r);
@@ -119,19 +118,20 @@ std::optional<ApiError> parse_step_score(const Json& body, const ApiLimits& limi
                                          StepScoreRequest* out) {
   if (auto e = only_fields(body, {"steps", "prefix"})) return e;
   StepScoreRequest r;
-  const Json* steps = body.get("steps");
-  if (!steps || !steps->is_array() || steps->items().empty())
+  const Json* steps = json_member(body, "steps");
+  if (!steps || !steps->is_array() || steps->empty())
     return bad("steps", "'steps' is required and must be a non-empty array of step texts");
-  if (steps->items().size() > al.max_score_steps)
+  if (steps->size() > al.max_score_steps)
     return bad("steps", "'steps' holds more than " + std::to_string(al.max_score_steps) + " steps");
-  for (size_t i = 0; i < steps->items().size(); ++i) {
-    const Json& s = steps->items()[i];
+  for (size_t i = 0; i < steps->size(); ++i) {
+    const Json& s = (*steps)[i];
     const std::string at = "steps[" + std::to_string(i) + "]";
     if (!s.is_string()) return bad(at, "'" + at + "' must be a string");
-    if (s.as_string().find_first_not_of(" \t\r\n") == std::string::npos) return bad(at, "'" + at + "' is empty");
-    if (s.as_string().size() > limits.max_prompt_bytes)
+    const std::string& text = s.get_ref<const std::string&>();
+    if (text.find_first_not_of(" \t\r\n") == std::string::npos) return bad(at, "'" + at + "' is empty");
+    if (text.size() > limits.max_prompt_bytes)
       return bad(at, "'" + at + "' is over " + std::to_string(limits.max_prompt_bytes) + " bytes");
-    r.steps.push_back(s.as_string());
+    r.steps.push_back(text);
   }
   if (auto e = get_string(body, "prefix", limits.max_prompt_bytes, &r.prefix)) return e;
   *out = std::move(r);
@@ -142,58 +142,49 @@ Json step_scores_json(const StepScoreReply& r) {
   Json scores = Json::array();
   for (size_t i = 0; i < r.scores.size(); ++i) {
     const StepScore& s = r.scores[i];
-    Json j = Json::object();
-    j.set("index", Json::number(double(i)));
-    j.set("probability", Json::number(s.probability));
-    j.set("score", Json::number(s.score));
-    j.set("logodds", std::isfinite(s.logodds) ? Json::number(double(s.logodds)) : Json());
-    j.set("tokens", Json::number(double(s.tokens)));
-    scores.push(std::move(j));
+    // logodds is NaN when the head reads no logits: written as null (as dump_json writes any NaN).
+    scores.push_back({{"index", i}, {"probability", s.probability}, {"score", s.score},
+                      {"logodds", std::isfinite(s.logodds) ? Json(s.logodds) : Json()}, {"tokens", s.tokens}});
   }
-  Json v = Json::object();
-  v.set("kind", Json::string(r.verifier));
-  if (r.feature_layer > 0) v.set("layer", Json::number(double(r.feature_layer)));
-  Json out = Json::object();
-  out.set("object", Json::string("agent.step_scores"));
-  out.set("agent", Json::string(r.agent));
-  out.set("verifier", std::move(v));
-  out.set("scores", std::move(scores));
-  Json usage = Json::object();
-  usage.set("context_tokens", Json::number(double(r.context_tokens)));
-  usage.set("cached_tokens", Json::number(double(r.cached_tokens)));
-  out.set("usage", std::move(usage));
-  out.set("scoring_seconds", Json::number(r.seconds));
-  return out;
+  Json v = {{"kind", r.verifier}};
+  if (r.feature_layer > 0) v["layer"] = r.feature_layer;
+  return {{"object", "agent.step_scores"},
+          {"agent", r.agent},
+          {"verifier", std::move(v)},
+          {"scores", std::move(scores)},
+          {"usage", {{"context_tokens", r.context_tokens}, {"cached_tokens", r.cached_tokens}}},
+          {"scoring_seconds", r.seconds}};
 }
 
 std::optional<ApiError> parse_round(const Json& body, const ApiLimits& limits, const AgentLimits& al, RoundRequest* out) {
   if (auto e = only_fields(body, with_generation({"agents", "shared", "instruction", "kv_sharing", "recompute"}))) return e;
   RoundRequest r;
-  const Json* agents = body.get("agents");
-  if (!agents || !agents->is_array() || agents->items().empty())
+  const Json* agents = json_member(body, "agents");
+  if (!agents || !agents->is_array() || agents->empty())
     return bad("agents", "'agents' is required and must be a non-empty array of agent ids");
-  if (agents->items().size() > al.max_round_agents)
+  if (agents->size() > al.max_round_agents)
     return bad("agents", "'agents' lists more than " + std::to_string(al.max_round_agents) + " agents");
   std::set<std::string> seen;
-  for (const Json& a : agents->items()) {
-    if (!a.is_string() || a.as_string().empty()) return bad("agents", "'agents' must hold agent id strings");
-    if (!seen.insert(a.as_string()).second) return bad("agents", "agent '" + a.as_string() + "' is listed twice");
-    r.agents.push_back(a.as_string());
+  for (const Json& a : *agents) {
+    if (!a.is_string() || a.get_ref<const std::string&>().empty()) return bad("agents", "'agents' must hold agent id strings");
+    const std::string& id = a.get_ref<const std::string&>();
+    if (!seen.insert(id).second) return bad("agents", "agent '" + id + "' is listed twice");
+    r.agents.push_back(id);
   }
-  if (const Json* shared = body.get("shared"); shared && !shared->is_null()) {
+  if (const Json* shared = json_member(body, "shared"); shared && !shared->is_null()) {
     std::string text;
     if (auto e = get_string(body, "shared", limits.max_prompt_bytes, &text)) return e;
     r.shared = std::move(text);
   }
   if (auto e = get_string(body, "instruction", limits.max_prompt_bytes, &r.instruction)) return e;
-  if (const Json* v = body.get("kv_sharing"); v && !v->is_null()) {
-    if (!v->is_bool()) return bad("kv_sharing", "'kv_sharing' must be true or false");
-    r.kv_sharing = v->as_bool();
+  if (const Json* v = json_member(body, "kv_sharing"); v && !v->is_null()) {
+    if (!v->is_boolean()) return bad("kv_sharing", "'kv_sharing' must be true or false");
+    r.kv_sharing = v->get<bool>();
   }
-  if (const Json* v = body.get("recompute"); v && !v->is_null()) {
-    if (!v->is_number() || !(v->as_number() >= 0.0 && v->as_number() <= 1.0))
+  if (const Json* v = json_member(body, "recompute"); v && !v->is_null()) {
+    if (!v->is_number() || !(v->get<double>() >= 0.0 && v->get<double>() <= 1.0))
       return bad("recompute", "'recompute' must be a number in [0, 1] (the share of the shared block recomputed)");
-    r.recompute = v->as_number();
+    r.recompute = v->get<double>();
   }
   if (auto e = parse_generation(body, limits, &r.gen)) return e;
   *out = std::move(r);
@@ -201,42 +192,30 @@ std::optional<ApiError> parse_round(const Json& body, const ApiLimits& limits, c
 }
 
 Json agent_json(const AgentView& a) {
-  Json j = Json::object();
-  j.set("id", Json::string(a.id));
-  j.set("object", Json::string("agent"));
-  j.set("name", Json::string(a.name));
-  j.set("model", Json::string(a.model));
-  j.set("created", Json::number(double(a.created)));
-  j.set("expires_at", Json::number(a.expires_at));
-  j.set("messages", Json::number(double(a.n_messages)));
-  j.set("resident_tokens", Json::number(double(a.resident_tokens)));
-  j.set("busy", Json::boolean(a.busy));
-  return j;
+  return {{"id", a.id},           {"object", "agent"},
+          {"name", a.name},       {"model", a.model},
+          {"created", a.created}, {"expires_at", a.expires_at},
+          {"messages", a.n_messages}, {"resident_tokens", a.resident_tokens},
+          {"busy", a.busy}};
 }
 
 Json agent_answer_json(const AgentAnswer& a) {
-  Json msg = Json::object();
-  msg.set("role", Json::string("assistant"));
-  msg.set("content", Json::string(a.content));
-  Json j = Json::object();
-  j.set("agent", Json::string(a.agent));
-  j.set("name", Json::string(a.name));
-  j.set("message", std::move(msg));
-  j.set("finish_reason", Json::string(a.finish_reason));
-  j.set("usage", usage_json(a.usage));
-  return j;
+  return {{"agent", a.agent},
+          {"name", a.name},
+          {"message", {{"role", "assistant"}, {"content", a.content}}},
+          {"finish_reason", a.finish_reason},
+          {"usage", a.usage}};
 }
 
 Json round_sharing_json(const RoundSharingReport& r) {
-  Json j = Json::object();
-  j.set("mode", Json::string(r.mode));
-  if (!r.reason.empty()) j.set("reason", Json::string(r.reason));
+  Json j = {{"mode", r.mode}};
+  if (!r.reason.empty()) j["reason"] = r.reason;
   if (r.mode == "tokendance") {
-    j.set("recompute", Json::number(r.recompute));
-    j.set("agents", Json::number(double(r.agents)));
-    j.set("segment_tokens", Json::number(double(r.segment_tokens)));
-    j.set("recomputed_tokens", Json::number(double(r.recomputed_tokens)));
-    j.set("collector_seconds", Json::number(r.collector_seconds));
+    j["recompute"] = r.recompute;
+    j["agents"] = r.agents;
+    j["segment_tokens"] = r.segment_tokens;
+    j["recomputed_tokens"] = r.recomputed_tokens;
+    j["collector_seconds"] = r.collector_seconds;
   }
   return j;
 }

@@ -159,27 +159,27 @@ std::string ApiServer::models_json() const {
   Json data = Json::array();
   for (const Served& m : models_) {
     Json j = Json::object();
-    j.set("id", Json::string(m.id));
-    j.set("object", Json::string("model"));
-    j.set("created", Json::number(double(created_)));
-    j.set("owned_by", Json::string("agentkv"));
+    j["id"] = m.id;
+    j["object"] = "model";
+    j["created"] = created_;
+    j["owned_by"] = "agentkv";
     // Whether /v1/rounds shares KV on this model, and the start-up quality gate's measurement.
     Json sharing = Json::object();
-    sharing.set("rounds", Json::boolean(opt_.round_sharing && m.sharing_allowed));
-    sharing.set("recompute", Json::number(opt_.recompute));
-    if (!m.gate_summary.empty()) sharing.set("quality_gate", Json::string(m.gate_summary));
-    j.set("kv_sharing", std::move(sharing));
+    sharing["rounds"] = opt_.round_sharing && m.sharing_allowed;
+    sharing["recompute"] = opt_.recompute;
+    if (!m.gate_summary.empty()) sharing["quality_gate"] = m.gate_summary;
+    j["kv_sharing"] = std::move(sharing);
     // What POST /v1/agents/{id}/score reads on this model.
     Json verifier = Json::object();
-    verifier.set("kind", Json::string(!m.verify_head ? "none" : m.verify_head->probe ? "probe" : "zero-shot"));
-    verifier.set("summary", Json::string(m.verifier_summary));
-    j.set("verifier", std::move(verifier));
-    data.push(std::move(j));
+    verifier["kind"] = !m.verify_head ? "none" : m.verify_head->probe ? "probe" : "zero-shot";
+    verifier["summary"] = m.verifier_summary;
+    j["verifier"] = std::move(verifier);
+    data.push_back(std::move(j));
   }
   Json out = Json::object();
-  out.set("object", Json::string("list"));
-  out.set("data", std::move(data));
-  return out.dump();
+  out["object"] = "list";
+  out["data"] = std::move(data);
+  return dump_json(out);
 }
 
 std::string ApiServer::metrics_text() const {
@@ -302,7 +302,7 @@ void ApiServer::handle(const HttpRequest& req, HttpResponseWriter& w) {
 }
 
 void ApiServer::handle_completion(const HttpRequest& req, HttpResponseWriter& w, bool chat) {
-  auto body = Json::parse(req.body, 32);
+  auto body = parse_json(req.body, 32);
   if (!body.ok()) return reply_error(w, ApiError{400, "malformed JSON body: " + body.error(), ""});
   CompletionRequest cr;
   if (auto e = parse_completion_request(*body, chat, opt_.limits, &cr)) return reply_error(w, *e);
@@ -367,7 +367,7 @@ void ApiServer::handle_completion(const HttpRequest& req, HttpResponseWriter& w,
     }
     streaming = true;
   }
-  auto send = [&](const Json& j) { return w.write("data: " + j.dump() + "\n\n"); };
+  auto send = [&](const Json& j) { return w.write("data: " + dump_json(j) + "\n\n"); };
   bool finished = false;
   std::string error;
   auto last_check = std::chrono::steady_clock::now();
@@ -441,7 +441,7 @@ void ApiServer::handle_completion(const HttpRequest& req, HttpResponseWriter& w,
     w.end_stream();
     return;
   }
-  w.respond(200, "application/json", completion_response_json(cr, rid, created, choices, usage).dump());
+  w.respond(200, "application/json", dump_json(completion_response_json(cr, rid, created, choices, usage)));
 }
 
 }  // namespace agentkv

@@ -53,12 +53,7 @@ const char* http_reason_phrase(int status) {
 }
 
 std::string http_error_json(std::string_view message, std::string_view type) {
-  std::string out = "{\"error\":{\"message\":";
-  json_quote(out, message);
-  out += ",\"type\":";
-  json_quote(out, type);
-  out += ",\"code\":null}}";
-  return out;
+  return dump_json({{"error", {{"message", message}, {"type", type}, {"code", nullptr}}}});
 }
 
 }  // namespace agentkv

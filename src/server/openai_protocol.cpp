@@ -1,6 +1,7 @@
 #include "server/openai_protocol.h"
 
 #include <cmath>
+#include <limits>
 #include <set>
 
 namespace agentkv {
@@ -11,48 +12,101 @@ ApiError bad(const std::string& param, const std::string& msg) { return ApiError
 
 }  // namespace
 
+namespace {
+
+// A range bound as the error message shows it: 2, not 2.0.
+std::string bound_text(double d) {
+  if (d == std::floor(d) && std::fabs(d) < 1e15) return std::to_string(int64_t(d));
+  return dump_json(Json(d));
+}
+
+std::string range_message(const char* key, const std::string& lo, const std::string& hi) {
+  return std::string("'") + key + "' must be in [" + lo + ", " + hi + "]";
+}
+
+// v (a number) as an integer in [lo, hi]; an error names the key. Integers compare exactly; a float
+// must be finite, in range and without a fraction.
+std::optional<ApiError> read_int(const Json& v, const char* key, int64_t lo, int64_t hi, int64_t* out) {
+  const std::string range = range_message(key, std::to_string(lo), std::to_string(hi));
+  if (v.is_number_unsigned()) {
+    const uint64_t u = v.get<uint64_t>();
+    if (u > uint64_t(std::numeric_limits<int64_t>::max()) || int64_t(u) > hi || int64_t(u) < lo) return bad(key, range);
+    *out = int64_t(u);
+    return std::nullopt;
+  }
+  if (v.is_number_integer()) {
+    const int64_t i = v.get<int64_t>();
+    if (i < lo || i > hi) return bad(key, range);
+    *out = i;
+    return std::nullopt;
+  }
+  const double d = v.get<double>();
+  if (!std::isfinite(d) || d < double(lo) || d > double(hi)) return bad(key, range);
+  if (d != std::floor(d)) return bad(key, std::string("'") + key + "' must be an integer");
+  *out = int64_t(d);
+  return std::nullopt;
+}
+
+}  // namespace
+
 std::optional<ApiError> get_number(const Json& body, const char* key, double lo, double hi, std::optional<double>* out) {
-  const Json* v = body.get(key);
+  const Json* v = json_member(body, key);
   if (!v || v->is_null()) return std::nullopt;
   if (!v->is_number()) return bad(key, std::string("'") + key + "' must be a number");
-  const double d = v->as_number();
-  if (!std::isfinite(d) || d < lo || d > hi)
-    return bad(key, std::string("'") + key + "' must be in [" + Json::number(lo).dump() + ", " + Json::number(hi).dump() + "]");
+  const double d = v->get<double>();
+  if (!std::isfinite(d) || d < lo || d > hi) return bad(key, range_message(key, bound_text(lo), bound_text(hi)));
   *out = d;
   return std::nullopt;
 }
 
-std::optional<ApiError> get_int(const Json& body, const char* key, double lo, double hi, std::optional<int64_t>* out) {
-  std::optional<double> d;
-  if (auto e = get_number(body, key, lo, hi, &d)) return e;
-  if (!d) return std::nullopt;
-  if (*d != std::floor(*d)) return bad(key, std::string("'") + key + "' must be an integer");
-  *out = int64_t(*d);
+std::optional<ApiError> get_int(const Json& body, const char* key, int64_t lo, int64_t hi, std::optional<int64_t>* out) {
+  const Json* v = json_member(body, key);
+  if (!v || v->is_null()) return std::nullopt;
+  if (!v->is_number()) return bad(key, std::string("'") + key + "' must be a number");
+  int64_t i = 0;
+  if (auto e = read_int(*v, key, lo, hi, &i)) return e;
+  *out = i;
+  return std::nullopt;
+}
+
+std::optional<ApiError> get_seed(const Json& body, const char* key, std::optional<uint64_t>* out) {
+  const Json* v = json_member(body, key);
+  if (!v || v->is_null()) return std::nullopt;
+  if (!v->is_number()) return bad(key, std::string("'") + key + "' must be a number");
+  if (v->is_number_unsigned()) {
+    *out = v->get<uint64_t>();
+    return std::nullopt;
+  }
+  int64_t i = 0;
+  if (read_int(*v, key, std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max(), &i))
+    return bad(key, range_message(key, std::to_string(std::numeric_limits<int64_t>::min()),
+                                  std::to_string(std::numeric_limits<uint64_t>::max())));
+  *out = uint64_t(i);
   return std::nullopt;
 }
 
 std::optional<ApiError> get_bool(const Json& body, const char* key, bool* out) {
-  const Json* v = body.get(key);
+  const Json* v = json_member(body, key);
   if (!v || v->is_null()) return std::nullopt;
-  if (!v->is_bool()) return bad(key, std::string("'") + key + "' must be true or false");
-  *out = v->as_bool();
+  if (!v->is_boolean()) return bad(key, std::string("'") + key + "' must be true or false");
+  *out = v->get<bool>();
   return std::nullopt;
 }
 
 // The text of a message's content: a string, or an array of {"type": "text", "text": ...} parts.
 std::optional<ApiError> content_text(const Json& c, const std::string& param, std::string* out) {
   if (c.is_string()) {
-    *out = c.as_string();
+    *out = c.get<std::string>();
     return std::nullopt;
   }
   if (c.is_array()) {
     out->clear();
-    for (const Json& part : c.items()) {
-      const Json* type = part.get("type");
-      const Json* text = part.get("text");
-      if (!part.is_object() || !type || !type->is_string() || type->as_string() != "text" || !text || !text->is_string())
+    for (const Json& part : c) {
+      const Json* type = json_member(part, "type");
+      const Json* text = json_member(part, "text");
+      if (!type || !text || *type != "text" || !text->is_string())
         return bad(param, "'" + param + "' parts must be {\"type\": \"text\", \"text\": ...}; only text is supported");
-      *out += text->as_string();
+      *out += text->get_ref<const std::string&>();
     }
     return std::nullopt;
   }
@@ -61,21 +115,21 @@ std::optional<ApiError> content_text(const Json& c, const std::string& param, st
 
 std::optional<ApiError> parse_messages(const Json* msgs, const std::string& param, const ApiLimits& limits,
                                        std::vector<ChatMessage>* out) {
-  if (!msgs || !msgs->is_array() || msgs->items().empty())
+  if (!msgs || !msgs->is_array() || msgs->empty())
     return bad(param, "'" + param + "' is required and must be a non-empty array");
   size_t bytes = 0;
-  for (size_t i = 0; i < msgs->items().size(); ++i) {
-    const Json& m = msgs->items()[i];
+  for (size_t i = 0; i < msgs->size(); ++i) {
+    const Json& m = (*msgs)[i];
     const std::string p = param + "[" + std::to_string(i) + "]";
     if (!m.is_object()) return bad(p, "'" + p + "' must be an object");
-    for (const auto& [k, v] : m.members())
+    for (const auto& [k, v] : m.items())
       if (k != "role" && k != "content" && k != "name") return bad(p + "." + k, "unknown field '" + p + "." + k + "'");
-    const Json* role = m.get("role");
+    const Json* role = json_member(m, "role");
     if (!role || !role->is_string()) return bad(p + ".role", "'" + p + ".role' is required");
-    const std::string& rs = role->as_string();
+    const std::string& rs = role->get_ref<const std::string&>();
     if (rs != "system" && rs != "user" && rs != "assistant" && rs != "developer")
       return bad(p + ".role", "'" + p + ".role' must be system, developer, user or assistant");
-    const Json* content = m.get("content");
+    const Json* content = json_member(m, "content");
     if (!content) return bad(p + ".content", "'" + p + ".content' is required");
     ChatMessage cm;
     cm.role = rs == "developer" ? "system" : rs;
@@ -92,11 +146,11 @@ std::optional<ApiError> parse_messages(const Json* msgs, const std::string& para
 std::optional<ApiError> parse_stop(const Json* stop, const ApiLimits& limits, std::vector<std::string>* out) {
   if (!stop || stop->is_null()) return std::nullopt;
   if (stop->is_string()) {
-    out->push_back(stop->as_string());
+    out->push_back(stop->get<std::string>());
   } else if (stop->is_array()) {
-    for (const Json& s : stop->items()) {
+    for (const Json& s : *stop) {
       if (!s.is_string()) return bad("stop", "'stop' must be a string or an array of strings");
-      out->push_back(s.as_string());
+      out->push_back(s.get<std::string>());
     }
   } else {
     return bad("stop", "'stop' must be a string or an array of strings");
@@ -120,35 +174,36 @@ std::optional<ApiError> parse_completion_request(const Json& body, bool chat, co
   static const std::set<std::string> kCompletion = {"prompt", "echo"};
   static const std::set<std::string> kUnsupported = {"tools", "tool_choice", "functions", "function_call",
                                                      "response_format", "logit_bias", "best_of", "suffix"};
-  for (const auto& [key, value] : body.members()) {
+  for (const auto& [key, value] : body.items()) {
     if (kCommon.count(key) || (chat ? kChat : kCompletion).count(key)) continue;
     if (kUnsupported.count(key)) return bad(key, "'" + key + "' is not supported by agentkv");
     return bad(key, "unknown field '" + key + "'");
   }
-  const Json* model = body.get("model");
-  if (!model || !model->is_string() || model->as_string().empty())
+  const Json* model = json_member(body, "model");
+  if (!model || !model->is_string() || model->get_ref<const std::string&>().empty())
     return bad("model", "'model' is required and must be a non-empty string");
-  r.model = model->as_string();
+  r.model = model->get<std::string>();
 
   if (chat) {
-    if (auto e = parse_messages(body.get("messages"), "messages", limits, &r.messages)) return e;
+    if (auto e = parse_messages(json_member(body, "messages"), "messages", limits, &r.messages)) return e;
   } else {
-    const Json* prompt = body.get("prompt");
+    const Json* prompt = json_member(body, "prompt");
     if (!prompt) return bad("prompt", "'prompt' is required");
     const Json* p = prompt;
-    if (p->is_array() && p->items().size() == 1 && p->items()[0].is_string()) p = &p->items()[0];
+    if (p->is_array() && p->size() == 1 && (*p)[0].is_string()) p = &(*p)[0];
     if (p->is_string()) {
-      r.prompt = p->as_string();
+      r.prompt = p->get<std::string>();
       if (r.prompt.empty()) return bad("prompt", "'prompt' is empty");
       if (r.prompt.size() > limits.max_prompt_bytes)
         return bad("prompt", "'prompt' holds " + std::to_string(r.prompt.size()) + " bytes, over the limit of " +
                                  std::to_string(limits.max_prompt_bytes));
-    } else if (p->is_array() && !p->items().empty() && p->items()[0].is_number()) {
+    } else if (p->is_array() && !p->empty() && (*p)[0].is_number()) {
       r.prompt_is_tokens = true;
-      for (const Json& t : p->items()) {
-        if (!t.is_number() || t.as_number() != std::floor(t.as_number()) || t.as_number() < 0 || t.as_number() > 2e9)
+      for (const Json& t : *p) {
+        int64_t id = 0;
+        if (!t.is_number() || read_int(t, "prompt", 0, std::numeric_limits<int32_t>::max(), &id))
           return bad("prompt", "'prompt' token ids must be non-negative integers");
-        r.prompt_tokens.push_back(int32_t(t.as_number()));
+        r.prompt_tokens.push_back(int32_t(id));
       }
     } else {
       return bad("prompt", "'prompt' must be a string, an array of one string, or an array of token ids");
@@ -157,7 +212,7 @@ std::optional<ApiError> parse_completion_request(const Json& body, bool chat, co
     if (r.echo) return bad("echo", "'echo' is not supported by agentkv");
   }
 
-  std::optional<int64_t> mt, mct, n, seed, lp_int, top;
+  std::optional<int64_t> mt, mct, n, lp_int, top;
   if (auto e = get_int(body, "max_tokens", 0, limits.max_tokens_limit, &mt)) return e;
   if (chat)
     if (auto e = get_int(body, "max_completion_tokens", 0, limits.max_tokens_limit, &mct)) return e;
@@ -178,10 +233,9 @@ std::optional<ApiError> parse_completion_request(const Json& body, bool chat, co
                "presence_penalty and frequency_penalty are not supported by agentkv (use 0)");
   if (auto e = get_int(body, "n", 1, limits.max_n, &n)) return e;
   if (n) r.n = int(*n);
-  if (auto e = get_int(body, "seed", -9.2e18, 9.2e18, &seed)) return e;
-  if (seed) r.seed = uint64_t(*seed);
+  if (auto e = get_seed(body, "seed", &r.seed)) return e;
 
-  if (auto e = parse_stop(body.get("stop"), limits, &r.stop)) return e;
+  if (auto e = parse_stop(json_member(body, "stop"), limits, &r.stop)) return e;
 
   if (chat) {
     bool want = false;
@@ -194,65 +248,46 @@ std::optional<ApiError> parse_completion_request(const Json& body, bool chat, co
     if (lp_int) r.logprobs = int(*lp_int);
   }
   if (auto e = get_bool(body, "stream", &r.stream)) return e;
-  if (const Json* so = body.get("stream_options"); so && !so->is_null()) {
+  if (const Json* so = json_member(body, "stream_options"); so && !so->is_null()) {
     if (!so->is_object()) return bad("stream_options", "'stream_options' must be an object");
-    for (const auto& [k, v] : so->members())
+    for (const auto& [k, v] : so->items())
       if (k != "include_usage") return bad("stream_options." + k, "unknown field 'stream_options." + k + "'");
     if (auto e = get_bool(*so, "include_usage", &r.include_usage)) return e;
     if (!r.stream) return bad("stream_options", "'stream_options' needs 'stream': true");
   }
-  if (const Json* user = body.get("user"); user && !user->is_null() && !user->is_string())
+  if (const Json* user = json_member(body, "user"); user && !user->is_null() && !user->is_string())
     return bad("user", "'user' must be a string");
   *out = std::move(r);
   return std::nullopt;
 }
 
 std::string error_json(const ApiError& e) {
-  Json err = Json::object();
-  err.set("message", Json::string(e.message));
-  err.set("type", Json::string(e.type));
-  err.set("param", e.param.empty() ? Json::null() : Json::string(e.param));
-  err.set("code", Json::null());
-  Json j = Json::object();
-  j.set("error", std::move(err));
-  return j.dump();
+  const Json param = e.param.empty() ? Json() : Json(e.param);
+  return dump_json({{"error", {{"message", e.message}, {"type", e.type}, {"param", param}, {"code", nullptr}}}});
 }
 
-Json usage_json(const UsageCounts& u) {
-  Json j = Json::object();
-  j.set("prompt_tokens", Json::number(u.prompt_tokens));
-  j.set("completion_tokens", Json::number(u.completion_tokens));
-  j.set("total_tokens", Json::number(u.prompt_tokens + u.completion_tokens));
-  Json details = Json::object();
-  details.set("cached_tokens", Json::number(u.cached_tokens));
-  j.set("prompt_tokens_details", std::move(details));
-  return j;
+void to_json(Json& j, const UsageCounts& u) {
+  j = {{"prompt_tokens", u.prompt_tokens},
+       {"completion_tokens", u.completion_tokens},
+       {"total_tokens", u.prompt_tokens + u.completion_tokens},
+       {"prompt_tokens_details", {{"cached_tokens", u.cached_tokens}}}};
 }
 
 namespace {
 
+// A token's text as its UTF-8 bytes (OpenAI's "bytes": the text may end inside a character).
 Json bytes_of(const std::string& s) {
   Json a = Json::array();
-  for (unsigned char c : s) a.push(Json::number(c));
+  for (unsigned char c : s) a.push_back(int(c));
   return a;
 }
 
 // Chat logprobs: {"content": [{"token", "logprob", "bytes", "top_logprobs": [...]}]}.
 Json chat_logprob_entry(const TokenLogprob& lp, const std::string& text, const std::vector<std::string>& tops) {
-  Json e = Json::object();
-  e.set("token", Json::string(text));
-  e.set("logprob", Json::number(lp.logprob));
-  e.set("bytes", bytes_of(text));
   Json top = Json::array();
-  for (size_t i = 0; i < lp.top.size() && i < tops.size(); ++i) {
-    Json t = Json::object();
-    t.set("token", Json::string(tops[i]));
-    t.set("logprob", Json::number(lp.top[i].second));
-    t.set("bytes", bytes_of(tops[i]));
-    top.push(std::move(t));
-  }
-  e.set("top_logprobs", std::move(top));
-  return e;
+  for (size_t i = 0; i < lp.top.size() && i < tops.size(); ++i)
+    top.push_back({{"token", tops[i]}, {"logprob", lp.top[i].second}, {"bytes", bytes_of(tops[i])}});
+  return {{"token", text}, {"logprob", lp.logprob}, {"bytes", bytes_of(text)}, {"top_logprobs", std::move(top)}};
 }
 
 // Legacy completions logprobs: parallel arrays.
@@ -261,71 +296,54 @@ Json completion_logprobs(const ChoiceOutput& c) {
   size_t offset = 0;
   for (size_t i = 0; i < c.logprobs.size(); ++i) {
     const std::string& text = i < c.token_texts.size() ? c.token_texts[i] : std::string();
-    tokens.push(Json::string(text));
-    lps.push(Json::number(c.logprobs[i].logprob));
+    tokens.push_back(text);
+    lps.push_back(c.logprobs[i].logprob);
     Json top = Json::object();
     for (size_t k = 0; k < c.logprobs[i].top.size() && i < c.top_texts.size() && k < c.top_texts[i].size(); ++k)
-      top.set(c.top_texts[i][k], Json::number(c.logprobs[i].top[k].second));
-    tops.push(std::move(top));
-    offsets.push(Json::number(double(offset)));
+      top[c.top_texts[i][k]] = c.logprobs[i].top[k].second;
+    tops.push_back(std::move(top));
+    offsets.push_back(offset);
     offset += text.size();
   }
-  Json j = Json::object();
-  j.set("tokens", std::move(tokens));
-  j.set("token_logprobs", std::move(lps));
-  j.set("top_logprobs", std::move(tops));
-  j.set("text_offset", std::move(offsets));
-  return j;
+  return {{"tokens", std::move(tokens)}, {"token_logprobs", std::move(lps)}, {"top_logprobs", std::move(tops)},
+          {"text_offset", std::move(offsets)}};
 }
 
-// The fields every stream chunk starts with.
-Json chunk_head(const CompletionRequest& req, const std::string& id, int64_t created) {
-  Json j = Json::object();
-  j.set("id", Json::string(id));
-  j.set("object", Json::string(req.chat ? "chat.completion.chunk" : "text_completion"));
-  j.set("created", Json::number(double(created)));
-  j.set("model", Json::string(req.model));
-  return j;
+// The fields every response and stream chunk starts with.
+Json response_head(const CompletionRequest& req, const std::string& id, int64_t created, bool chunk) {
+  const char* object = req.chat ? (chunk ? "chat.completion.chunk" : "chat.completion") : "text_completion";
+  return {{"id", id}, {"object", object}, {"created", created}, {"model", req.model}};
+}
+
+// Chat logprobs of tokens [0, n): {"content": [entries]}.
+Json chat_logprobs(const ChoiceOutput& c) {
+  Json content = Json::array();
+  for (size_t i = 0; i < c.logprobs.size(); ++i)
+    content.push_back(chat_logprob_entry(c.logprobs[i], i < c.token_texts.size() ? c.token_texts[i] : "",
+                                         i < c.top_texts.size() ? c.top_texts[i] : std::vector<std::string>{}));
+  return {{"content", std::move(content)}};
 }
 
 }  // namespace
 
 Json completion_response_json(const CompletionRequest& req, const std::string& id, int64_t created,
                               const std::vector<ChoiceOutput>& choices, const UsageCounts& usage) {
-  Json j = Json::object();
-  j.set("id", Json::string(id));
-  j.set("object", Json::string(req.chat ? "chat.completion" : "text_completion"));
-  j.set("created", Json::number(double(created)));
-  j.set("model", Json::string(req.model));
+  Json j = response_head(req, id, created, false);
   Json arr = Json::array();
   for (const ChoiceOutput& c : choices) {
-    Json ch = Json::object();
-    ch.set("index", Json::number(c.index));
+    Json ch = {{"index", c.index}};
     if (req.chat) {
-      Json msg = Json::object();
-      msg.set("role", Json::string("assistant"));
-      msg.set("content", Json::string(c.text));
-      ch.set("message", std::move(msg));
-      if (req.logprobs >= 0) {
-        Json content = Json::array();
-        for (size_t i = 0; i < c.logprobs.size(); ++i)
-          content.push(chat_logprob_entry(c.logprobs[i], i < c.token_texts.size() ? c.token_texts[i] : "",
-                                          i < c.top_texts.size() ? c.top_texts[i] : std::vector<std::string>{}));
-        Json lp = Json::object();
-        lp.set("content", std::move(content));
-        ch.set("logprobs", std::move(lp));
-      } else {
-        ch.set("logprobs", Json::null());
-      }
+      ch["message"] = {{"role", "assistant"}, {"content", c.text}};
+      ch["logprobs"] = req.logprobs >= 0 ? chat_logprobs(c) : Json();
     } else {
-      ch.set("text", Json::string(c.text));
-      ch.set("logprobs", req.logprobs >= 0 ? completion_logprobs(c) : Json::null());
+      ch["text"] = c.text;
+      ch["logprobs"] = req.logprobs >= 0 ? completion_logprobs(c) : Json();
     }
-    ch.set("finish_reason", Json::string(c.finish_reason));
-    arr.push(std::move(ch));
+    ch["finish_reason"] = c.finish_reason;
+    arr.push_back(std::move(ch));
   }
-  j.set("choices", std::move(arr));
-  j.set("usage", usage_json(usage));
+  j["choices"] = std::move(arr);
+  j["usage"] = usage;
   return j;
 }
 
@@ -333,47 +351,34 @@ Json stream_chunk_json(const CompletionRequest& req, const std::string& id, int6
                        const std::string& text, const std::string& finish_reason, bool first_of_choice,
                        const TokenLogprob* lp, const std::string* token_text,
                        const std::vector<std::string>* top_texts) {
-  Json j = chunk_head(req, id, created);
-  Json ch = Json::object();
-  ch.set("index", Json::number(index));
+  Json j = response_head(req, id, created, true);
+  Json ch = {{"index", index}};
+  ChoiceOutput one;  // this chunk's token, for the logprobs writers
+  if (lp && token_text) {
+    one.logprobs = {*lp};
+    one.token_texts = {*token_text};
+    if (top_texts) one.top_texts = {*top_texts};
+  }
   if (req.chat) {
     Json delta = Json::object();
-    if (first_of_choice) delta.set("role", Json::string("assistant"));
-    if (!text.empty() || finish_reason.empty()) delta.set("content", Json::string(text));
-    ch.set("delta", std::move(delta));
-    if (lp && token_text) {
-      Json content = Json::array();
-      content.push(chat_logprob_entry(*lp, *token_text, top_texts ? *top_texts : std::vector<std::string>{}));
-      Json l = Json::object();
-      l.set("content", std::move(content));
-      ch.set("logprobs", std::move(l));
-    } else {
-      ch.set("logprobs", Json::null());
-    }
+    if (first_of_choice) delta["role"] = "assistant";
+    if (!text.empty() || finish_reason.empty()) delta["content"] = text;
+    ch["delta"] = std::move(delta);
+    ch["logprobs"] = lp && token_text ? chat_logprobs(one) : Json();
   } else {
-    ch.set("text", Json::string(text));
-    if (lp && token_text) {
-      ChoiceOutput one;
-      one.logprobs = {*lp};
-      one.token_texts = {*token_text};
-      if (top_texts) one.top_texts = {*top_texts};
-      ch.set("logprobs", completion_logprobs(one));
-    } else {
-      ch.set("logprobs", Json::null());
-    }
+    ch["text"] = text;
+    ch["logprobs"] = lp && token_text ? completion_logprobs(one) : Json();
   }
-  ch.set("finish_reason", finish_reason.empty() ? Json::null() : Json::string(finish_reason));
-  Json arr = Json::array();
-  arr.push(std::move(ch));
-  j.set("choices", std::move(arr));
+  ch["finish_reason"] = finish_reason.empty() ? Json() : Json(finish_reason);
+  j["choices"] = Json::array({std::move(ch)});
   return j;
 }
 
 Json stream_usage_chunk_json(const CompletionRequest& req, const std::string& id, int64_t created,
                              const UsageCounts& usage) {
-  Json j = chunk_head(req, id, created);
-  j.set("choices", Json::array());
-  j.set("usage", usage_json(usage));
+  Json j = response_head(req, id, created, true);
+  j["choices"] = Json::array();
+  j["usage"] = usage;
   return j;
 }
 

@@ -53,7 +53,10 @@ struct ApiError {
 // absent or null field leaves *out as it is; anything else must have the right type and range, or
 // the error names the field.
 std::optional<ApiError> get_number(const Json& body, const char* key, double lo, double hi, std::optional<double>* out);
-std::optional<ApiError> get_int(const Json& body, const char* key, double lo, double hi, std::optional<int64_t>* out);
+// An integer, exact over all of int64 (an integer-valued float such as 2.0 is read too).
+std::optional<ApiError> get_int(const Json& body, const char* key, int64_t lo, int64_t hi, std::optional<int64_t>* out);
+// A seed: any integer in [-2^63, 2^64 - 1], exactly; a negative one is read modulo 2^64.
+std::optional<ApiError> get_seed(const Json& body, const char* key, std::optional<uint64_t>* out);
 std::optional<ApiError> get_bool(const Json& body, const char* key, bool* out);
 // A message's content: a string or an array of {"type": "text", "text": ...} parts.
 std::optional<ApiError> content_text(const Json& c, const std::string& param, std::string* out);
@@ -86,7 +89,8 @@ struct UsageCounts {
   int cached_tokens = 0;
 };
 
-Json usage_json(const UsageCounts& u);
+// {prompt_tokens, completion_tokens, total_tokens, prompt_tokens_details: {cached_tokens}}.
+void to_json(Json& j, const UsageCounts& u);
 Json completion_response_json(const CompletionRequest& req, const std::string& id, int64_t created,
                               const std::vector<ChoiceOutput>& choices, const UsageCounts& usage);
 // One streamed chunk with one choice's new text (chat: a delta; the first chunk of a choice also

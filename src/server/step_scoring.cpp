@@ -148,7 +148,7 @@ void ApiServer::score_agent_steps(const std::string& id, const HttpRequest& req,
     s.tokens = int64_t((*shared_steps)[i].size());
     rep.scores.push_back(s);
   }
-  w.respond(200, "application/json", step_scores_json(rep).dump());
+  w.respond(200, "application/json", dump_json(step_scores_json(rep)));
 }
 
 }  // namespace agentkv

@@ -1,66 +1,171 @@
-// A small, strict JSON reader and writer (RFC 8259). Parsing is bounded: nesting depth and input
-// size are limited and every error names the offset and what was expected, so untrusted request
-// bodies can be fed to it directly.
+// JSON in agentkv is nlohmann::ordered_json (Debian nlohmann-json3-dev), used directly: members keep
+// their insertion order, integers are exact int64 / uint64 (a seed or a token id never passes through a
+// double), doubles print shortest round-trip. This header adds only what the project needs on top:
+//  - parse_json: a bounded, never-throwing parser for untrusted text (request bodies, files);
+//  - dump_json:  a never-throwing writer that never writes NaN or Inf.
 #pragma once
 
-#include <cstdint>
-#include <map>
-#include <memory>
+#include <cstddef>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "util/status.h"
 
 namespace agentkv {
 
-class Json {
+using Json = nlohmann::ordered_json;
+
+// Parses one JSON document, strictly (RFC 8259): UTF-8 is validated, lone surrogate escapes, trailing
+// text and numbers that overflow a double (1e999) are errors, and a value nested deeper than max_depth
+// (the top level is depth 0) is an error that says "nesting". A repeated key keeps its first position
+// and takes the last value. Linear in the input, however many keys an object has. Never throws; the
+// error names the problem and the byte offset.
+Result<Json> parse_json(std::string_view text, int max_depth = 64);
+
+// Compact text of j. A non-finite number (NaN, Inf) is written as null, never as nan/inf: JSON has no
+// such numbers, and a reply must not be lost for one missing metric. Invalid UTF-8 in a string is
+// written as U+FFFD (a token's text can end inside a character). Never throws.
+inline std::string dump_json(const Json& j) { return j.dump(-1, ' ', false, Json::error_handler_t::replace); }
+
+// The member `key` of object j; nullptr when j is not an object or has no such member.
+inline const Json* json_member(const Json& j, std::string_view key) {
+  if (!j.is_object()) return nullptr;
+  const auto it = j.find(key);
+  return it == j.end() ? nullptr : &*it;
+}
+
+// Reads a typed value (a from_json or NLOHMANN_DEFINE_TYPE_* type) from j; a missing member or a wrong
+// type is an error naming `what` (a file, a field), not an exception.
+template <class T>
+Result<T> json_to(const Json& j, const std::string& what) {
+  try {
+    return j.get<T>();
+  } catch (const Json::exception& e) {
+    return make_error(what + ": " + e.what());
+  }
+}
+
+}  // namespace agentkv
+
+// NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE for Json: nlohmann 3.11.2 (Debian 12) binds that macro to
+// nlohmann::json only (3.11.3 made it generic), so this one is the same thing for ordered_json. Put
+// it in the type's namespace; it writes the fields in the order listed, under their C++ names, and
+// reading needs every one.
+#define AGENTKV_JSON_FIELDS(Type, ...)                                                                  \
+  inline void to_json(::agentkv::Json& nlohmann_json_j, const Type& nlohmann_json_t) {                   \
+    NLOHMANN_JSON_EXPAND(NLOHMANN_JSON_PASTE(NLOHMANN_JSON_TO, __VA_ARGS__))                            \
+  }                                                                                                     \
+  inline void from_json(const ::agentkv::Json& nlohmann_json_j, Type& nlohmann_json_t) {                 \
+    NLOHMANN_JSON_EXPAND(NLOHMANN_JSON_PASTE(NLOHMANN_JSON_FROM, __VA_ARGS__))                          \
+  }
+
+namespace agentkv {
+
+namespace json_detail {
+
+// The SAX handler behind parse_json: nlohmann's own DOM builder has no depth limit and, on an
+// ordered_json, looks every key up with a linear scan (quadratic in the keys of one object), so this
+// one bounds the depth and indexes the keys of large objects.
+class BoundedBuilder {
  public:
-  enum class Type { kNull, kBool, kNumber, kString, kArray, kObject };
+  explicit BoundedBuilder(int max_depth) : max_depth_(max_depth) {}
 
-  Json() = default;
-  static Json null() { return Json(); }
-  static Json boolean(bool b);
-  static Json number(double d);
-  static Json string(std::string s);
-  static Json array(std::vector<Json> items = {});
-  static Json object();
+  bool null() { return put(Json()); }
+  bool boolean(bool v) { return put(Json(v)); }
+  bool number_integer(Json::number_integer_t v) { return put(Json(v)); }
+  bool number_unsigned(Json::number_unsigned_t v) { return put(Json(v)); }
+  bool number_float(Json::number_float_t v, const std::string&) { return put(Json(v)); }
+  bool string(std::string& v) { return put(Json(std::move(v))); }
+  bool binary(Json::binary_t&) { return fail("binary values are not JSON"); }
+  bool start_object(std::size_t) { return open(Json::object()); }
+  bool start_array(std::size_t) { return open(Json::array()); }
+  bool end_object() { return close(); }
+  bool end_array() { return close(); }
 
-  Type type() const { return type_; }
-  bool is_null() const { return type_ == Type::kNull; }
-  bool is_bool() const { return type_ == Type::kBool; }
-  bool is_number() const { return type_ == Type::kNumber; }
-  bool is_string() const { return type_ == Type::kString; }
-  bool is_array() const { return type_ == Type::kArray; }
-  bool is_object() const { return type_ == Type::kObject; }
+  bool key(std::string& k) {
+    constexpr std::size_t kLinearScanMembers = 16;
+    Frame& f = stack_.back();
+    auto& members = static_cast<Json::object_t::Container&>(f.value->get_ref<Json::object_t&>());
+    if (f.index.empty() && members.size() >= kLinearScanMembers)
+      for (std::size_t i = 0; i < members.size(); ++i) f.index.emplace(members[i].first, i);
+    std::size_t at = members.size();
+    if (!f.index.empty()) {
+      const auto [it, inserted] = f.index.try_emplace(k, members.size());
+      at = it->second;
+    } else {
+      for (std::size_t i = 0; i < members.size(); ++i)
+        if (members[i].first == k) at = i;
+    }
+    if (at == members.size()) members.emplace_back(std::move(k), Json());
+    slot_ = &members[at].second;
+    return true;
+  }
 
-  bool as_bool() const { return b_; }
-  double as_number() const { return num_; }
-  const std::string& as_string() const { return str_; }
-  const std::vector<Json>& items() const { return arr_; }
-  std::vector<Json>& items() { return arr_; }
-  // Object members in insertion order.
-  const std::vector<std::pair<std::string, Json>>& members() const { return obj_; }
+  bool parse_error(std::size_t offset, const std::string&, const nlohmann::detail::exception& e) {
+    std::string what = e.what();
+    if (const auto p = what.find("] "); p != std::string::npos) what.erase(0, p + 2);  // nlohmann's id
+    error_ = "JSON: " + what + " (at byte offset " + std::to_string(offset) + ")";
+    return false;
+  }
 
-  const Json* get(std::string_view key) const;  // nullptr when absent or not an object
-  Json& set(std::string key, Json value);       // object: insert or replace
-  void push(Json value) { arr_.push_back(std::move(value)); }
-
-  std::string dump() const;
-
-  static Result<Json> parse(std::string_view text, int max_depth = 64);
+  Json& root() { return root_; }
+  const std::string& error() const { return error_; }
 
  private:
-  friend class JsonParser;  // builds large objects without set()'s scan per member
-  Type type_ = Type::kNull;
-  bool b_ = false;
-  double num_ = 0;
-  std::string str_;
-  std::vector<Json> arr_;
-  std::vector<std::pair<std::string, Json>> obj_;
+  struct Frame {
+    Json* value;
+    std::unordered_map<std::string, std::size_t> index;  // filled only for objects with many members
+  };
+
+  bool fail(std::string what) {
+    error_ = "JSON: " + std::move(what);
+    return false;
+  }
+  // Places v where the next value goes; returns where it now lives.
+  Json* place(Json v) {
+    if (stack_.empty()) return &(root_ = std::move(v));
+    Json& top = *stack_.back().value;
+    if (top.is_array()) {
+      top.get_ref<Json::array_t&>().push_back(std::move(v));
+      return &top.get_ref<Json::array_t&>().back();
+    }
+    return &(*slot_ = std::move(v));
+  }
+  bool put(Json v) {
+    if (int(stack_.size()) > max_depth_) return fail("nesting deeper than " + std::to_string(max_depth_));
+    place(std::move(v));
+    return true;
+  }
+  bool open(Json v) {
+    if (int(stack_.size()) > max_depth_) return fail("nesting deeper than " + std::to_string(max_depth_));
+    stack_.push_back(Frame{place(std::move(v)), {}});
+    return true;
+  }
+  bool close() {
+    stack_.pop_back();
+    return true;
+  }
+
+  int max_depth_;
+  Json root_;
+  std::vector<Frame> stack_;
+  Json* slot_ = nullptr;  // the member the next value of the innermost object goes to
+  std::string error_;
 };
 
-// Appends s as a quoted JSON string (escapes control characters; invalid UTF-8 bytes become U+FFFD).
-void json_quote(std::string& out, std::string_view s);
+}  // namespace json_detail
+
+inline Result<Json> parse_json(std::string_view text, int max_depth) {
+  json_detail::BoundedBuilder builder(max_depth);
+  try {
+    if (!Json::sax_parse(text.data(), text.data() + text.size(), &builder)) return make_error(builder.error());
+  } catch (const Json::exception& e) {
+    return make_error(std::string("JSON: ") + e.what());
+  }
+  return std::move(builder.root());
+}
 
 }  // namespace agentkv

@@ -17,14 +17,14 @@ constexpr float kTieMargin = 0.25f;
 constexpr int kMaxTies = 2;
 
 TEST(GenerateGolden, GreedyChoicesMatchLlamaCpp) {
-  auto meta = Json::parse(testing::read_file(testing::source_path("tests/data/generate/goldens.json")));
+  auto meta = parse_json(testing::read_file(testing::source_path("tests/data/generate/goldens.json")));
   ASSERT_TRUE(meta.ok()) << meta.error();
   ThreadPool pool(0);
-  for (const Json& c : meta->get("cases")->items()) {
-    const LoadedModel& lm = testing::real_model(c.get("model")->as_string());
+  for (const Json& c : meta->at("cases")) {
+    const LoadedModel& lm = testing::real_model(c.at("model").get<std::string>());
     std::vector<int32_t> ids, gen;
-    for (const Json& t : c.get("prompt_tokens")->items()) ids.push_back(int32_t(t.as_number()));
-    for (const Json& t : c.get("tokens")->items()) gen.push_back(int32_t(t.as_number()));
+    for (const Json& t : c.at("prompt_tokens")) ids.push_back(t.get<int32_t>());
+    for (const Json& t : c.at("tokens")) gen.push_back(t.get<int32_t>());
     ASSERT_FALSE(gen.empty());
     const size_t n_prompt = ids.size();
     ids.insert(ids.end(), gen.begin(), gen.end() - 1);
@@ -38,11 +38,11 @@ TEST(GenerateGolden, GreedyChoicesMatchLlamaCpp) {
       const int ours = int(std::max_element(row, row + n_vocab) - row);
       if (ours == gen[i]) continue;
       const float margin = row[ours] - row[gen[i]];
-      EXPECT_LT(margin, kTieMargin) << c.get("model")->as_string() << " '" << c.get("prompt")->as_string()
+      EXPECT_LT(margin, kTieMargin) << c.at("model").get<std::string>() << " '" << c.at("prompt").get<std::string>()
                                     << "' step " << i << ": ours " << ours << ", llama.cpp " << gen[i];
       ++ties;
     }
-    EXPECT_LE(ties, kMaxTies) << c.get("prompt")->as_string();
+    EXPECT_LE(ties, kMaxTies) << c.at("prompt").get<std::string>();
   }
 }
 

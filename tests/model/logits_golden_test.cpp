@@ -57,17 +57,17 @@ std::vector<int> top_k(const float* v, int n, int k) {
 
 void check_model(const std::string& alias, float max_abs_delta) {
   const LoadedModel& lm = testing::real_model(alias);
-  auto meta = Json::parse(testing::read_file(testing::source_path("tests/data/logits/" + alias + ".json")));
+  auto meta = parse_json(testing::read_file(testing::source_path("tests/data/logits/" + alias + ".json")));
   ASSERT_TRUE(meta.ok()) << meta.error();
   const int n_vocab = lm.config().n_vocab;
-  ASSERT_EQ(int(meta->get("n_vocab")->as_number()), n_vocab);
+  ASSERT_EQ(meta->at("n_vocab").get<int>(), n_vocab);
   ThreadPool pool(0);
-  const auto& prompts = meta->get("prompts")->items();
+  const auto& prompts = meta->at("prompts");
   ASSERT_GE(prompts.size(), 8u);
   for (size_t i = 0; i < prompts.size(); ++i) {
     const Json& p = prompts[i];
     std::vector<int32_t> ids;
-    for (const Json& t : p.get("tokens")->items()) ids.push_back(int32_t(t.as_number()));
+    for (const Json& t : p.at("tokens")) ids.push_back(t.get<int32_t>());
     const std::string blob = testing::read_file(testing::source_path("tests/data/logits/" + alias + "." +
                                                                      std::to_string(i) + ".f32"));
     ASSERT_EQ(blob.size(), size_t(n_vocab) * 4);
@@ -88,7 +88,7 @@ void check_model(const std::string& alias, float max_abs_delta) {
     const auto top_got = top_k(got.data(), n_vocab, 10);
     int overlap = 0;
     for (int a : top_got) overlap += std::count(top_ref.begin(), top_ref.end(), a) ? 1 : 0;
-    const std::string name = p.get("name")->as_string();
+    const std::string name = p.at("name").get<std::string>();
     std::printf("%s %-14s n=%4zu top1 %6d/%6d overlap %2d/10 max|d| %.4f KL %.5f\n", alias.c_str(), name.c_str(),
                 ids.size(), top_got[0], top_ref[0], overlap, max_delta, kl);
     EXPECT_EQ(top_got[0], top_ref[0]) << alias << " prompt " << name;

@@ -11,10 +11,10 @@ namespace agentkv {
 namespace {
 
 void check(const std::string& alias) {
-  auto meta = Json::parse(testing::read_file(testing::source_path("tests/data/perplexity/goldens.json")));
+  auto meta = parse_json(testing::read_file(testing::source_path("tests/data/perplexity/goldens.json")));
   ASSERT_TRUE(meta.ok()) << meta.error();
-  const double ref = meta->get("ppl")->get(alias)->as_number();
-  const int ctx = int(meta->get("ctx")->as_number());
+  const double ref = meta->at("ppl").at(alias).get<double>();
+  const int ctx = meta->at("ctx").get<int>();
   const std::string text = testing::read_file(testing::source_path("tests/data/perplexity/kjv_genesis.txt"));
   ThreadPool pool(0);
   auto r = perplexity(testing::real_model(alias), text, ctx, pool);

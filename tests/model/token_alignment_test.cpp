@@ -20,11 +20,11 @@ std::vector<std::string> alignment_corpus() {
   std::ifstream in(source_path("tests/data/tokenizer/corpus.jsonl"));
   std::string line;
   while (std::getline(in, line)) {
-    auto j = Json::parse(line);
+    auto j = parse_json(line);
     EXPECT_TRUE(j.ok()) << line;
     if (!j.ok()) continue;
-    const Json* t = j->get("text");
-    if (t && t->is_string()) texts.push_back(t->as_string());
+    const Json* t = json_member(*j, "text");
+    if (t && t->is_string()) texts.push_back(t->get<std::string>());
   }
   EXPECT_GT(texts.size(), 20u);
   for (const std::string& ch : kjv_chapters("joh", 1, 3)) texts.push_back(ch);
@@ -52,7 +52,7 @@ void check_spans(const TokenSpans& sp, const Tokenizer& tok, const std::string& 
     }
     ASSERT_GE(owned.size(), piece.size());
     if (i + 1 < sp.size()) {
-      EXPECT_EQ(owned.substr(owned.size() - piece.size()), piece) << "token " << i << " of " << Json::string(text).dump();
+      EXPECT_EQ(owned.substr(owned.size() - piece.size()), piece) << "token " << i << " of " << dump_json(Json(text));
     } else if (!piece.empty()) {
       EXPECT_NE(owned.find(piece), std::string::npos);
     }
@@ -77,7 +77,7 @@ void check_alignment(const TokenSpans& r, const TokenSpans& s, const TokenAlignm
     }
     if (a.count[t] == 0) {
       // Only possible when the sender tokenizer dropped every byte of the text.
-      for (size_t i = 0; i < s.size(); ++i) EXPECT_EQ(s.begin[i], s.end[i]) << Json::string(text).dump();
+      for (size_t i = 0; i < s.size(); ++i) EXPECT_EQ(s.begin[i], s.end[i]) << dump_json(Json(text));
       continue;
     }
     const size_t f = size_t(a.first[t]), l = f + size_t(a.count[t]) - 1;
@@ -102,8 +102,8 @@ TEST(TokenAlignment, SpansTileAndRunsAreExactAndMinimal) {
   for (const std::string& text : alignment_corpus()) {
     auto sa = tokenize_with_spans(*a.tokenizer, text, a.tokenizer->add_bos_default());
     auto sb = tokenize_with_spans(*b.tokenizer, text, b.tokenizer->add_bos_default());
-    ASSERT_TRUE(sa.ok()) << sa.error() << " in " << Json::string(text).dump();
-    ASSERT_TRUE(sb.ok()) << sb.error() << " in " << Json::string(text).dump();
+    ASSERT_TRUE(sa.ok()) << sa.error() << " in " << dump_json(Json(text));
+    ASSERT_TRUE(sb.ok()) << sb.error() << " in " << dump_json(Json(text));
     check_spans(*sa, *a.tokenizer, text, &n_dropped);
     check_spans(*sb, *b.tokenizer, text, &n_dropped);
     for (size_t i = 0; i < sb->size(); ++i) {

@@ -18,22 +18,22 @@
 namespace agentkv {
 namespace {
 
-// Field access on the golden JSON lines (util/json); a missing field fails the test and reads as null.
+// Field access on the golden JSON lines (util/json.h); a missing field fails the test and reads as null.
 const Json& at(const Json& j, const std::string& key) {
   static const Json kNull;
-  const Json* v = j.get(key);
+  const Json* v = json_member(j, key);
   if (!v) ADD_FAILURE() << "golden line lacks field '" << key << "'";
   return v ? *v : kNull;
 }
 
 std::vector<int32_t> ints(const Json& j) {
   std::vector<int32_t> out;
-  for (const Json& x : j.items()) out.push_back(static_cast<int32_t>(x.as_number()));
+  for (const Json& x : j) out.push_back(x.get<int32_t>());
   return out;
 }
 
 Json parse_line(const std::string& line) {
-  auto j = Json::parse(line);
+  auto j = parse_json(line);
   if (!j.ok()) ADD_FAILURE() << j.error();
   return j.ok() ? std::move(j).value() : Json();
 }
@@ -107,11 +107,11 @@ TEST_P(TokenizerGolden, MatchesLlamaCpp) {
   std::string line;
   ASSERT_TRUE(std::getline(in, line));
   const Json meta = at(parse_line(line), "meta");
-  EXPECT_EQ(tok.n_vocab(), static_cast<int32_t>(at(meta, "n_vocab").as_number()));
-  EXPECT_EQ(tok.bos_id(), static_cast<int32_t>(at(meta, "bos").as_number()));
-  EXPECT_EQ(tok.eos_id(), static_cast<int32_t>(at(meta, "eos").as_number()));
-  EXPECT_EQ(tok.eot_id(), static_cast<int32_t>(at(meta, "eot").as_number()));
-  EXPECT_EQ(tok.add_bos_default(), at(meta, "add_bos").as_bool());
+  EXPECT_EQ(tok.n_vocab(), at(meta, "n_vocab").get<int32_t>());
+  EXPECT_EQ(tok.bos_id(), at(meta, "bos").get<int32_t>());
+  EXPECT_EQ(tok.eos_id(), at(meta, "eos").get<int32_t>());
+  EXPECT_EQ(tok.eot_id(), at(meta, "eot").get<int32_t>());
+  EXPECT_EQ(tok.add_bos_default(), at(meta, "add_bos").get<bool>());
   EXPECT_EQ(tok.eog_ids(), ints(at(meta, "eog")));
   std::vector<int32_t> control;
   for (int32_t i = 0; i < tok.n_vocab(); ++i) {
@@ -123,7 +123,7 @@ TEST_P(TokenizerGolden, MatchesLlamaCpp) {
   double encode_s = 0;
   while (std::getline(in, line)) {
     const Json g = parse_line(line);
-    const std::string text = from_hex(at(g, "hex").as_string());
+    const std::string text = from_hex(at(g, "hex").get<std::string>());
     const auto t1 = std::chrono::steady_clock::now();
     const auto special = tok.encode(text, false, true);
     const auto plain = tok.encode(text, false, false);
@@ -132,16 +132,16 @@ TEST_P(TokenizerGolden, MatchesLlamaCpp) {
     const std::string detok_special = tok.decode(special, true);
     const std::string detok_plain = tok.decode(plain, false);
     const bool all = special == ints(at(g, "special")) && plain == ints(at(g, "plain")) &&
-                     with_bos == ints(at(g, "bos")) && detok_special == from_hex(at(g, "detok_special_hex").as_string()) &&
-                     detok_plain == from_hex(at(g, "detok_plain_hex").as_string());
-    EXPECT_EQ(special, ints(at(g, "special"))) << "#" << at(g, "i").as_number() << " " << printable(text);
-    EXPECT_EQ(plain, ints(at(g, "plain"))) << "#" << at(g, "i").as_number() << " " << printable(text);
-    EXPECT_EQ(with_bos, ints(at(g, "bos"))) << "#" << at(g, "i").as_number() << " " << printable(text);
-    EXPECT_EQ(printable(detok_special), printable(from_hex(at(g, "detok_special_hex").as_string())))
-        << "#" << at(g, "i").as_number();
-    EXPECT_EQ(printable(detok_plain), printable(from_hex(at(g, "detok_plain_hex").as_string()))) << "#" << at(g, "i").as_number();
+                     with_bos == ints(at(g, "bos")) && detok_special == from_hex(at(g, "detok_special_hex").get<std::string>()) &&
+                     detok_plain == from_hex(at(g, "detok_plain_hex").get<std::string>());
+    EXPECT_EQ(special, ints(at(g, "special"))) << "#" << at(g, "i").get<int64_t>() << " " << printable(text);
+    EXPECT_EQ(plain, ints(at(g, "plain"))) << "#" << at(g, "i").get<int64_t>() << " " << printable(text);
+    EXPECT_EQ(with_bos, ints(at(g, "bos"))) << "#" << at(g, "i").get<int64_t>() << " " << printable(text);
+    EXPECT_EQ(printable(detok_special), printable(from_hex(at(g, "detok_special_hex").get<std::string>())))
+        << "#" << at(g, "i").get<int64_t>();
+    EXPECT_EQ(printable(detok_plain), printable(from_hex(at(g, "detok_plain_hex").get<std::string>()))) << "#" << at(g, "i").get<int64_t>();
     // Wherever llama.cpp round-trips, so must we (implied by the equalities above; counted here).
-    if (from_hex(at(g, "detok_special_hex").as_string()) == text) {
+    if (from_hex(at(g, "detok_special_hex").get<std::string>()) == text) {
       ++roundtrip;
       EXPECT_EQ(printable(detok_special), printable(text));
     }
@@ -150,7 +150,7 @@ TEST_P(TokenizerGolden, MatchesLlamaCpp) {
   }
   std::printf("[%s] %d/%d corpus strings identical to llama.cpp (%d round-trip exactly), encode %.1f ms\n",
               mc.name, ok, n, roundtrip, encode_s * 1e3);
-  EXPECT_EQ(n, static_cast<int>(at(meta, "corpus_size").as_number()));
+  EXPECT_EQ(n, at(meta, "corpus_size").get<int>());
 }
 
 // Prompts rendered by our chat formatter equal the reference rendering (SmolLM2: the GGUF's own
@@ -169,12 +169,12 @@ TEST_P(TokenizerGolden, ChatTemplate) {
   while (std::getline(in, line)) {
     const Json g = parse_line(line);
     std::vector<ChatMessage> msgs;
-    for (const Json& m : at(g, "messages").items())
-      msgs.push_back({at(m, "role").as_string(), at(m, "content").as_string()});
-    auto text = apply_chat_template(tok, msgs, at(g, "add_generation_prompt").as_bool());
+    for (const Json& m : at(g, "messages"))
+      msgs.push_back({at(m, "role").get<std::string>(), at(m, "content").get<std::string>()});
+    auto text = apply_chat_template(tok, msgs, at(g, "add_generation_prompt").get<bool>());
     ASSERT_TRUE(text.ok()) << text.error();
-    EXPECT_EQ(text.value(), at(g, "text").as_string());
-    EXPECT_EQ(tok.encode(text.value(), tok.add_bos_default(), true), ints(at(g, "ids"))) << at(g, "text").as_string();
+    EXPECT_EQ(text.value(), at(g, "text").get<std::string>());
+    EXPECT_EQ(tok.encode(text.value(), tok.add_bos_default(), true), ints(at(g, "ids"))) << at(g, "text").get<std::string>();
     ++n;
   }
   EXPECT_GT(n, 0);

@@ -11,7 +11,7 @@ namespace agentkv {
 namespace {
 
 Json body(const std::string& text) {
-  auto j = Json::parse(text);
+  auto j = parse_json(text);
   EXPECT_TRUE(j.ok()) << text;
   return std::move(j).value();
 }
@@ -146,7 +146,7 @@ TEST(AgentsProtocol, StepScoresJson) {
   rep.context_tokens = 90;
   rep.cached_tokens = 80;
   rep.scores.push_back(StepScore{0.25, -1.0986, std::numeric_limits<float>::quiet_NaN(), 9});
-  const std::string j = step_scores_json(rep).dump();
+  const std::string j = dump_json(step_scores_json(rep));
   EXPECT_NE(j.find(R"("object":"agent.step_scores")"), std::string::npos) << j;
   EXPECT_NE(j.find(R"("logodds":null)"), std::string::npos) << j;
   EXPECT_NE(j.find(R"("verifier":{"kind":"probe","layer":8})"), std::string::npos) << j;

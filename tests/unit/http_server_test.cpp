@@ -341,9 +341,9 @@ TEST(HttpServer, HandlerWithoutResponseOrThrowingGets500AndTheServerLives) {
     ASSERT_TRUE(c.send(get(path)));
     auto r = c.read_response();
     EXPECT_EQ(r.status, 500) << path;
-    auto j = Json::parse(r.body);
+    auto j = parse_json(r.body);
     ASSERT_TRUE(j.ok()) << r.body;
-    EXPECT_EQ(j->get("error")->get("type")->as_string(), "server_error");
+    EXPECT_EQ(j->at("error").at("type").get<std::string>(), "server_error");
   }
 }
 
@@ -356,11 +356,11 @@ TEST(HttpServer, MalformedRequestGetsJsonErrorAndClose) {
   EXPECT_EQ(r.status, 501);
   EXPECT_EQ(r.header("content-type"), "application/json");
   EXPECT_EQ(r.header("connection"), "close");
-  auto j = Json::parse(r.body);
+  auto j = parse_json(r.body);
   ASSERT_TRUE(j.ok()) << r.body;
-  EXPECT_EQ(j->get("error")->get("type")->as_string(), "invalid_request_error");
-  EXPECT_TRUE(j->get("error")->get("code")->is_null());
-  EXPECT_NE(j->get("error")->get("message")->as_string().find("chunked"), std::string::npos);
+  EXPECT_EQ(j->at("error").at("type").get<std::string>(), "invalid_request_error");
+  EXPECT_TRUE(j->at("error").at("code").is_null());
+  EXPECT_NE(j->at("error").at("message").get<std::string>().find("chunked"), std::string::npos);
   EXPECT_TRUE(c.closed_by_server());
 }
 

@@ -3,11 +3,14 @@
 
 #include "server/openai_protocol.h"
 
+#include <cstdint>
+#include <utility>
+
 namespace agentkv {
 namespace {
 
 std::optional<ApiError> parse(const std::string& body, bool chat, CompletionRequest* out) {
-  auto j = Json::parse(body);
+  auto j = parse_json(body);
   EXPECT_TRUE(j.ok()) << body;
   return parse_completion_request(*j, chat, ApiLimits{}, out);
 }
@@ -92,15 +95,57 @@ TEST(OpenAiProtocol, RejectsBadRequestsNamingTheField) {
   }
 }
 
+// A seed is exact over its whole range: past 2^53 (where a double would round) up to 2^64 - 1, and
+// negative ones modulo 2^64, as before; outside that, or a fraction, is a 400 naming 'seed'.
+TEST(OpenAiProtocol, SeedIsExactPast2To53) {
+  const std::pair<const char*, uint64_t> ok[] = {{"9007199254740993", (uint64_t(1) << 53) + 1},
+                                                 {"9223372036854775807", uint64_t(INT64_MAX)},
+                                                 {"18446744073709551615", UINT64_MAX},
+                                                 {"-1", UINT64_MAX},
+                                                 {"7.0", 7}};
+  for (const auto& [text, want] : ok) {
+    for (bool chat : {false, true}) {
+      CompletionRequest r;
+      const std::string body = std::string(chat ? R"({"model":"m","messages":[{"role":"user","content":"x"}],"seed":)"
+                                                : R"({"model":"m","prompt":"x","seed":)") + text + "}";
+      auto e = parse(body, chat, &r);
+      ASSERT_FALSE(e) << body << " → " << e->message;
+      ASSERT_TRUE(r.seed.has_value());
+      EXPECT_EQ(*r.seed, want) << body;
+    }
+  }
+  for (const char* text : {"1e30", "18446744073709551616", "1.5", "\"7\"", "true"}) {
+    CompletionRequest r;
+    const std::string body = std::string(R"({"model":"m","prompt":"x","seed":)") + text + "}";
+    auto e = parse(body, false, &r);
+    ASSERT_TRUE(e.has_value()) << body;
+    EXPECT_EQ(e->param, "seed") << body;
+  }
+}
+
+// Integer fields compare exactly: an integer past 2^53 is not rounded into range.
+TEST(OpenAiProtocol, IntegersAreNotRoundedIntoRange) {
+  CompletionRequest r;
+  auto e = parse(R"({"model":"m","prompt":"x","max_tokens":9223372036854775807})", false, &r);
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->param, "max_tokens");
+  EXPECT_EQ(e->message, "'max_tokens' must be in [0, 4096]");
+  e = parse(R"({"model":"m","prompt":[1,4294967296]})", false, &r);
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->param, "prompt");
+  ASSERT_FALSE(parse(R"({"model":"m","prompt":[2147483647,0]})", false, &r));
+  EXPECT_EQ(r.prompt_tokens, (std::vector<int32_t>{2147483647, 0}));
+}
+
 TEST(OpenAiProtocol, ErrorObjectShape) {
-  auto j = Json::parse(error_json(ApiError{404, "model 'x' does not exist", "model"}));
+  auto j = parse_json(error_json(ApiError{404, "model 'x' does not exist", "model"}));
   ASSERT_TRUE(j.ok());
-  const Json* err = j->get("error");
+  const Json* err = json_member(*j, "error");
   ASSERT_TRUE(err && err->is_object());
-  EXPECT_EQ(err->get("message")->as_string(), "model 'x' does not exist");
-  EXPECT_EQ(err->get("type")->as_string(), "invalid_request_error");
-  EXPECT_EQ(err->get("param")->as_string(), "model");
-  EXPECT_TRUE(err->get("code")->is_null());
+  EXPECT_EQ(err->at("message").get<std::string>(), "model 'x' does not exist");
+  EXPECT_EQ(err->at("type").get<std::string>(), "invalid_request_error");
+  EXPECT_EQ(err->at("param").get<std::string>(), "model");
+  EXPECT_TRUE(err->at("code").is_null());
 }
 
 TEST(OpenAiProtocol, ResponseAndChunkShapes) {
@@ -120,28 +165,28 @@ TEST(OpenAiProtocol, ResponseAndChunkShapes) {
   c.top_texts = {{"Paris"}};
   UsageCounts u{10, 1, 8};
   const Json r = completion_response_json(chat, "chatcmpl-1", 123, {c}, u);
-  EXPECT_EQ(r.get("object")->as_string(), "chat.completion");
-  const Json& ch = r.get("choices")->items()[0];
-  EXPECT_EQ(ch.get("message")->get("content")->as_string(), "Paris");
-  EXPECT_EQ(ch.get("logprobs")->get("content")->items()[0].get("token")->as_string(), "Paris");
-  EXPECT_EQ(r.get("usage")->get("total_tokens")->as_number(), 11);
-  EXPECT_EQ(r.get("usage")->get("prompt_tokens_details")->get("cached_tokens")->as_number(), 8);
+  EXPECT_EQ(r.at("object").get<std::string>(), "chat.completion");
+  const Json& ch = r.at("choices")[0];
+  EXPECT_EQ(ch.at("message").at("content").get<std::string>(), "Paris");
+  EXPECT_EQ(ch.at("logprobs").at("content")[0].at("token").get<std::string>(), "Paris");
+  EXPECT_EQ(r.at("usage").at("total_tokens").get<int>(), 11);
+  EXPECT_EQ(r.at("usage").at("prompt_tokens_details").at("cached_tokens").get<int>(), 8);
 
   const Json k = stream_chunk_json(chat, "chatcmpl-1", 123, 0, "Par", "", true, nullptr, nullptr, nullptr);
-  EXPECT_EQ(k.get("object")->as_string(), "chat.completion.chunk");
-  const Json& kc = k.get("choices")->items()[0];
-  EXPECT_EQ(kc.get("delta")->get("role")->as_string(), "assistant");
-  EXPECT_EQ(kc.get("delta")->get("content")->as_string(), "Par");
-  EXPECT_TRUE(kc.get("finish_reason")->is_null());
+  EXPECT_EQ(k.at("object").get<std::string>(), "chat.completion.chunk");
+  const Json& kc = k.at("choices")[0];
+  EXPECT_EQ(kc.at("delta").at("role").get<std::string>(), "assistant");
+  EXPECT_EQ(kc.at("delta").at("content").get<std::string>(), "Par");
+  EXPECT_TRUE(kc.at("finish_reason").is_null());
 
   CompletionRequest text;
   text.model = "smollm2";
   text.logprobs = 1;
   const Json t = completion_response_json(text, "cmpl-1", 123, {c}, u);
-  EXPECT_EQ(t.get("object")->as_string(), "text_completion");
-  const Json& tc = t.get("choices")->items()[0];
-  EXPECT_EQ(tc.get("text")->as_string(), "Paris");
-  EXPECT_EQ(tc.get("logprobs")->get("token_logprobs")->items()[0].as_number(), -0.5);
+  EXPECT_EQ(t.at("object").get<std::string>(), "text_completion");
+  const Json& tc = t.at("choices")[0];
+  EXPECT_EQ(tc.at("text").get<std::string>(), "Paris");
+  EXPECT_EQ(tc.at("logprobs").at("token_logprobs")[0].get<double>(), -0.5);
 }
 
 }  // namespace
