@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets (GGUF reader, tokenizer input, JSON bodies, byte sizes, HTTP requests)
-# with clang + ASan/UBSan and runs each for $FUZZ_SECONDS (default 60), seeded from the committed test data.
+# with clang + ASan/UBSan and runs each for $FUZZ_SECONDS (default 60), seeded from the committed test data;
+# a crash fails the script and leaves its input in build-fuzz/<target>-crash-*. scripts/test.sh runs all
+# of them with FUZZ_SECONDS=20.
 #   scripts/fuzz.sh [target ...]      targets: gguf_fuzz tokenizer_fuzz json_fuzz byte_size_fuzz http_request_fuzz openai_request_fuzz agents_request_fuzz
+#   FUZZ_SECONDS=20 scripts/fuzz.sh   each target for 20 s
 set -euo pipefail
 cd "$(dirname "$0")/.."
-for p in clang libclang-rt-14-dev; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||
-    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq clang libclang-rt-14-dev >/dev/null; break; }
-done
+scripts/apt_install.sh clang libclang-rt-14-dev
 targets=("$@")
 ((${#targets[@]})) || targets=(gguf_fuzz tokenizer_fuzz json_fuzz byte_size_fuzz http_request_fuzz openai_request_fuzz agents_request_fuzz)
 CC=clang CXX=clang++ cmake -S . -B build-fuzz -DAGENTKV_FUZZ=ON -DAGENTKV_TESTS=OFF -DAGENTKV_SANITIZE=ON >/dev/null
@@ -32,5 +32,5 @@ for t in "${targets[@]}"; do
       printf '\x07\x00GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\nGET /b HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n' > "$corpus/seed-pipelined" ;;
   esac
   echo "== $t"
-  "build-fuzz/$t" -max_total_time="${FUZZ_SECONDS:-60}" -print_final_stats=1 "$corpus"
+  "build-fuzz/$t" -max_total_time="${FUZZ_SECONDS:-60}" -print_final_stats=1 -artifact_prefix="build-fuzz/$t-" "$corpus"
 done

@@ -1,47 +1,44 @@
-# The server end to end with the official openai client (from PyPI, installed by scripts/setup.sh into
-# $AGENTKV_VENV or ~/.cache/agentkv/venv). Label `model`: it serves SmolLM2.
+# The server and CLI end to end (tests/e2e), under pytest with the official openai client, both pinned in
+# the project's venv (scripts/setup.sh; $AGENTKV_VENV or ~/.cache/agentkv/venv). Each test starts and
+# stops the servers it needs (tests/e2e/conftest.py). Labels `e2e` and `model`: they serve the real models.
 if(DEFINED ENV{AGENTKV_VENV})
   set(AGENTKV_VENV_PYTHON "$ENV{AGENTKV_VENV}/bin/python")
 else()
   set(AGENTKV_VENV_PYTHON "$ENV{HOME}/.cache/agentkv/venv/bin/python")
 endif()
-add_test(NAME server.openai_client_e2e
-         COMMAND ${AGENTKV_VENV_PYTHON} ${CMAKE_SOURCE_DIR}/tests/e2e/openai_e2e.py $<TARGET_FILE:agentkv>)
-set_tests_properties(server.openai_client_e2e PROPERTIES LABELS model TIMEOUT 900 PASS_REGULAR_EXPRESSION "openai e2e: ok")
+
+# One CTest test per pytest file or node id (tests/e2e/<node>), with its time limit in seconds.
+function(agentkv_e2e_test name node timeout)
+  add_test(NAME ${name}
+           COMMAND ${AGENTKV_VENV_PYTHON} -m pytest -q ${CMAKE_SOURCE_DIR}/tests/e2e/${node}
+                   --agentkv $<TARGET_FILE:agentkv>)
+  set_tests_properties(${name} PROPERTIES LABELS "e2e;model" TIMEOUT ${timeout})
+endfunction()
+
+# Chat and text completions through the openai client: greedy equals the CLI, streaming, n, logprobs,
+# the prefix cache, errors, a dropped stream freeing its blocks, a clean SIGTERM.
+agentkv_e2e_test(server.openai_client_e2e openai_e2e.py 900)
 
 # The agents and rounds API on each model (25 agents, 3 all-gather rounds); stdlib client only. On a
 # fresh machine the server first runs its KV-sharing quality gate for both models (once: the two
 # tests share the cached result), hence the long timeout.
 foreach(model smollm2 gemma3)
-  add_test(NAME server.agents_e2e.${model}
-           COMMAND python3 ${CMAKE_SOURCE_DIR}/tests/e2e/agents_e2e.py $<TARGET_FILE:agentkv> ${model})
-  set_tests_properties(server.agents_e2e.${model} PROPERTIES LABELS model TIMEOUT 2400
-                       PASS_REGULAR_EXPRESSION "agents e2e ${model}: ok")
+  agentkv_e2e_test(server.agents_e2e.${model} "agents_e2e.py::test_agents_and_rounds[${model}]" 2400)
 endforeach()
 
 # Each of the committed bad requests (tests/e2e/bad_requests.json) gets its exact 4xx and an OpenAI error
 # object, and a good request is served after each. Stdlib Python: raw sockets, not a client library.
-add_test(NAME server.bad_requests_e2e
-         COMMAND python3 ${CMAKE_SOURCE_DIR}/tests/e2e/bad_requests_e2e.py $<TARGET_FILE:agentkv>)
-set_tests_properties(server.bad_requests_e2e PROPERTIES LABELS model TIMEOUT 600 PASS_REGULAR_EXPRESSION "bad requests e2e: ok")
+agentkv_e2e_test(server.bad_requests_e2e bad_requests_e2e.py 600)
 
 # 64 concurrent streaming clients for 60 s, one request in 8 dropped mid-stream: complete streams for the
 # others and, once idle, no KV blocks in use and no requests running.
-add_test(NAME server.load_64_streams_e2e
-         COMMAND python3 ${CMAKE_SOURCE_DIR}/tests/e2e/load_e2e.py $<TARGET_FILE:agentkv> 60 64)
-set_tests_properties(server.load_64_streams_e2e PROPERTIES LABELS model TIMEOUT 600 PASS_REGULAR_EXPRESSION "load e2e: ok")
+agentkv_e2e_test(server.load_64_streams_e2e load_e2e.py 600)
 
 # serve -m A -m B, -m A,B: both models listed and answering; a model given twice is a one-line error.
-add_test(NAME cli.serve_repeated_models
-         COMMAND python3 ${CMAKE_SOURCE_DIR}/tests/e2e/serve_models_cli.py $<TARGET_FILE:agentkv>)
-set_tests_properties(cli.serve_repeated_models PROPERTIES LABELS model TIMEOUT 600 PASS_REGULAR_EXPRESSION "serve models cli: ok")
+agentkv_e2e_test(cli.serve_repeated_models serve_models_cli.py 600)
 
 # agentkv bench-serve, tiny: in process and against a running server; the JSON report is consistent.
-add_test(NAME cli.bench_serve_smoke
-         COMMAND python3 ${CMAKE_SOURCE_DIR}/tests/e2e/bench_serve_cli.py $<TARGET_FILE:agentkv>)
-set_tests_properties(cli.bench_serve_smoke PROPERTIES LABELS model TIMEOUT 600 PASS_REGULAR_EXPRESSION "bench-serve cli: ok")
+agentkv_e2e_test(cli.bench_serve_smoke bench_serve_cli.py 600)
 
 # KV-PRM step scoring of a resident agent (POST /v1/agents/{id}/score) with a head fitted by fit-prm.
-add_test(NAME server.prm_score_e2e
-         COMMAND python3 ${CMAKE_SOURCE_DIR}/tests/e2e/prm_score_e2e.py $<TARGET_FILE:agentkv> ${CMAKE_BINARY_DIR}/prm_score_e2e)
-set_tests_properties(server.prm_score_e2e PROPERTIES LABELS model TIMEOUT 900 PASS_REGULAR_EXPRESSION "prm score e2e: ok")
+agentkv_e2e_test(server.prm_score_e2e prm_score_e2e.py 900)

@@ -1,9 +1,8 @@
-#!/usr/bin/env python3
 """End to end: the agents and rounds API of an `agentkv serve` this test starts (both models).
 
-Usage: agents_e2e.py AGENTKV_BINARY MODEL
-The server serves both models; on MODEL: 25 agents with personas, 3 all-gather rounds (the first with caller text, then every
-agent's previous answers), every agent reusing its resident context; a fresh agent's first greedy
+Run under pytest (conftest.py), one test per model (test_agents_and_rounds[smollm2], [gemma3]), each
+with its own server. The server serves both models; on the test's model: 25 agents with personas, 3
+all-gather rounds (the first with caller text, then every agent's previous answers), every agent reusing its resident context; a fresh agent's first greedy
 answer equals /v1/chat/completions on the same messages; fork; TTL expiry; API errors leave agents
 untouched; deleting agents returns their KV blocks (all of them at the end, read from /metrics).
 Rounds share the block's KV collectively (TokenDance) when the model passed the server's start-up
@@ -11,14 +10,13 @@ quality gate, and a round at recompute 1 gives exactly the answers of the same r
 off (kv_sharing false), on forks of the same agents.
 """
 import re
-import sys
 import time
+
+import pytest
 
 import http_raw
 
-BIN = sys.argv[1]
 MODELS = ["smollm2", "gemma3"]
-MODEL = sys.argv[2]
 N_AGENTS = 25
 ROUNDS = 3
 MAX_TOKENS = 8
@@ -28,10 +26,6 @@ NAMES = ["Ada", "Bram", "Cleo", "Dov", "Esme", "Finn", "Gia", "Hugo", "Ines", "J
          "Nia", "Otto", "Pia", "Quinn", "Rosa", "Sami", "Tess", "Uma", "Vic", "Wren", "Xavi", "Yara"]
 JOBS = ["baker", "blacksmith", "teacher", "farmer", "doctor", "painter", "fisher", "tailor", "miller", "carpenter"]
 TRAITS = ["cheerful", "grumpy", "curious", "shy", "talkative", "careful", "bold", "dreamy"]
-
-
-def start_server():
-    return http_raw.start_server(BIN, models=MODELS, kv_mem="2G", round_sharing=True)
 
 
 class Api(http_raw.JsonApi):
@@ -196,21 +190,10 @@ def check_model(api, model):
     assert api.metric("agentkv_agents_resident", model) == 0
 
 
-def main():
-    proc, port = start_server()
-    ok = False
-    try:
-        api = Api(port)
-        check_model(api, MODEL)
-        ok = True
-    finally:
-        proc.terminate()
-        rc = proc.wait(timeout=60)
-    if ok and rc == 0:
-        print(f"agents e2e {MODEL}: ok")
-    else:
-        raise SystemExit(f"agents e2e failed (server rc={rc})")
-
-
-if __name__ == "__main__":
-    main()
+@pytest.mark.parametrize("model", MODELS)
+def test_agents_and_rounds(servers, model):
+    proc, port = servers.start(models=MODELS, kv_mem="2G", round_sharing=True)
+    check_model(Api(port), model)
+    proc.terminate()
+    rc = proc.wait(timeout=60)
+    assert rc == 0, f"server rc={rc}"

@@ -1,21 +1,22 @@
-#!/usr/bin/env python3
 """Every request in tests/e2e/bad_requests.json gets its exact 4xx status with an OpenAI error object, and
 the server still serves a good request after each one.
 
-Usage: bad_requests_e2e.py AGENTKV_BINARY
-Starts `agentkv serve -m smollm2 --api-key KEY` itself; stdlib only (the cases are what clients must not send).
+Run under pytest (conftest.py): one `agentkv serve -m smollm2 --api-key KEY` for the module, one test per
+case in file order; stdlib client only (the cases are what clients must not send).
 """
 import json
 import os
-import sys
 import time
 
-from http_raw import exchange, metrics, request, start_server, stop_server
+import pytest
 
-BIN = sys.argv[1]
+from http_raw import exchange, metrics, request
+
 KEY = "sk-agentkv-test-key-0123"
 CASES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "bad_requests.json")
 AUTH = {"Authorization": f"Bearer {KEY}"}
+with open(CASES) as f:
+    CASE_LIST = json.load(f)["cases"]
 
 
 def expand(text):
@@ -83,32 +84,33 @@ def check_served(port, after):
     assert 1 <= body["usage"]["completion_tokens"] <= 2, body
 
 
-def main():
-    cases = json.load(open(CASES))["cases"]
-    names = [c["name"] for c in cases]
+@pytest.fixture(scope="module")
+def port(module_servers):
+    return module_servers.start(["--api-key", KEY], kv_mem="128M")[1]
+
+
+def test_case_file():
+    names = [c["name"] for c in CASE_LIST]
     assert len(set(names)) == len(names), "case names must be unique"
-    assert sum(400 <= c["status"] < 500 for c in cases) >= 40, "the issue asks for at least 40 bad requests"
-    proc, port = start_server(BIN, ["--api-key", KEY], kv_mem="128M")
-    ok = False
-    try:
-        # /health needs no key, everything else does (checked case by case below).
-        h = request(port, "GET", "/health")
-        assert h.status == 200, h.status
-        check_served(port, "start")
-        for case in cases:
-            t0 = time.time()
-            r = send_case(port, case)
-            check_error(case, r)
-            print(f"  {case['name']}: {r.status} in {time.time() - t0:.2f}s: {r.json()['error']['message'][:100]}")
-            check_served(port, case["name"])
-        # No bad request left work or blocks behind.
-        m = metrics(port, AUTH)
-        assert m["agentkv_requests_running"] == 0 and m["agentkv_kv_blocks_used"] == 0, m
-        ok = True
-    finally:
-        stop_server(proc)
-    print(f"bad requests e2e: ok ({len(cases)} cases)" if ok else "bad requests e2e: FAILED")
+    assert sum(400 <= c["status"] < 500 for c in CASE_LIST) >= 40, "the issue asks for at least 40 bad requests"
 
 
-if __name__ == "__main__":
-    main()
+def test_health_needs_no_key_and_a_good_request_is_served(port):
+    # /health needs no key, everything else does (checked case by case below).
+    h = request(port, "GET", "/health")
+    assert h.status == 200, h.status
+    check_served(port, "start")
+
+
+@pytest.mark.parametrize("case", CASE_LIST, ids=[c["name"] for c in CASE_LIST])
+def test_bad_request(port, case):
+    t0 = time.time()
+    r = send_case(port, case)
+    check_error(case, r)
+    print(f"  {case['name']}: {r.status} in {time.time() - t0:.2f}s: {r.json()['error']['message'][:100]}")
+    check_served(port, case["name"])
+
+
+def test_no_work_or_blocks_left_behind(port):
+    m = metrics(port, AUTH)
+    assert m["agentkv_requests_running"] == 0 and m["agentkv_kv_blocks_used"] == 0, m

@@ -1,17 +1,10 @@
-#!/usr/bin/env python3
 """Smoke test of `agentkv bench-serve`: a tiny run in process and one against a running server (--url,
 --api-key). The JSON report must be consistent: every level ran its requests without errors, counted
-output tokens, and TTFT <= end-to-end latency. Nothing here is a speed check.
-
-Usage: bench_serve_cli.py AGENTKV_BINARY
+output tokens, and TTFT <= end-to-end latency. Nothing here is a speed check. Run under pytest (conftest.py).
 """
 import json
 import subprocess
-import sys
 
-from http_raw import start_server
-
-BIN = sys.argv[1]
 COMMON = ["--clients", "1,3", "--requests", "6", "--max-tokens", "4", "--json"]
 
 
@@ -27,28 +20,21 @@ def check_report(out, levels):
         assert l["ttft_p50_seconds"] <= l["e2e_p50_seconds"] <= l["e2e_p99_seconds"] <= l["wall_seconds"], l
 
 
-def main():
-    run = subprocess.run([BIN, "bench-serve", "-m", "smollm2", "--kv-mem", "128M", "-t", "2", *COMMON],
+def test_in_process(agentkv):
+    run = subprocess.run([agentkv, "bench-serve", "-m", "smollm2", "--kv-mem", "128M", "-t", "2", *COMMON],
                          capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr
     check_report(run.stdout, [1, 3])
 
-    proc, port = start_server(BIN, ["--api-key", "k3y"], kv_mem="128M")
-    try:
-        run = subprocess.run([BIN, "bench-serve", "--url", f"http://127.0.0.1:{port}", "--api-key", "k3y", *COMMON],
-                             capture_output=True, text=True, timeout=600)
-        assert run.returncode == 0, run.stderr
-        check_report(run.stdout, [1, 3])
-        # A wrong key: every request fails, and the command says so.
-        bad = subprocess.run([BIN, "bench-serve", "--url", f"http://127.0.0.1:{port}", "--api-key", "nope",
-                              "--clients", "1", "--requests", "2", "--max-tokens", "2"],
-                             capture_output=True, text=True, timeout=600)
-        assert bad.returncode == 1 and "401" in bad.stderr and "2 requests failed" in bad.stderr, bad.stderr
-    finally:
-        proc.terminate()
-        proc.wait(timeout=60)
-    print("bench-serve cli: ok")
 
-
-if __name__ == "__main__":
-    main()
+def test_against_a_running_server(agentkv, servers):
+    _, port = servers.start(["--api-key", "k3y"], kv_mem="128M")
+    run = subprocess.run([agentkv, "bench-serve", "--url", f"http://127.0.0.1:{port}", "--api-key", "k3y", *COMMON],
+                         capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr
+    check_report(run.stdout, [1, 3])
+    # A wrong key: every request fails, and the command says so.
+    bad = subprocess.run([agentkv, "bench-serve", "--url", f"http://127.0.0.1:{port}", "--api-key", "nope",
+                          "--clients", "1", "--requests", "2", "--max-tokens", "2"],
+                         capture_output=True, text=True, timeout=600)
+    assert bad.returncode == 1 and "401" in bad.stderr and "2 requests failed" in bad.stderr, bad.stderr

@@ -1,5 +1,6 @@
 """Raw HTTP/1.1 over a socket, for the server tests that must send what no well-behaved client sends
-(bad framing, invalid UTF-8, huge bodies) and for starting `agentkv serve` from a test. Stdlib only."""
+(bad framing, invalid UTF-8, huge bodies) and for starting `agentkv serve` from a test (conftest.py's
+fixtures call start_server and stop_server). Stdlib only."""
 import json
 import re
 import select
@@ -23,11 +24,11 @@ def start_server(binary, extra_args=(), models=("smollm2",), kv_mem="256M", roun
     while time.time() < deadline:
         line = proc.stderr.readline()
         if not line:
-            raise SystemExit(f"server exited early (rc={proc.poll()})")
+            raise RuntimeError(f"server exited early (rc={proc.poll()})")
         m = re.search(r"on http://127\.0\.0\.1:(\d+)", line)
         if m:
             return proc, int(m.group(1))
-    raise SystemExit("server did not report its port")
+    raise RuntimeError("server did not report its port")
 
 
 def stop_server(proc):

@@ -1,7 +1,7 @@
-#!/usr/bin/env python3
 """Load: 64 concurrent streaming clients for 60 s on loopback, about 1 request in 8 dropped mid-stream.
 
-Usage: load_e2e.py AGENTKV_BINARY [SECONDS] [CLIENTS]
+Run under pytest (conftest.py starts and stops the server); $AGENTKV_LOAD_SECONDS and
+$AGENTKV_LOAD_CLIENTS change the duration and the client count (default 60 and 64).
 Every well-behaved request must get 200 and a complete SSE stream (valid chunks, one finish_reason,
 usage, then `data: [DONE]`), over keep-alive chunked connections and close-delimited ones alike. At the
 end, once idle, /metrics must show no running requests and no KV blocks in use (nothing leaked by the
@@ -9,17 +9,16 @@ dropped clients), and the dropped requests must have been cancelled. max_tokens 
 whole test fits about two minutes on two cores.
 """
 import json
+import os
 import random
 import socket
-import sys
 import threading
 import time
 
-from http_raw import metrics, start_server, stop_server
+from http_raw import metrics
 
-BIN = sys.argv[1]
-SECONDS = float(sys.argv[2]) if len(sys.argv) > 2 else 60
-CLIENTS = int(sys.argv[3]) if len(sys.argv) > 3 else 64
+SECONDS = float(os.environ.get("AGENTKV_LOAD_SECONDS", 60))
+CLIENTS = int(os.environ.get("AGENTKV_LOAD_CLIENTS", 64))
 DROP_ONE_IN = 8
 MAX_TOKENS = (4, 12)
 PROMPTS = ["Name a fruit.", "What is two plus two?", "Say hello in French.", "Give me a colour.",
@@ -187,42 +186,32 @@ def client(index, port, stop_at, stats, errors):
         conn.close()
 
 
-def main():
-    proc, port = start_server(BIN, kv_mem="256M")
-    ok = False
-    try:
-        stop_at = time.time() + SECONDS
-        stats_per_client = [dict() for _ in range(CLIENTS)]
-        errors = []
-        threads = [threading.Thread(target=client, args=(i, port, stop_at, stats_per_client[i], errors))
-                   for i in range(CLIENTS)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        assert not errors, "\n".join(errors[:10])
-        served = sum(s.get("ok", 0) for s in stats_per_client)
-        dropped = sum(s.get("dropped", 0) for s in stats_per_client)
-        print(f"load: {served} complete streams, {dropped} dropped mid-stream, {CLIENTS} clients, {SECONDS:.0f} s")
-        assert all(s.get("ok", 0) + s.get("dropped", 0) >= 1 for s in stats_per_client), stats_per_client
-        assert dropped >= 1, "no client dropped a stream"
+def test_load_streams_complete_and_nothing_leaks(servers):
+    _, port = servers.start(kv_mem="256M")
+    stop_at = time.time() + SECONDS
+    stats_per_client = [dict() for _ in range(CLIENTS)]
+    errors = []
+    threads = [threading.Thread(target=client, args=(i, port, stop_at, stats_per_client[i], errors))
+               for i in range(CLIENTS)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, "\n".join(errors[:10])
+    served = sum(s.get("ok", 0) for s in stats_per_client)
+    dropped = sum(s.get("dropped", 0) for s in stats_per_client)
+    print(f"load: {served} complete streams, {dropped} dropped mid-stream, {CLIENTS} clients, {SECONDS:.0f} s")
+    assert all(s.get("ok", 0) + s.get("dropped", 0) >= 1 for s in stats_per_client), stats_per_client
+    assert dropped >= 1, "no client dropped a stream"
 
-        deadline = time.time() + 60
-        while True:
-            m = metrics(port)
-            if m["agentkv_requests_running"] == 0 and m["agentkv_requests_waiting"] == 0 and \
-                    m["agentkv_kv_blocks_used"] == 0:
-                break
-            assert time.time() < deadline, f"not idle after the load: {m}"
-            time.sleep(0.5)
-        assert m["agentkv_requests_cancelled_total"] >= 1, m
-        print(f"load: idle with kv_blocks_used=0, requests_running=0, "
-              f"cancelled={m['agentkv_requests_cancelled_total']:.0f}, finished={m['agentkv_requests_finished_total']:.0f}")
-        ok = True
-    finally:
-        stop_server(proc)
-    print("load e2e: ok" if ok else "load e2e: FAILED")
-
-
-if __name__ == "__main__":
-    main()
+    deadline = time.time() + 60
+    while True:
+        m = metrics(port)
+        if m["agentkv_requests_running"] == 0 and m["agentkv_requests_waiting"] == 0 and \
+                m["agentkv_kv_blocks_used"] == 0:
+            break
+        assert time.time() < deadline, f"not idle after the load: {m}"
+        time.sleep(0.5)
+    assert m["agentkv_requests_cancelled_total"] >= 1, m
+    print(f"load: idle with kv_blocks_used=0, requests_running=0, "
+          f"cancelled={m['agentkv_requests_cancelled_total']:.0f}, finished={m['agentkv_requests_finished_total']:.0f}")
