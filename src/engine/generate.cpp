@@ -45,7 +45,7 @@ Result<GenerateResult> generate(const LoadedModel& lm, const std::vector<int32_t
     if (ev.seq_finished) res.finish_reason = ev.finish_reason;
     if (!ev.error.empty()) error = ev.error;
   });
-  if (!id.ok()) return make_error(id.error());
+  if (!id.ok()) return std::move(id).take_error();
   AGENTKV_TRY(engine->run_until_idle());
   if (!error.empty()) return make_error(error);
   const double t1 = monotonic_seconds();

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "engine/sampler.h"
+#include "util/status.h"
 
 namespace agentkv {
 
@@ -48,6 +49,7 @@ struct RequestEvent {
   std::string finish_reason;      // "stop", "length", "cancelled", "error"
   bool request_finished = false;  // the last event of the request
   std::string error;              // set with finish_reason "error"
+  ErrorCode error_code = ErrorCode::kInternal;  // its kind (util/status.h), with `error`
   // Usage, filled on every event.
   int n_prompt = 0;
   int n_cached_prompt = 0;        // prompt tokens whose KV came from the prefix cache

@@ -81,14 +81,14 @@ Result<StepProbe> probe_from_json(const Json& j) {
     if (dst) *dst = m->as_number();
     else p.layer = int(m->as_number());
   }
-  if (Status st = read_array(j, "mean", p.mean); !st.ok()) return make_error(st.error());
-  if (Status st = read_array(j, "inv_std", p.inv_std); !st.ok()) return make_error(st.error());
-  if (Status st = read_array(j, "weight", p.weight); !st.ok()) return make_error(st.error());
+  if (Status st = read_array(j, "mean", p.mean); !st.ok()) return st.status_error();
+  if (Status st = read_array(j, "inv_std", p.inv_std); !st.ok()) return st.status_error();
+  if (Status st = read_array(j, "weight", p.weight); !st.ok()) return st.status_error();
   if (p.weight.empty() || p.mean.size() != p.weight.size() || p.inv_std.size() != p.weight.size())
     return make_error("probe arrays 'mean', 'inv_std', 'weight' differ in length or are empty");
   const Json* sum = j.get("checksum");
   if (!sum || !sum->is_string() || sum->as_string() != probe_checksum(p))
-    return make_error("probe checksum mismatch (the file is corrupted or was edited)");
+    return make_error(ErrorCode::kDataLoss, "probe checksum mismatch (the file is corrupted or was edited)");
   return p;
 }
 
@@ -128,7 +128,7 @@ Result<CalibrationRecord> read_calibration(const std::string& path) {
   std::stringstream ss;
   ss << f.rdbuf();
   auto j = Json::parse(ss.str());
-  if (!j.ok()) return make_error(path + ": " + j.error());
+  if (!j.ok()) return make_error(j.code(), path + ": " + j.error());
   auto format = member(*j, "format", Json::Type::kString);
   if (!format.ok() || (*format)->as_string() != kFormat) return make_error(path + ": not an agentkv PRM calibration");
   auto version = member(*j, "version", Json::Type::kNumber);
@@ -142,11 +142,11 @@ Result<CalibrationRecord> read_calibration(const std::string& path) {
                  {"neg_text", &r.neg_text}};
   for (const auto& s : strings) {
     auto m = member(*j, s.key, Json::Type::kString);
-    if (!m.ok()) return make_error(path + ": " + m.error());
+    if (!m.ok()) return make_error(m.code(), path + ": " + m.error());
     *s.dst = (*m)->as_string();
   }
   auto fp = member(*j, "model_fingerprint", Json::Type::kString);
-  if (!fp.ok()) return make_error(path + ": " + fp.error());
+  if (!fp.ok()) return make_error(fp.code(), path + ": " + fp.error());
   char* end = nullptr;
   const std::string& fps = (*fp)->as_string();
   r.model_fingerprint = std::strtoull(fps.c_str(), &end, 16);
@@ -158,7 +158,7 @@ Result<CalibrationRecord> read_calibration(const std::string& path) {
                  {"train_log_loss", &r.train_log_loss}};
   for (const auto& n : numbers) {
     auto m = member(*j, n.key, Json::Type::kNumber);
-    if (!m.ok()) return make_error(path + ": " + m.error());
+    if (!m.ok()) return make_error(m.code(), path + ": " + m.error());
     *n.dst = (*m)->as_number();
   }
   const struct {
@@ -167,17 +167,17 @@ Result<CalibrationRecord> read_calibration(const std::string& path) {
   } counts[] = {{"n_train_steps", &r.n_train_steps}, {"n_train_positive", &r.n_train_positive}};
   for (const auto& c : counts) {
     auto m = member(*j, c.key, Json::Type::kNumber);
-    if (!m.ok()) return make_error(path + ": " + m.error());
+    if (!m.ok()) return make_error(m.code(), path + ": " + m.error());
     *c.dst = int64_t((*m)->as_number());
   }
   for (auto [key, dst] : {std::pair{"pos_token", &r.pos_token}, std::pair{"neg_token", &r.neg_token}}) {
     auto m = member(*j, key, Json::Type::kNumber);
-    if (!m.ok()) return make_error(path + ": " + m.error());
+    if (!m.ok()) return make_error(m.code(), path + ": " + m.error());
     *dst = int32_t((*m)->as_number());
   }
   if (const Json* pj = j->get("probe")) {
     auto probe = probe_from_json(*pj);
-    if (!probe.ok()) return make_error(path + ": " + probe.error());
+    if (!probe.ok()) return make_error(probe.code(), path + ": " + probe.error());
     r.probe = std::move(*probe);
     if (const Json* h = j->get("heldout_auroc"); h && h->is_number()) r.heldout_auroc = h->as_number();
   }
@@ -190,7 +190,7 @@ Result<VerifyHead> head_from_record(const CalibrationRecord& r, const Tokenizer&
     return make_error("calibration was fitted on model " + hex64(r.model_fingerprint) + " (" + r.model_name +
                       "), not on this model (" + hex64(model_fingerprint) + ")");
   auto head = make_verify_head(tok, r.question, r.pos_text, r.neg_text);
-  if (!head.ok()) return make_error(head.error());
+  if (!head.ok()) return head.status_error();
   if (head->pos_token != r.pos_token || head->neg_token != r.neg_token)
     return make_error("calibration's answer tokens differ from this tokenizer's");
   head->calibration = r.calibration;

@@ -38,7 +38,7 @@ inline Result<std::vector<int32_t>> agent_context_tokens(const Tokenizer& tok, s
                                                          std::span<const std::string> segments,
                                                          bool add_generation_prompt) {
   auto c = agent_context_pieces(tok, messages, segments, add_generation_prompt);
-  if (!c.ok()) return make_error(c.error());
+  if (!c.ok()) return c.status_error();
   return std::move(c->tokens);
 }
 

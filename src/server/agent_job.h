@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "server/api_server.h"
+#include "server/error_status.h"
 
 namespace agentkv {
 
@@ -22,6 +23,7 @@ struct ApiServer::AgentJob {
   uint64_t retained = 0;
   int64_t retained_tokens = 0;
   std::string error;
+  ErrorCode error_code = ErrorCode::kInternal;  // with `error`: what kind (maps to the reply's status)
   bool done = false;
   uint64_t id = 0;
   // The round's shared block in params.prompt ([first, second) tokens; -1: not marked), and the

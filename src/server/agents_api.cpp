@@ -79,7 +79,10 @@ bool ApiServer::run_jobs(std::vector<AgentJob>& jobs, HttpResponseWriter& w) {
         o.usage.completion_tokens = ev.n_generated;
         o.retained = ev.retained_kv;
         o.retained_tokens = ev.retained_tokens;
-        if (!ev.error.empty()) o.error = ev.error;
+        if (!ev.error.empty()) {
+          o.error = ev.error;
+          o.error_code = ev.error_code;
+        }
       }
       if (ev.request_finished) {
         o.done = true;
@@ -90,6 +93,7 @@ bool ApiServer::run_jobs(std::vector<AgentJob>& jobs, HttpResponseWriter& w) {
     if (!id.ok()) {
       std::lock_guard<std::mutex> lock(shared->mu);
       (*outcomes)[i].error = id.error();
+      (*outcomes)[i].error_code = id.code();
       (*outcomes)[i].done = true;
       ++shared->n_done;
     } else {
@@ -120,6 +124,7 @@ bool ApiServer::run_jobs(std::vector<AgentJob>& jobs, HttpResponseWriter& w) {
     jobs[i].retained = o.retained;
     jobs[i].retained_tokens = o.retained_tokens;
     jobs[i].error = o.error;
+    jobs[i].error_code = o.error_code;
     jobs[i].done = o.done;
   }
   return true;
@@ -129,7 +134,7 @@ bool ApiServer::prepare_turn(const Agent& a, const GenerationFields& gen, HttpRe
   const Served& m = models_[a.model];
   auto ctx = agent_context_pieces(*m.lm->tokenizer, a.messages, a.segments, true);
   if (!ctx.ok()) {
-    reply(w, ApiError{400, "agent '" + a.id + "': " + ctx.error(), "messages"});
+    reply(w, api_error(ctx.code(), "agent '" + a.id + "': " + ctx.error(), "messages"));
     return false;
   }
   // The last segment is this turn's block only when every earlier one was found too.
@@ -138,16 +143,18 @@ bool ApiServer::prepare_turn(const Agent& a, const GenerationFields& gen, HttpRe
   const int n_ctx = m.engine->n_ctx();
   const int room = n_ctx - int(tokens->size());
   if (room <= 0) {
-    reply(w, ApiError{400, "agent '" + a.id + "': its context has " + std::to_string(tokens->size()) +
-                               " tokens; the model's context is " + std::to_string(n_ctx), "messages"});
+    reply(w, api_error(ErrorCode::kTooLarge, "agent '" + a.id + "': its context has " + std::to_string(tokens->size()) +
+                                                 " tokens; the model's context is " + std::to_string(n_ctx),
+                       "messages"));
     return false;
   }
   RequestParams& p = job->params;
   p.max_tokens = gen.max_tokens ? *gen.max_tokens : std::min(room, opt_.limits.max_tokens_limit);
   if (p.max_tokens > room) {
-    reply(w, ApiError{400, "agent '" + a.id + "': max_tokens " + std::to_string(p.max_tokens) + " + its " +
-                               std::to_string(tokens->size()) + " context tokens exceed the context of " +
-                               std::to_string(n_ctx), "max_tokens"});
+    reply(w, api_error(ErrorCode::kInvalidArgument, "agent '" + a.id + "': max_tokens " + std::to_string(p.max_tokens) +
+                                                        " + its " + std::to_string(tokens->size()) +
+                                                        " context tokens exceed the context of " + std::to_string(n_ctx),
+                       "max_tokens"));
     return false;
   }
   p.prompt = std::move(*tokens);
@@ -181,7 +188,8 @@ bool ApiServer::run_turns(std::vector<Agent>& agents, const GenerationFields& ge
   for (const AgentJob& j : *jobs) {
     if (j.error.empty() && j.finish_reason != "cancelled") continue;
     for (const AgentJob& k : *jobs) release_kv(k.model, k.retained);
-    reply(w, ApiError{503, j.error.empty() ? "the request was cancelled" : j.error, "", "server_error"});
+    reply(w, j.error.empty() ? api_error(ErrorCode::kCancelled, "the request was cancelled")
+                             : api_error(j.error_code, j.error));
     return abandon_all();
   }
   for (size_t i = 0; i < agents.size(); ++i) {
@@ -219,17 +227,17 @@ void ApiServer::handle_agents(const HttpRequest& req, HttpResponseWriter& w) {
     rest = rest.substr(0, slash);
   }
   const std::string& id = rest;
-  if (id.empty()) return reply(w, ApiError{404, "no route for " + req.method + " " + path, ""});
+  if (id.empty()) return reply(w, api_error(ErrorCode::kNotFound, "no route for " + req.method + " " + path));
   if (action.empty()) {
     if (req.method == "DELETE") return delete_agent(id, w);
     if (req.method != "GET") return reply(w, ApiError{405, "use GET or DELETE /v1/agents/{id}", ""});
     auto a = agents_->get(id);
-    if (!a) return reply(w, ApiError{404, "agent '" + id + "' does not exist (deleted or expired?)", "agent"});
+    if (!a) return reply(w, api_error(ErrorCode::kNotFound, "agent '" + id + "' does not exist (deleted or expired?)", "agent"));
     w.respond(200, "application/json", agent_json(view(*a)).dump());
     return;
   }
   if (action != "respond" && action != "messages" && action != "fork" && action != "score")
-    return reply(w, ApiError{404, "no route for " + req.method + " " + path, ""});
+    return reply(w, api_error(ErrorCode::kNotFound, "no route for " + req.method + " " + path));
   if (req.method != "POST") return reply(w, ApiError{405, "use POST " + path, ""});
   if (action == "respond") return respond_agent(id, req, w);
   if (action == "messages") return append_messages(id, req, w);
@@ -243,10 +251,13 @@ void ApiServer::create_agent(const HttpRequest& req, HttpResponseWriter& w) {
   AgentCreateRequest cr;
   if (auto e = parse_agent_create(*body, opt_.limits, opt_.agent_limits, &cr)) return reply(w, *e);
   const int mi = find_model(cr.model);
-  if (mi < 0) return reply(w, ApiError{404, "model '" + cr.model + "' does not exist (GET /v1/models lists them)", "model"});
+  if (mi < 0)
+    return reply(w, api_error(ErrorCode::kNotFound, "model '" + cr.model + "' does not exist (GET /v1/models lists them)",
+                              "model"));
   if (agents_->size() >= opt_.agent_limits.max_agents)
-    return reply(w, ApiError{429, "the server holds its maximum of " + std::to_string(opt_.agent_limits.max_agents) +
-                                      " agents; delete some", "", "rate_limit_error"});
+    return reply(w, api_error(ErrorCode::kLimitReached, "the server holds its maximum of " +
+                                                            std::to_string(opt_.agent_limits.max_agents) +
+                                                            " agents; delete some"));
   Agent a;
   a.name = cr.name;
   a.model = size_t(mi);
@@ -257,18 +268,19 @@ void ApiServer::create_agent(const HttpRequest& req, HttpResponseWriter& w) {
     // Compute the context now and keep it: max_tokens 0 is a prefill without sampling.
     const Served& m = models_[a.model];
     auto tokens = agent_context_tokens(*m.lm->tokenizer, a.messages, a.segments, false);
-    if (!tokens.ok()) return reply(w, ApiError{400, tokens.error(), "messages"});
+    if (!tokens.ok()) return reply(w, api_error(tokens.status_error(), "messages"));
     if (int(tokens->size()) >= m.engine->n_ctx())
-      return reply(w, ApiError{400, "the agent's context has " + std::to_string(tokens->size()) +
-                                        " tokens; the model's context is " + std::to_string(m.engine->n_ctx()),
-                               "messages"});
+      return reply(w, api_error(ErrorCode::kTooLarge, "the agent's context has " + std::to_string(tokens->size()) +
+                                                          " tokens; the model's context is " +
+                                                          std::to_string(m.engine->n_ctx()),
+                                "messages"));
     std::vector<AgentJob> jobs(1);
     jobs[0].model = a.model;
     jobs[0].params.prompt = std::move(*tokens);
     jobs[0].params.max_tokens = 0;
     jobs[0].params.retain_kv = true;
     if (!run_jobs(jobs, w)) return;
-    if (!jobs[0].error.empty()) return reply(w, ApiError{503, jobs[0].error, "", "server_error"});
+    if (!jobs[0].error.empty()) return reply(w, api_error(jobs[0].error_code, jobs[0].error));
     a.kv = jobs[0].retained;
     a.kv_tokens = jobs[0].retained_tokens;
   }
@@ -332,7 +344,7 @@ void ApiServer::fork_agent(const std::string& id, const HttpRequest& req, HttpRe
     const uint64_t from = parent.kv;
     if (!loop_->post([forked, from](Engine& e) { forked->set_value(e.fork_retained(from)); }, parent.model)) {
       agents_->abandon(id);
-      return reply(w, ApiError{503, "the server is shutting down", "", "server_error"});
+      return reply(w, api_error(ErrorCode::kUnavailable, "the server is shutting down"));
     }
     child.kv = handle.get();
   }
@@ -376,8 +388,8 @@ void ApiServer::handle_round(const HttpRequest& req, HttpResponseWriter& w) {
       if (!a.last_answer.empty()) shared += a.name + ": " + a.last_answer + "\n";
     if (shared.empty()) {
       abandon_all();
-      return reply(w, ApiError{400, "no agent in the round has answered yet: give 'shared' text for the first round",
-                               "shared"});
+      return reply(w, api_error(ErrorCode::kInvalidArgument,
+                                "no agent in the round has answered yet: give 'shared' text for the first round", "shared"));
     }
     shared.pop_back();
   }
@@ -385,7 +397,8 @@ void ApiServer::handle_round(const HttpRequest& req, HttpResponseWriter& w) {
   if (!rr.instruction.empty()) content += (content.empty() ? "" : "\n\n") + rr.instruction;
   if (content.empty()) {
     abandon_all();
-    return reply(w, ApiError{400, "the round's message is empty: give 'shared' or 'instruction'", "shared"});
+    return reply(w, api_error(ErrorCode::kInvalidArgument, "the round's message is empty: give 'shared' or 'instruction'",
+                              "shared"));
   }
   for (Agent& a : as) {
     a.messages.push_back(ChatMessage{"user", content});

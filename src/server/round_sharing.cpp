@@ -90,9 +90,9 @@ bool ApiServer::share_segments(std::vector<AgentJob>& jobs, double recompute, Ht
   for (const AgentJob& p : pre)
     if (!p.error.empty() || p.retained == 0) {
       release_pre();
-      w.respond(503, "application/json",
-                error_json(ApiError{503, p.error.empty() ? "a prefill for KV sharing was not retained" : p.error, "",
-                                    "server_error"}));
+      agents_http::reply(w, p.error.empty()
+                                ? api_error(ErrorCode::kInternal, "a prefill for KV sharing was not retained")
+                                : api_error(p.error_code, p.error));
       return false;
     }
 
@@ -119,7 +119,7 @@ bool ApiServer::share_segments(std::vector<AgentJob>& jobs, double recompute, Ht
         g.model);
     if (!posted) {  // shutting down: the loop drops every snapshot anyway
       for (const AgentJob& j : jobs) release_kv(j.model, j.blended);
-      w.respond(503, "application/json", error_json(ApiError{503, "the server is shutting down", "", "server_error"}));
+      agents_http::reply(w, api_error(ErrorCode::kUnavailable, "the server is shutting down"));
       return false;
     }
     auto res = fut.get();
@@ -130,7 +130,7 @@ bool ApiServer::share_segments(std::vector<AgentJob>& jobs, double recompute, Ht
         for (size_t i : gs[later].members) release_kv(gs[later].model, pre[prefix_job[i]].retained);
         release_kv(gs[later].model, pre[gs[later].master_job].retained);
       }
-      w.respond(503, "application/json", error_json(ApiError{503, res.error(), "", "server_error"}));
+      agents_http::reply(w, api_error(res.status_error()));
       return false;
     }
     for (size_t k = 0; k < g.members.size(); ++k) {

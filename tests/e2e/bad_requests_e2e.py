@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""Every request in tests/e2e/bad_requests.json gets its exact 4xx status with an OpenAI error object, and
-the server still serves a good request after each one.
+"""Every request in tests/e2e/bad_requests.json gets its exact 4xx / 507 status with an OpenAI error object,
+and the server still serves a good request after each one. Then the statuses that need state: 429 past
+--max-agents, 409 for an agent busy with another request.
 
 Usage: bad_requests_e2e.py AGENTKV_BINARY
 Starts `agentkv serve -m smollm2 --api-key KEY` itself; stdlib only (the cases are what clients must not send).
@@ -8,6 +9,7 @@ Starts `agentkv serve -m smollm2 --api-key KEY` itself; stdlib only (the cases a
 import json
 import os
 import sys
+import threading
 import time
 
 from http_raw import exchange, metrics, request, start_server, stop_server
@@ -38,6 +40,9 @@ def generated_body(gen):
         return json.dumps({"model": "smollm2", "prompt": "hello " * gen["words"], "max_tokens": 1}).encode()
     if kind == "chat_prompt":
         return json.dumps({"model": "smollm2", "max_tokens": 1,
+                           "messages": [{"role": "user", "content": "hello " * gen["words"]}]}).encode()
+    if kind == "agent_prompt":
+        return json.dumps({"model": "smollm2", "prefill": True,
                            "messages": [{"role": "user", "content": "hello " * gen["words"]}]}).encode()
     if kind == "big_prompt":
         return json.dumps({"model": "smollm2", "prompt": "a" * gen["bytes"]}).encode()
@@ -83,12 +88,49 @@ def check_served(port, after):
     assert 1 <= body["usage"]["completion_tokens"] <= 2, body
 
 
+MAX_AGENTS = 3
+
+
+def check_agent_limits(port):
+    """429 once the server holds --max-agents agents; 409 while an agent answers another request."""
+    ids = []
+    for _ in range(MAX_AGENTS):
+        r = request(port, "POST", "/v1/agents", {"model": "smollm2"}, AUTH)
+        assert r.status == 201, (r.status, r.body[:300])
+        ids.append(r.json()["id"])
+    r = request(port, "POST", "/v1/agents", {"model": "smollm2"}, AUTH)
+    check_error({"name": "agents_over_max_agents", "status": 429}, r)
+    assert r.json()["error"]["type"] == "rate_limit_error", r.body[:300]
+    # A long answer keeps the agent busy; a second request meanwhile is a conflict, not a queue.
+    turn = {"messages": [{"role": "user", "content": "Count from one to one hundred in words."}],
+            "max_tokens": 400, "temperature": 0}
+    answered = {}
+    t = threading.Thread(target=lambda: answered.update(r=request(port, "POST", f"/v1/agents/{ids[0]}/respond",
+                                                                  turn, AUTH)))
+    t.start()
+    busy = None
+    deadline = time.time() + 60
+    while time.time() < deadline and t.is_alive():
+        a = request(port, "GET", f"/v1/agents/{ids[0]}", None, AUTH)
+        if a.json().get("busy"):
+            busy = request(port, "POST", f"/v1/agents/{ids[0]}/respond", turn, AUTH)
+            break
+        time.sleep(0.02)
+    t.join()
+    assert busy is not None, "the agent was never seen busy"
+    check_error({"name": "agent_busy", "status": 409}, busy)
+    assert answered["r"].status == 200, (answered["r"].status, answered["r"].body[:300])
+    for i in ids:
+        assert request(port, "DELETE", f"/v1/agents/{i}", None, AUTH).status == 200
+    print("  agents_over_max_agents: 429; agent_busy: 409")
+
+
 def main():
     cases = json.load(open(CASES))["cases"]
     names = [c["name"] for c in cases]
     assert len(set(names)) == len(names), "case names must be unique"
     assert sum(400 <= c["status"] < 500 for c in cases) >= 40, "the issue asks for at least 40 bad requests"
-    proc, port = start_server(BIN, ["--api-key", KEY], kv_mem="128M")
+    proc, port = start_server(BIN, ["--api-key", KEY, "--max-agents", str(MAX_AGENTS)], kv_mem="128M")
     ok = False
     try:
         # /health needs no key, everything else does (checked case by case below).
@@ -101,8 +143,15 @@ def main():
             check_error(case, r)
             print(f"  {case['name']}: {r.status} in {time.time() - t0:.2f}s: {r.json()['error']['message'][:100]}")
             check_served(port, case["name"])
+        check_agent_limits(port)
         # No bad request left work or blocks behind.
-        m = metrics(port, AUTH)
+        # (A deleted agent's blocks are freed on the engine thread just after the reply, so allow it a moment.)
+        deadline = time.time() + 10
+        while True:
+            m = metrics(port, AUTH)
+            if (m["agentkv_requests_running"] == 0 and m["agentkv_kv_blocks_used"] == 0) or time.time() > deadline:
+                break
+            time.sleep(0.1)
         assert m["agentkv_requests_running"] == 0 and m["agentkv_kv_blocks_used"] == 0, m
         ok = True
     finally:

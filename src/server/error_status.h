@@ -1,0 +1,23 @@
+// The one place where an error's code (util/status.h) becomes an HTTP status and an OpenAI error type.
+// Handlers build their replies with api_error() from the code set where the error arose (the engine,
+// the KV budget, the agent registry), never from the wording of its message.
+#pragma once
+
+#include <string>
+
+#include "server/openai_protocol.h"
+#include "util/status.h"
+
+namespace agentkv {
+
+// 400 invalid argument, 404 not found, 409 conflict (a busy agent), 413 too large (a body, a prompt
+// over the context), 429 a count limit (agents held), 507 the KV budget cannot hold it, 503 shutting
+// down (or cancelled by the server), 500 data loss or an internal error.
+int http_status(ErrorCode code);
+// The OpenAI error object's "type" for a status: invalid_request_error, rate_limit_error, server_error.
+const char* openai_error_type(int status);
+
+ApiError api_error(ErrorCode code, std::string message, std::string param = "");
+inline ApiError api_error(const Error& e, std::string param = "") { return api_error(e.code, e.message, std::move(param)); }
+
+}  // namespace agentkv
