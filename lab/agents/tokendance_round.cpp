@@ -6,6 +6,7 @@
 #include <memory>
 #include <set>
 
+#include "engine/request_outcome.h"
 #include "engine/segment_collector.h"
 #include "share/master_diff.h"
 #include "util/monotonic_clock.h"
@@ -41,7 +42,7 @@ struct Done {
 Status submit(Engine& e, RequestParams p, Done* d, double t0) {
   auto id = e.add_request(std::move(p), [d, t0](const RequestEvent& ev) {
     if (ev.has_token && d->ttft < 0) d->ttft = monotonic_seconds() - t0;
-    if (ev.has_token && !(ev.seq_finished && ev.finish_reason == "stop" && ev.text.empty())) d->tokens.push_back(ev.token);
+    if (answer_token(ev)) d->tokens.push_back(ev.token);
     d->text += ev.text;
     if (!ev.error.empty()) d->error = ev.error;
     if (ev.request_finished) d->retained = ev.retained_kv;

@@ -133,11 +133,11 @@ Status Engine::add_request_with_id(uint64_t id, RequestParams p, RequestCallback
   return {};
 }
 
-void Engine::finish_sequence(RequestState& r, Sequence* s, RequestEvent& ev, const std::string& reason) {
+void Engine::finish_sequence(RequestState& r, Sequence* s, RequestEvent& ev, FinishReason reason) {
   ev.text += s->text->finish();
   ev.seq_finished = true;
   ev.finish_reason = reason;
-  if (r.params.retain_kv && s->index == 0 && (reason == "stop" || reason == "length")) {
+  if (r.params.retain_kv && s->index == 0 && (reason == FinishReason::kStop || reason == FinishReason::kLength)) {
     // The snapshot takes the blocks over (the last sampled token has no K/V yet and is not in it).
     const uint64_t h = ++next_retained_;
     auto snap = std::make_shared<KvSequence>(std::move(s->kv));
@@ -151,7 +151,7 @@ void Engine::finish_sequence(RequestState& r, Sequence* s, RequestEvent& ev, con
   // The fork adds the other n-1 sequences before sequence 0 samples, so "all of r.seqs" is right
   // both before and after it.
   ev.request_finished = size_t(r.n_finished) == r.seqs.size();
-  if (ev.request_finished && reason != "cancelled" && reason != "error") ++m_.requests_finished;
+  if (ev.request_finished && reason != FinishReason::kCancelled && reason != FinishReason::kError) ++m_.requests_finished;
 }
 
 void Engine::sample_and_emit(RequestState& r, Sequence* s, float* logits) {
@@ -164,7 +164,7 @@ void Engine::sample_and_emit(RequestState& r, Sequence* s, float* logits) {
   const double now = monotonic_seconds();
   if (r.params.max_tokens == 0) {
     ev.n_generated = 0;
-    finish_sequence(r, s, ev, "length");
+    finish_sequence(r, s, ev, FinishReason::kLength);
     if (r.cb) r.cb(ev);
     if (ev.request_finished) finished_ids_.push_back(s->request_id);
     return;
@@ -190,17 +190,18 @@ void Engine::sample_and_emit(RequestState& r, Sequence* s, float* logits) {
   s->last_token_time = now;
   ++m_.tokens_decoded;
   if (!block_eog && lm_.tokenizer->is_eog(tok)) {
+    ev.eog = true;
     ev.n_generated = s->n_generated;
-    finish_sequence(r, s, ev, "stop");
+    finish_sequence(r, s, ev, FinishReason::kStop);
   } else {
     s->tokens.push_back(tok);
     ++s->n_generated;
     ev.n_generated = s->n_generated;
     ev.text = s->text->push(tok);
     if (s->text->stopped())
-      finish_sequence(r, s, ev, "stop");
+      finish_sequence(r, s, ev, FinishReason::kStop);
     else if (s->n_generated >= r.params.max_tokens || int64_t(s->tokens.size()) >= n_ctx_)
-      finish_sequence(r, s, ev, "length");
+      finish_sequence(r, s, ev, FinishReason::kLength);
   }
   if (r.cb) r.cb(ev);
   if (ev.request_finished) finished_ids_.push_back(s->request_id);
@@ -316,7 +317,7 @@ void Engine::fail_request(uint64_t id, const Error& error) {
   ev.request_id = id;
   ev.seq_finished = true;
   ev.request_finished = true;
-  ev.finish_reason = "error";
+  ev.finish_reason = FinishReason::kError;
   ev.error = error.message;
   ev.error_code = error.code;
   if (r.cb) r.cb(ev);
@@ -340,7 +341,7 @@ void Engine::cancel(uint64_t id) {
     ev.n_generated = s->n_generated;
     ev.text = s->text->finish();
     ev.seq_finished = true;
-    ev.finish_reason = "cancelled";
+    ev.finish_reason = FinishReason::kCancelled;
     scheduler_.remove(s);
     s->state = Sequence::State::kFinished;
     ev.request_finished = i + 1 == live.size();

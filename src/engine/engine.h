@@ -100,7 +100,7 @@ class Engine {
   std::unique_ptr<Sequence> make_sequence(const RequestState& r, uint64_t id, int index, uint64_t arrival);
   void on_logits(Sequence* s, const float* logits);
   void sample_and_emit(RequestState& r, Sequence* s, float* logits);
-  void finish_sequence(RequestState& r, Sequence* s, RequestEvent& ev, const std::string& reason);
+  void finish_sequence(RequestState& r, Sequence* s, RequestEvent& ev, FinishReason reason);
   void fail_request(uint64_t id, const Error& error);
 
   const LoadedModel& lm_;

@@ -107,7 +107,7 @@ void EngineLoop::run() {
           RequestEvent ev;
           ev.request_id = p.id;
           ev.seq_finished = ev.request_finished = true;
-          ev.finish_reason = "error";
+          ev.finish_reason = FinishReason::kError;
           ev.error = st.error();
           ev.error_code = st.code();
           cb(ev);

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "server/api_server.h"
+#include "engine/request_outcome.h"
 #include "server/error_status.h"
 
 namespace agentkv {
@@ -18,7 +19,7 @@ struct ApiServer::AgentJob {
   RequestParams params;
   // Filled from the engine's events.
   std::string text;
-  std::string finish_reason;
+  FinishReason finish_reason = FinishReason::kNone;
   UsageCounts usage;
   uint64_t retained = 0;
   int64_t retained_tokens = 0;

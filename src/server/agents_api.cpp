@@ -65,36 +65,22 @@ bool ApiServer::run_jobs(std::vector<AgentJob>& jobs, HttpResponseWriter& w) {
   };
   auto shared = std::make_shared<Shared>();
   // Outcomes are written by the engine thread under shared->mu and read here under it too.
-  auto outcomes = std::make_shared<std::vector<AgentJob>>(jobs.size());
+  auto outcomes = std::make_shared<std::vector<RequestOutcome>>(jobs.size());
   for (size_t i = 0; i < jobs.size(); ++i) {
     AgentJob& j = jobs[i];
     auto id = loop_->submit(j.params, [shared, outcomes, i](const RequestEvent& ev) {
       std::lock_guard<std::mutex> lock(shared->mu);
-      AgentJob& o = (*outcomes)[i];
-      o.text += ev.text;
-      if (ev.seq_finished) {
-        o.finish_reason = ev.finish_reason == "length" ? "length" : ev.finish_reason;
-        o.usage.prompt_tokens = ev.n_prompt;
-        o.usage.cached_tokens = ev.n_cached_prompt;
-        o.usage.completion_tokens = ev.n_generated;
-        o.retained = ev.retained_kv;
-        o.retained_tokens = ev.retained_tokens;
-        if (!ev.error.empty()) {
-          o.error = ev.error;
-          o.error_code = ev.error_code;
-        }
-      }
+      fold((*outcomes)[i], ev);
       if (ev.request_finished) {
-        o.done = true;
         ++shared->n_done;
         shared->cv.notify_one();
       }
     }, j.model);
     if (!id.ok()) {
       std::lock_guard<std::mutex> lock(shared->mu);
-      (*outcomes)[i].error = id.error();
-      (*outcomes)[i].error_code = id.code();
-      (*outcomes)[i].done = true;
+      (*outcomes)[i].error = id.status_error();
+      (*outcomes)[i].finish = FinishReason::kError;
+      (*outcomes)[i].request_finished = true;
       ++shared->n_done;
     } else {
       j.id = *id;
@@ -111,21 +97,25 @@ bool ApiServer::run_jobs(std::vector<AgentJob>& jobs, HttpResponseWriter& w) {
       // Wait for the cancellations, then give back what finished before them.
       std::unique_lock<std::mutex> relock(shared->mu);
       shared->cv.wait(relock, [&] { return shared->n_done == jobs.size(); });
-      for (size_t i = 0; i < jobs.size(); ++i) release_kv(jobs[i].model, (*outcomes)[i].retained);
+      for (size_t i = 0; i < jobs.size(); ++i) release_kv(jobs[i].model, (*outcomes)[i].retained_kv);
       return false;
     }
   }
   std::lock_guard<std::mutex> lock(shared->mu);
   for (size_t i = 0; i < jobs.size(); ++i) {
-    AgentJob& o = (*outcomes)[i];
+    RequestOutcome& o = (*outcomes)[i];
     jobs[i].text = std::move(o.text);
-    jobs[i].finish_reason = o.finish_reason;
-    jobs[i].usage = o.usage;
-    jobs[i].retained = o.retained;
+    jobs[i].finish_reason = o.finish;
+    jobs[i].usage.prompt_tokens = o.n_prompt;
+    jobs[i].usage.cached_tokens = o.n_cached_prompt;
+    jobs[i].usage.completion_tokens = o.n_generated;
+    jobs[i].retained = o.retained_kv;
     jobs[i].retained_tokens = o.retained_tokens;
-    jobs[i].error = o.error;
-    jobs[i].error_code = o.error_code;
-    jobs[i].done = o.done;
+    if (o.error) {
+      jobs[i].error = o.error->message;
+      jobs[i].error_code = o.error->code;
+    }
+    jobs[i].done = o.request_finished;
   }
   return true;
 }
@@ -180,13 +170,13 @@ bool ApiServer::run_turns(std::vector<Agent>& agents, const GenerationFields& ge
   if (sharing && !share_segments(*jobs, *sharing, w, report)) return abandon_all();
   const bool ran = run_jobs(*jobs, w);
   bool ok = ran;
-  for (const AgentJob& j : *jobs) ok = ok && j.error.empty() && j.finish_reason != "cancelled";
+  for (const AgentJob& j : *jobs) ok = ok && j.error.empty() && j.finish_reason != FinishReason::kCancelled;
   // The blended contexts served as the turns' starting points; the turns' own snapshots replace them
   // and, when every turn succeeded, are compacted to master + diff.
   release_sharing(*jobs, ok);
   if (!ran) return abandon_all();
   for (const AgentJob& j : *jobs) {
-    if (j.error.empty() && j.finish_reason != "cancelled") continue;
+    if (j.error.empty() && j.finish_reason != FinishReason::kCancelled) continue;
     for (const AgentJob& k : *jobs) release_kv(k.model, k.retained);
     reply(w, j.error.empty() ? api_error(ErrorCode::kCancelled, "the request was cancelled")
                              : api_error(j.error_code, j.error));
@@ -318,7 +308,7 @@ void ApiServer::respond_agent(const std::string& id, const HttpRequest& req, Htt
   if (!run_turns(as, rr.gen, w, &jobs)) return;
   const Agent& a = as[0];
   const AgentJob& j = jobs[0];
-  AgentAnswer ans{a.id, a.name, j.text, j.finish_reason, j.usage};
+  AgentAnswer ans{a.id, a.name, j.text, openai_finish_reason(j.finish_reason), j.usage};
   Json out = agent_answer_json(ans);
   out.set("object", Json::string("agent.response"));
   w.respond(200, "application/json", out.dump());
@@ -416,7 +406,7 @@ void ApiServer::handle_round(const HttpRequest& req, HttpResponseWriter& w) {
   for (size_t i = 0; i < as.size(); ++i) {
     const Agent& a = as[i];
     const AgentJob& j = jobs[i];
-    answers.push(agent_answer_json(AgentAnswer{a.id, a.name, j.text, j.finish_reason, j.usage}));
+    answers.push(agent_answer_json(AgentAnswer{a.id, a.name, j.text, openai_finish_reason(j.finish_reason), j.usage}));
     total.prompt_tokens += j.usage.prompt_tokens;
     total.completion_tokens += j.usage.completion_tokens;
     total.cached_tokens += j.usage.cached_tokens;

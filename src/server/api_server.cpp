@@ -8,6 +8,7 @@
 #include <random>
 
 #include "prm/calibration_file.h"
+#include "engine/request_outcome.h"
 #include "server/error_status.h"
 #include "tokenizer/chat_template.h"
 
@@ -398,8 +399,7 @@ void ApiServer::handle_completion(const HttpRequest& req, HttpResponseWriter& w,
       if (!ev.error.empty()) error = make_error(ev.error_code, ev.error);
       std::string tok_text;
       std::vector<std::string> top_texts;
-      const bool counted = ev.has_token && !(ev.seq_finished && ev.finish_reason == "stop" && ev.text.empty() &&
-                                             tok.is_eog(ev.token));
+      const bool counted = answer_token(ev);
       if (counted) ++usage.completion_tokens;
       if (ev.has_token && cr.logprobs >= 0 && counted) {
         tok_text = tok.token_to_piece(ev.token, false);
@@ -411,7 +411,7 @@ void ApiServer::handle_completion(const HttpRequest& req, HttpResponseWriter& w,
       c.text += ev.text;
       std::string reason;
       if (ev.seq_finished) {
-        reason = ev.finish_reason == "length" ? "length" : "stop";
+        reason = openai_finish_reason(ev.finish_reason);
         c.finish_reason = reason;
       }
       if (streaming && (!ev.text.empty() || ev.seq_finished || (cr.logprobs >= 0 && counted))) {

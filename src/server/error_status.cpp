@@ -1,4 +1,5 @@
-// Error codes to HTTP statuses (see error_status.h): one switch, tested in tests/unit/error_status_test.cpp.
+// Error codes to HTTP statuses and finish reasons to OpenAI's (see error_status.h); tested in
+// tests/unit/error_status_test.cpp.
 #include "server/error_status.h"
 
 #include <utility>
@@ -29,6 +30,8 @@ const char* openai_error_type(int status) {
   if (status >= 500) return "server_error";
   return "invalid_request_error";
 }
+
+const char* openai_finish_reason(FinishReason r) { return r == FinishReason::kLength ? "length" : "stop"; }
 
 ApiError api_error(ErrorCode code, std::string message, std::string param) {
   const int status = http_status(code);

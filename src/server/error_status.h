@@ -1,10 +1,12 @@
-// The one place where an error's code (util/status.h) becomes an HTTP status and an OpenAI error type.
-// Handlers build their replies with api_error() from the code set where the error arose (the engine,
-// the KV budget, the agent registry), never from the wording of its message.
+// The one place where the engine's values become the wire's: an error's code (util/status.h) an HTTP
+// status and an OpenAI error type, a FinishReason OpenAI's finish_reason. Handlers build their error
+// replies with api_error() from the code set where the error arose (the engine, the KV budget, the
+// agent registry), never from the wording of its message.
 #pragma once
 
 #include <string>
 
+#include "engine/request.h"
 #include "server/openai_protocol.h"
 #include "util/status.h"
 
@@ -18,6 +20,9 @@ int http_status(ErrorCode code);
 const char* openai_error_type(int status);
 
 ApiError api_error(ErrorCode code, std::string message, std::string param = "");
+// "length" for kLength, else "stop" (an answer that was cancelled or failed is replied as an error).
+const char* openai_finish_reason(FinishReason r);
+
 inline ApiError api_error(const Error& e, std::string param = "") { return api_error(e.code, e.message, std::move(param)); }
 
 }  // namespace agentkv

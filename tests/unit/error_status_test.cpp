@@ -70,5 +70,11 @@ TEST(ErrorStatus, ApiErrorTakesStatusAndTypeFromTheCode) {
   EXPECT_EQ(busy.param, "agent");
 }
 
+TEST(ErrorStatus, FinishReasonsHaveOpenAiNames) {
+  EXPECT_STREQ(openai_finish_reason(FinishReason::kLength), "length");
+  EXPECT_STREQ(openai_finish_reason(FinishReason::kStop), "stop");
+  EXPECT_STREQ(finish_reason_name(FinishReason::kCancelled), "cancelled");
+}
+
 }  // namespace
 }  // namespace agentkv
