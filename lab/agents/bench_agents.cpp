@@ -15,6 +15,7 @@
 #include <unordered_map>
 
 #include "engine/engine.h"
+#include "engine/request_outcome.h"
 #include "percentile.h"
 #include "tokendance_round.h"
 #include "util/monotonic_clock.h"
@@ -185,7 +186,7 @@ Result<ModeReport> run_mode(const LoadedModel& lm, ThreadPool& pool, const Bench
       Out* o = &outs[i];
       auto id = engine->add_request(std::move(p), [o, t0, &bar, &turns_done](const RequestEvent& ev) {
         if (ev.has_token && o->ttft < 0) o->ttft = monotonic_seconds() - t0;
-        if (ev.has_token && ev.finish_reason != "stop") o->tokens.push_back(ev.token);
+        if (answer_token(ev)) o->tokens.push_back(ev.token);
         o->text += ev.text;
         if (!ev.error.empty()) o->error = ev.error;
         if (ev.request_finished) {

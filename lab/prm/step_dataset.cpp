@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "engine/engine.h"
+#include "engine/request_outcome.h"
 #include "lab/prm/arith_prompt.h"
 #include "prm/kv_scorer.h"
 #include "prm/sequence_prefill.h"
@@ -35,10 +36,10 @@ Result<std::vector<ProblemCandidates>> sample_candidates(const LoadedModel& lm, 
     // Distinct per problem, so two problems with the same prompt length do not share a stream.
     rp.sampling.seed = opt.seed * 1000003u + pc.problem.seed;
     std::vector<Candidate>* cands = &pc.candidates;
-    auto id = (*engine)->add_request(rp, [cands, &tok](const RequestEvent& ev) {
+    auto id = (*engine)->add_request(rp, [cands](const RequestEvent& ev) {
       if (!ev.has_token || size_t(ev.seq_index) >= cands->size()) return;
       Candidate& c = (*cands)[size_t(ev.seq_index)];
-      if (tok.is_eog(ev.token)) return;
+      if (!answer_token(ev)) return;
       c.tokens.push_back(ev.token);
       c.logprob += ev.logprob.logprob;
     });

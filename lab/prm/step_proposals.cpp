@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "engine/engine.h"
+#include "engine/request_outcome.h"
 #include "lab/prm/trajectory.h"
 
 namespace agentkv::prm {
@@ -41,10 +42,10 @@ Result<std::vector<std::vector<StepProposal>>> StepProposer::propose(std::span<c
     rp.sampling.temperature = opt.temperature;
     rp.sampling.seed = (opt.seed * 1000003u + call) * 1000003u + c;
     std::vector<StepProposal>* props = &out[c];
-    auto id = engine->add_request(rp, [props, &tok](const RequestEvent& ev) {
+    auto id = engine->add_request(rp, [props](const RequestEvent& ev) {
       if (!ev.has_token || size_t(ev.seq_index) >= props->size()) return;
       StepProposal& p = (*props)[size_t(ev.seq_index)];
-      if (tok.is_eog(ev.token)) {
+      if (!answer_token(ev)) {
         p.ended = true;
         return;
       }

@@ -27,16 +27,16 @@ bool read_text_file(const std::string& path, std::string* out) {
 Result<std::pair<std::unique_ptr<LoadedModel>, std::unique_ptr<LoadedModel>>> load_model_pair(const std::string& sender,
                                                                                                const std::string& receiver) {
   auto a = load_model(sender);
-  if (!a.ok()) return make_error(a.error());
+  if (!a.ok()) return a.status_error();
   auto b = load_model(receiver);
-  if (!b.ok()) return make_error(b.error());
+  if (!b.ok()) return b.status_error();
   return std::make_pair(std::move(*a), std::move(*b));
 }
 
 Result<prm::VerifyHead> load_verify_head(const LoadedModel& lm, const std::string& path) {
   if (path.empty()) return prm::make_verify_head(*lm.tokenizer);
   auto rec = prm::read_calibration(path);
-  if (!rec.ok()) return make_error(rec.error());
+  if (!rec.ok()) return rec.status_error();
   return prm::head_from_record(*rec, *lm.tokenizer, lm.fingerprint, lm.config().n_embd, lm.config().n_layer);
 }
 

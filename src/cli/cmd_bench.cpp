@@ -42,7 +42,7 @@ Status engine_times(const LoadedModel& lm, ThreadPool& pool, const std::vector<i
       if (*first < 0) *first = t;
       *last = t;
     });
-    if (!id.ok()) return make_error(id.error());
+    if (!id.ok()) return id.status_error();
     return engine->run_until_idle();
   };
   double first = 0, last = 0;

@@ -64,7 +64,7 @@ int cmd_generate(int argc, char** argv) {
     const double pf = res->prefill_seconds, dc = res->decode_seconds;
     std::fprintf(stderr, "[%d prompt tokens in %.3f s (%.1f tok/s), %zu generated in %.3f s (%.1f tok/s), finish: %s]\n",
                  res->n_prompt, pf, pf > 0 ? res->n_prompt / pf : 0.0, res->tokens.size(), dc,
-                 dc > 0 ? double(res->tokens.size()) / dc : 0.0, res->finish_reason.c_str());
+                 dc > 0 ? double(res->tokens.size()) / dc : 0.0, finish_reason_name(res->finish_reason));
   }
   return 0;
 }

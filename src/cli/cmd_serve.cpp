@@ -19,6 +19,7 @@ int cmd_serve(int argc, char** argv) {
   std::vector<std::string> models = {"smollm2"};
   std::string host = "127.0.0.1", api_key, kv_mem;
   int64_t port = 8080, threads = 0, max_tokens = 4096, max_body = 8 << 20;
+  int64_t max_agents = int64_t(AgentLimits{}.max_agents);
   ArgParser p("serve", "OpenAI-compatible HTTP server (POST /v1/chat/completions, /v1/completions; GET /v1/models, /health, /metrics).");
   p.add_list("-m,--model", &models,
              "model alias or .gguf path; repeat it (-m A -m B) or give a comma list to serve several (the "
@@ -30,6 +31,7 @@ int cmd_serve(int argc, char** argv) {
   p.add_int("-t,--threads", &threads, "threads (0 = all cores)", 0, 1024);
   p.add_int("--max-tokens", &max_tokens, "largest max_tokens a request may ask for", 1, 1 << 20);
   p.add_int("--max-body", &max_body, "largest request body in bytes", 1024, int64_t(1) << 30);
+  p.add_int("--max-agents", &max_agents, "most agents held at once (creating one more answers 429)", 1, 1 << 24);
   std::string round_sharing = "on";
   double recompute = 0.15;
   p.add_string("--round-sharing", &round_sharing,
@@ -50,6 +52,7 @@ int cmd_serve(int argc, char** argv) {
   opt.threads = int(threads);
   opt.limits.max_tokens_limit = int(max_tokens);
   opt.max_body_bytes = size_t(max_body);
+  opt.agent_limits.max_agents = size_t(max_agents);
   opt.limits.max_prompt_bytes = size_t(max_body);
   if (!kv_mem.empty()) {
     auto b = parse_byte_size(kv_mem);
@@ -65,7 +68,7 @@ int cmd_serve(int argc, char** argv) {
   opt.recompute = recompute;
   opt.sharing_gate = [recompute](const LoadedModel& lm, ThreadPool& pool) -> Result<std::pair<bool, std::string>> {
     auto g = run_sharing_gate(lm, pool, recompute, kSharingGateThresholds, default_sharing_gate_cache_dir());
-    if (!g.ok()) return make_error(g.error());
+    if (!g.ok()) return g.status_error();
     std::fprintf(stderr, "agentkv: KV-sharing quality gate for %s: %s\n", lm.name.c_str(), g->summary().c_str());
     return std::make_pair(g->pass, g->summary());
   };

@@ -16,7 +16,7 @@ Result<TransferSetup> load_transfer_setup(const TransferPairArgs& a, const std::
   std::string corpus;
   if (!corpus_path.empty() && !read_text_file(corpus_path, &corpus)) return make_error("cannot open corpus '" + corpus_path + "'");
   auto models = load_model_pair(a.from, a.to);
-  if (!models.ok()) return make_error(models.error());
+  if (!models.ok()) return models.status_error();
   TransferSetup s;
   s.sender = std::move(models->first);
   s.receiver = std::move(models->second);

@@ -8,6 +8,7 @@
 #include <map>
 #include <utility>
 
+#include "engine/request_outcome.h"
 #include "engine/segment_collector.h"
 #include "util/monotonic_clock.h"
 
@@ -38,7 +39,11 @@ class CollectiveRound : public std::enable_shared_from_this<CollectiveRound> {
   void collect();
   void run_turns();
   void finish();
-  void fail(std::string error);
+  void fail(Error error);
+  // The first error wins; the job fails with it once its requests are done.
+  void set_error(ErrorCode code, std::string message) {
+    if (error_.message.empty()) error_ = Error{code, std::move(message)};
+  }
   void release_all();
 
   Engine& e_;
@@ -54,7 +59,7 @@ class CollectiveRound : public std::enable_shared_from_this<CollectiveRound> {
   int pending_ = 0;
   bool submitting_ = false;
   bool cancelled_ = false;
-  std::string error_;
+  Error error_{ErrorCode::kInternal, ""};  // empty message: no error
   Phase phase_ = Phase::kPrefill;
   double t0_ = 0;
 };
@@ -70,7 +75,7 @@ void CollectiveRound::submit(RequestParams p, std::function<void(const RequestEv
     }
   });
   if (!id.ok()) {
-    if (error_.empty()) error_ = id.error();
+    set_error(id.code(), id.error());
     --pending_;
     return;
   }
@@ -86,8 +91,8 @@ void CollectiveRound::end_submitting() {
 void CollectiveRound::request_done() {
   if (pending_ > 0) --pending_;
   if (submitting_ || pending_ > 0) return;
-  if (cancelled_ && error_.empty()) error_ = "the round was cancelled";
-  if (!error_.empty()) return fail(error_);
+  if (cancelled_) set_error(ErrorCode::kCancelled, "the round was cancelled");
+  if (!error_.message.empty()) return fail(error_);
   if (phase_ == Phase::kPrefill) {
     collect();
     if (phase_ != Phase::kDone) run_turns();
@@ -97,10 +102,10 @@ void CollectiveRound::request_done() {
 }
 
 void CollectiveRound::note(const RequestEvent& ev, const char* what) {
-  if (!ev.seq_finished || !error_.empty()) return;
-  if (!ev.error.empty()) error_ = ev.error;
-  else if (ev.finish_reason == "cancelled") error_ = "the round was cancelled";
-  else if (ev.seq_index == 0 && ev.retained_kv == 0) error_ = std::string(what) + " was not retained";
+  if (!ev.seq_finished || !error_.message.empty()) return;
+  if (!ev.error.empty()) set_error(ev.error_code, ev.error);
+  else if (ev.finish_reason == FinishReason::kCancelled) set_error(ErrorCode::kCancelled, "the round was cancelled");
+  else if (ev.seq_index == 0 && ev.retained_kv == 0) set_error(ErrorCode::kInternal, std::string(what) + " was not retained");
 }
 
 void CollectiveRound::start() {
@@ -173,7 +178,7 @@ void CollectiveRound::collect() {
     // The blended copies share what they need of the prefixes.
     if (!opt_.keep_blended)
       for (size_t i : g.members) e_.release_retained(std::exchange(prefix_[i], 0));
-    if (!copies.ok()) return fail(copies.error());
+    if (!copies.ok()) return fail(copies.status_error());
     for (size_t k = 0; k < g.members.size(); ++k) {
       const size_t i = g.members[k];
       blended_[i] = (*copies)[k].handle;
@@ -201,7 +206,7 @@ void CollectiveRound::run_turns() {
     submit(std::move(p), [this, i](const RequestEvent& ev) {
       RoundTurnOutcome& o = res_.turns[i];
       if (ev.has_token && o.ttft < 0) o.ttft = monotonic_seconds() - t0_;
-      if (ev.has_token && !(ev.seq_finished && ev.finish_reason == "stop" && ev.text.empty())) o.tokens.push_back(ev.token);
+      if (answer_token(ev)) o.tokens.push_back(ev.token);
       o.text += ev.text;
       note(ev, "an agent's turn");
       if (ev.seq_finished && ev.seq_index == 0) {
@@ -250,11 +255,11 @@ void CollectiveRound::release_all() {
   for (RoundTurnOutcome& o : res_.turns) e_.release_retained(std::exchange(o.context, 0));
 }
 
-void CollectiveRound::fail(std::string error) {
+void CollectiveRound::fail(Error error) {
   if (phase_ == Phase::kDone) return;
   phase_ = Phase::kDone;
   release_all();
-  res_.status = make_error(std::move(error));
+  res_.status = std::move(error);
   done_(std::move(res_));
 }
 

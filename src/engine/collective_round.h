@@ -47,7 +47,7 @@ struct RoundTurn {
 struct RoundTurnOutcome {
   std::string text;
   std::vector<int32_t> tokens;  // the answer (an ending end-of-generation token excluded)
-  std::string finish_reason;
+  FinishReason finish_reason = FinishReason::kNone;
   int n_prompt = 0, n_cached_prompt = 0, n_generated = 0;
   double ttft = -1;             // seconds from the job's start
   uint64_t context = 0;         // the new resident context (compacted when shared)

@@ -70,7 +70,7 @@ Status Engine::validate(const RequestParams& p) const {
     if (t < 0 || t >= n_vocab)
       return make_error("prompt token id " + std::to_string(t) + " out of range [0, " + std::to_string(n_vocab) + ")");
   if (int64_t(p.prompt.size()) >= n_ctx_)
-    return make_error("prompt of " + std::to_string(p.prompt.size()) + " tokens does not fit the context of " +
+    return make_error(ErrorCode::kTooLarge, "prompt of " + std::to_string(p.prompt.size()) + " tokens does not fit the context of " +
                       std::to_string(n_ctx_) + " tokens");
   if (p.max_tokens < 0) return make_error("max_tokens must be >= 0");
   if (p.min_tokens < 0 || p.min_tokens > p.max_tokens) return make_error("min_tokens must be in [0, max_tokens]");
@@ -85,7 +85,7 @@ Status Engine::validate(const RequestParams& p) const {
   const int64_t gen = total - int64_t(p.prompt.size());
   const int64_t blocks = ceil_div(total, bs) + int64_t(p.n - 1) * (ceil_div(gen, bs) + 1);
   if (blocks > kv_->pool().n_blocks())
-    return make_error("request needs " + std::to_string(blocks) + " KV blocks (" +
+    return make_error(ErrorCode::kResourceExhausted, "request needs " + std::to_string(blocks) + " KV blocks (" +
                       std::to_string(blocks * kv_->bytes_per_block()) + " bytes) but the KV budget holds " +
                       std::to_string(kv_->pool().n_blocks()) + " (" + std::to_string(kv_->budget_bytes()) +
                       " bytes; raise --kv-mem)");
@@ -112,12 +112,12 @@ Result<uint64_t> Engine::add_request(RequestParams p, RequestCallback cb) {
 
 Status Engine::add_request_with_id(uint64_t id, RequestParams p, RequestCallback cb) {
   AGENTKV_TRY(validate(p));
-  if (requests_.count(id)) return make_error("request id " + std::to_string(id) + " is already in use");
+  if (requests_.count(id)) return make_error(ErrorCode::kInternal, "request id " + std::to_string(id) + " is already in use");
   std::shared_ptr<const KvSequence> resume;
   if (p.kv_from) {
-    std::string error;
+    Error error;
     resume = dense_retained(p.kv_from, &error);
-    if (!resume) return make_error(error);
+    if (!resume) return error;
   }
   RequestState& r = requests_[id];
   r.params = std::move(p);
@@ -133,11 +133,11 @@ Status Engine::add_request_with_id(uint64_t id, RequestParams p, RequestCallback
   return {};
 }
 
-void Engine::finish_sequence(RequestState& r, Sequence* s, RequestEvent& ev, const std::string& reason) {
+void Engine::finish_sequence(RequestState& r, Sequence* s, RequestEvent& ev, FinishReason reason) {
   ev.text += s->text->finish();
   ev.seq_finished = true;
   ev.finish_reason = reason;
-  if (r.params.retain_kv && s->index == 0 && (reason == "stop" || reason == "length")) {
+  if (r.params.retain_kv && s->index == 0 && (reason == FinishReason::kStop || reason == FinishReason::kLength)) {
     // The snapshot takes the blocks over (the last sampled token has no K/V yet and is not in it).
     const uint64_t h = ++next_retained_;
     auto snap = std::make_shared<KvSequence>(std::move(s->kv));
@@ -151,7 +151,7 @@ void Engine::finish_sequence(RequestState& r, Sequence* s, RequestEvent& ev, con
   // The fork adds the other n-1 sequences before sequence 0 samples, so "all of r.seqs" is right
   // both before and after it.
   ev.request_finished = size_t(r.n_finished) == r.seqs.size();
-  if (ev.request_finished && reason != "cancelled" && reason != "error") ++m_.requests_finished;
+  if (ev.request_finished && reason != FinishReason::kCancelled && reason != FinishReason::kError) ++m_.requests_finished;
 }
 
 void Engine::sample_and_emit(RequestState& r, Sequence* s, float* logits) {
@@ -164,7 +164,7 @@ void Engine::sample_and_emit(RequestState& r, Sequence* s, float* logits) {
   const double now = monotonic_seconds();
   if (r.params.max_tokens == 0) {
     ev.n_generated = 0;
-    finish_sequence(r, s, ev, "length");
+    finish_sequence(r, s, ev, FinishReason::kLength);
     if (r.cb) r.cb(ev);
     if (ev.request_finished) finished_ids_.push_back(s->request_id);
     return;
@@ -190,17 +190,18 @@ void Engine::sample_and_emit(RequestState& r, Sequence* s, float* logits) {
   s->last_token_time = now;
   ++m_.tokens_decoded;
   if (!block_eog && lm_.tokenizer->is_eog(tok)) {
+    ev.eog = true;
     ev.n_generated = s->n_generated;
-    finish_sequence(r, s, ev, "stop");
+    finish_sequence(r, s, ev, FinishReason::kStop);
   } else {
     s->tokens.push_back(tok);
     ++s->n_generated;
     ev.n_generated = s->n_generated;
     ev.text = s->text->push(tok);
     if (s->text->stopped())
-      finish_sequence(r, s, ev, "stop");
+      finish_sequence(r, s, ev, FinishReason::kStop);
     else if (s->n_generated >= r.params.max_tokens || int64_t(s->tokens.size()) >= n_ctx_)
-      finish_sequence(r, s, ev, "length");
+      finish_sequence(r, s, ev, FinishReason::kLength);
   }
   if (r.cb) r.cb(ev);
   if (ev.request_finished) finished_ids_.push_back(s->request_id);
@@ -240,7 +241,8 @@ Status Engine::step() {
       // Nothing runs and the head of the queue cannot get blocks: only blocks pinned outside the
       // scheduler could cause this; fail the request instead of spinning.
       fail_request(scheduler_.waiting().front()->request_id,
-                   "not enough free KV blocks to admit the request (raise --kv-mem)");
+                   make_error(ErrorCode::kResourceExhausted,
+                              "not enough free KV blocks to admit the request (raise --kv-mem)"));
     }
     for (uint64_t id : finished_ids_) requests_.erase(id);
     finished_ids_.clear();
@@ -301,7 +303,7 @@ Status Engine::run_until_idle() {
   return {};
 }
 
-void Engine::fail_request(uint64_t id, const std::string& error) {
+void Engine::fail_request(uint64_t id, const Error& error) {
   auto it = requests_.find(id);
   if (it == requests_.end()) return;
   RequestState& r = it->second;
@@ -315,8 +317,9 @@ void Engine::fail_request(uint64_t id, const std::string& error) {
   ev.request_id = id;
   ev.seq_finished = true;
   ev.request_finished = true;
-  ev.finish_reason = "error";
-  ev.error = error;
+  ev.finish_reason = FinishReason::kError;
+  ev.error = error.message;
+  ev.error_code = error.code;
   if (r.cb) r.cb(ev);
   finished_ids_.push_back(id);
 }
@@ -338,7 +341,7 @@ void Engine::cancel(uint64_t id) {
     ev.n_generated = s->n_generated;
     ev.text = s->text->finish();
     ev.seq_finished = true;
-    ev.finish_reason = "cancelled";
+    ev.finish_reason = FinishReason::kCancelled;
     scheduler_.remove(s);
     s->state = Sequence::State::kFinished;
     ev.request_finished = i + 1 == live.size();
@@ -374,23 +377,24 @@ EngineMetrics Engine::metrics() const {
   return m;
 }
 
-std::shared_ptr<KvSequence> Engine::dense_retained(uint64_t handle, std::string* error) {
+std::shared_ptr<KvSequence> Engine::dense_retained(uint64_t handle, Error* error) {
   if (auto it = retained_.find(handle); it != retained_.end()) return it->second;
   auto c = compact_.find(handle);
   if (c == compact_.end()) {
-    *error = "retained KV " + std::to_string(handle) + " does not exist";
+    *error = make_error(ErrorCode::kNotFound, "retained KV " + std::to_string(handle) + " does not exist");
     return nullptr;
   }
   auto dense = c->second->expand(*lm_.model, pool_);
   if (!dense) {
-    *error = "the KV budget cannot hold the context restored from master–diff storage (raise --kv-mem)";
+    *error = make_error(ErrorCode::kResourceExhausted,
+                        "the KV budget cannot hold the context restored from master–diff storage (raise --kv-mem)");
     return nullptr;
   }
   return std::make_shared<KvSequence>(std::move(*dense));
 }
 
 uint64_t Engine::fork_retained(uint64_t handle) {
-  std::string error;
+  Error error;
   auto src = dense_retained(handle, &error);
   if (!src) return 0;
   const uint64_t h = ++next_retained_;

@@ -100,8 +100,8 @@ class Engine {
   std::unique_ptr<Sequence> make_sequence(const RequestState& r, uint64_t id, int index, uint64_t arrival);
   void on_logits(Sequence* s, const float* logits);
   void sample_and_emit(RequestState& r, Sequence* s, float* logits);
-  void finish_sequence(RequestState& r, Sequence* s, RequestEvent& ev, const std::string& reason);
-  void fail_request(uint64_t id, const std::string& error);
+  void finish_sequence(RequestState& r, Sequence* s, RequestEvent& ev, FinishReason reason);
+  void fail_request(uint64_t id, const Error& error);
 
   const LoadedModel& lm_;
   EngineOptions opt_;
@@ -119,7 +119,7 @@ class Engine {
   std::vector<int32_t> eog_ids_;  // cached: the tokenizer builds the list on each call
   EngineMetrics m_;
   // A dense copy of a retained snapshot, rebuilt if it is compact; nullptr if unknown or the pool is short.
-  std::shared_ptr<KvSequence> dense_retained(uint64_t handle, std::string* error);
+  std::shared_ptr<KvSequence> dense_retained(uint64_t handle, Error* error);
   std::map<uint64_t, std::shared_ptr<KvSequence>> retained_;
   std::map<uint64_t, std::unique_ptr<CompactContext>> compact_;
   uint64_t next_retained_ = 0;

@@ -13,12 +13,12 @@ EngineLoop::EngineLoop(std::vector<Engine*> engines) : engines_(std::move(engine
 EngineLoop::~EngineLoop() { shutdown(true); }
 
 Result<uint64_t> EngineLoop::submit(RequestParams p, RequestCallback cb, size_t model) {
-  if (model >= engines_.size()) return make_error("unknown model index " + std::to_string(model));
+  if (model >= engines_.size()) return make_error(ErrorCode::kNotFound, "unknown model index " + std::to_string(model));
   AGENTKV_TRY(engines_[model]->validate(p));
   const uint64_t id = engines_[model]->next_request_id();
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (stopping_) return make_error("the engine is shutting down");
+    if (stopping_) return make_error(ErrorCode::kUnavailable, "the engine is shutting down");
     // A client that has its final event and then reads the metrics must see its request gone:
     // the engine has released its blocks by the time it calls back, so the copy is refreshed
     // right before the final event is handed over instead of after the whole step.
@@ -113,8 +113,9 @@ void EngineLoop::run() {
           RequestEvent ev;
           ev.request_id = p.id;
           ev.seq_finished = ev.request_finished = true;
-          ev.finish_reason = "error";
+          ev.finish_reason = FinishReason::kError;
           ev.error = st.error();
+          ev.error_code = st.code();
           cb(ev);
         }
       } else {

@@ -1,6 +1,7 @@
 #include "engine/generate.h"
 
 #include "engine/engine.h"
+#include "engine/request_outcome.h"
 #include "util/monotonic_clock.h"
 
 namespace agentkv {
@@ -32,22 +33,20 @@ Result<GenerateResult> generate(const LoadedModel& lm, const std::vector<int32_t
   p.stop = opt.stop;
   GenerateResult res;
   res.n_prompt = int(prompt.size());
-  res.finish_reason = "length";
   const double t0 = monotonic_seconds();
   double t_first = -1;
-  std::string error;
+  RequestOutcome out;
   auto id = engine->add_request(std::move(p), [&](const RequestEvent& ev) {
     if (ev.has_token && t_first < 0) t_first = monotonic_seconds();
-    if (ev.has_token && !(ev.seq_finished && ev.finish_reason == "stop" && lm.tokenizer->is_eog(ev.token)))
-      res.tokens.push_back(ev.token);
-    res.text += ev.text;
+    fold(out, ev);
     if (on_text && !ev.text.empty()) on_text(ev.text);
-    if (ev.seq_finished) res.finish_reason = ev.finish_reason;
-    if (!ev.error.empty()) error = ev.error;
   });
-  if (!id.ok()) return make_error(id.error());
+  if (!id.ok()) return std::move(id).take_error();
   AGENTKV_TRY(engine->run_until_idle());
-  if (!error.empty()) return make_error(error);
+  if (out.error) return *out.error;
+  res.text = std::move(out.text);
+  res.tokens = std::move(out.tokens);
+  res.finish_reason = out.finish;
   const double t1 = monotonic_seconds();
   res.prefill_seconds = (t_first < 0 ? t1 : t_first) - t0;
   res.decode_seconds = t1 - (t_first < 0 ? t1 : t_first);

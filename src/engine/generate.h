@@ -7,6 +7,7 @@
 #include <string_view>
 #include <vector>
 
+#include "engine/request.h"
 #include "engine/sampler.h"
 #include "model/loaded_model.h"
 
@@ -21,8 +22,8 @@ struct GenerateOptions {
 
 struct GenerateResult {
   std::string text;
-  std::vector<int32_t> tokens;   // generated ids
-  std::string finish_reason;     // "stop" (EOG or stop string) or "length"
+  std::vector<int32_t> tokens;   // generated ids (engine/request_outcome.h: the EOG that ended it is not one)
+  FinishReason finish_reason = FinishReason::kNone;  // kStop (EOG or stop string) or kLength
   int n_prompt = 0;
   double prefill_seconds = 0;
   double decode_seconds = 0;

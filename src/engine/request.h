@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "engine/sampler.h"
+#include "util/status.h"
 
 namespace agentkv {
 
@@ -29,6 +30,11 @@ struct RequestParams {
   bool retain_kv = false;
 };
 
+// Why a sequence ended. kNone: it has not (yet). kStop: an end-of-generation token or a stop string.
+enum class FinishReason : uint8_t { kNone, kStop, kLength, kCancelled, kError };
+// "", "stop", "length", "cancelled", "error" (logs, the CLI; the server maps to OpenAI's own names).
+const char* finish_reason_name(FinishReason r);
+
 struct TokenLogprob {
   int32_t token = 0;
   float logprob = 0;
@@ -42,12 +48,16 @@ struct RequestEvent {
   int seq_index = 0;              // 0..n-1
   bool has_token = false;
   int32_t token = -1;             // the sampled token (also when it ends the sequence)
+  // The token is the end-of-generation token that ended the sequence: it is not part of the answer
+  // (not in the sequence's tokens, text or n_generated). A token that completes a stop string is.
+  bool eog = false;
   std::string text;               // newly releasable text (complete UTF-8, stop strings cut)
   TokenLogprob logprob;           // when requested
   bool seq_finished = false;
-  std::string finish_reason;      // "stop", "length", "cancelled", "error"
+  FinishReason finish_reason = FinishReason::kNone;  // set with seq_finished
   bool request_finished = false;  // the last event of the request
-  std::string error;              // set with finish_reason "error"
+  std::string error;              // set with finish_reason kError
+  ErrorCode error_code = ErrorCode::kInternal;  // its kind (util/status.h), with `error`
   // Usage, filled on every event.
   int n_prompt = 0;
   int n_cached_prompt = 0;        // prompt tokens whose KV came from the prefix cache

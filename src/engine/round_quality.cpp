@@ -3,6 +3,8 @@
 
 #include <algorithm>
 
+#include "engine/request_outcome.h"
+
 namespace agentkv {
 
 namespace {
@@ -15,8 +17,7 @@ struct Done {
 
 Status submit(Engine& e, RequestParams p, Done* d) {
   auto id = e.add_request(std::move(p), [d](const RequestEvent& ev) {
-    // The answer's tokens as the round job collects them: an ending end-of-generation excluded.
-    if (ev.has_token && !(ev.seq_finished && ev.finish_reason == "stop" && ev.text.empty())) d->tokens.push_back(ev.token);
+    if (answer_token(ev)) d->tokens.push_back(ev.token);
     if (!ev.error.empty()) d->error = ev.error;
     if (ev.request_finished) d->retained = ev.retained_kv;
   });

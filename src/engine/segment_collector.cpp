@@ -20,7 +20,7 @@ Result<std::vector<CollectedCopy>> collect_shared_segment(Engine& engine, uint64
     if (!ps) return make_error("KV collector: unknown prefix snapshot " + std::to_string(h));
     KvSequence s = ps->fork();
     if (!s.reserve(int64_t(segment.size())))
-      return make_error("KV collector: the KV budget cannot hold the round's blended segments (raise --kv-mem)");
+      return make_error(ErrorCode::kResourceExhausted, "KV collector: the KV budget cannot hold the round's blended segments (raise --kv-mem)");
     blended.push_back(std::move(s));
   }
   for (KvSequence& s : blended) {
@@ -33,7 +33,7 @@ Result<std::vector<CollectedCopy>> collect_shared_segment(Engine& engine, uint64
   if (!blended.empty()) {
     auto res = selective_recompute(*engine.model().model, engine.kv().arena(), view, segment, segs, options,
                                    engine.pool());
-    if (!res.ok()) return make_error(res.error());
+    if (!res.ok()) return std::move(res).take_error();
     diffs = std::move(*res);
   }
   std::vector<CollectedCopy> out(blended.size());

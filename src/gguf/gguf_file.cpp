@@ -163,14 +163,14 @@ Result<std::unique_ptr<GgufFile>> GgufFile::open(const std::string& path) {
   auto f = std::unique_ptr<GgufFile>(new GgufFile());
   f->file_ = std::move(mapped.value());
   Status st = GgufParser(f->file_.data(), f->file_.size(), f.get()).run();
-  if (!st.ok()) return make_error(st.error() + " in " + path);
+  if (!st.ok()) return make_error(st.code(), st.error() + " in " + path);
   return f;
 }
 
 Result<std::unique_ptr<GgufFile>> GgufFile::parse(const uint8_t* data, size_t size) {
   auto f = std::unique_ptr<GgufFile>(new GgufFile());
   Status st = GgufParser(data, size, f.get()).run();
-  if (!st.ok()) return make_error(st.error());
+  if (!st.ok()) return st.status_error();
   return f;
 }
 

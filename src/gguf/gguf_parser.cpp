@@ -408,7 +408,7 @@ Status GgufParser::run() {
   ok = ok && parse_alignment();
   for (uint64_t k = 0; ok && k < n_tensors; ++k) ok = parse_tensor_info(k);
   ok = ok && place_tensors();
-  if (!ok) return make_error(err_);
+  if (!ok) return make_error(ErrorCode::kDataLoss, err_);  // the bytes are not a valid GGUF
   return Status();
 }
 

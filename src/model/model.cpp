@@ -53,7 +53,7 @@ Status Model::forward_layers(const Batch& b, const KvArena& kv, int layer_begin,
 
 Result<std::unique_ptr<Model>> create_model(const GgufFile& file) {
   auto cfg = read_model_config(file);
-  if (!cfg.ok()) return make_error(cfg.error());
+  if (!cfg.ok()) return cfg.status_error();
   if (cfg->arch == "llama") return create_llama_model(file, std::move(*cfg));
   if (cfg->arch == "gemma3") return create_gemma3_model(file, std::move(*cfg));
   return make_error("unsupported architecture '" + cfg->arch + "' (supported: llama, gemma3)");

@@ -8,7 +8,7 @@ namespace {
 
 Result<int> required_int(const GgufFile& f, const std::string& key, int64_t lo, int64_t hi) {
   auto v = f.get_int(key);
-  if (!v.ok()) return make_error(v.error());
+  if (!v.ok()) return v.status_error();
   if (*v < lo || *v > hi)
     return make_error("key '" + key + "' = " + std::to_string(*v) + " out of range [" + std::to_string(lo) +
                       ", " + std::to_string(hi) + "]");
@@ -20,14 +20,14 @@ Result<int> required_int(const GgufFile& f, const std::string& key, int64_t lo, 
 Result<ModelConfig> read_model_config(const GgufFile& f) {
   ModelConfig c;
   auto arch = f.get_string("general.architecture");
-  if (!arch.ok()) return make_error(arch.error());
+  if (!arch.ok()) return arch.status_error();
   c.arch = *arch;
   c.name = f.get_string_or("general.name", "");
   const std::string p = c.arch + ".";
 #define AGENTKV_REQ(field, key, lo, hi)                   \
   do {                                                   \
     auto r = required_int(f, p + key, lo, hi);           \
-    if (!r.ok()) return make_error(r.error());           \
+    if (!r.ok()) return r.status_error();                \
     c.field = *r;                                        \
   } while (0)
   AGENTKV_REQ(n_layer, "block_count", 1, 4096);
@@ -50,7 +50,7 @@ Result<ModelConfig> read_model_config(const GgufFile& f) {
   if (c.n_rot < 2 || c.n_rot > c.head_dim || c.n_rot % 2 != 0)
     return make_error("key '" + p + "rope.dimension_count' = " + std::to_string(c.n_rot) + " unsupported");
   auto eps = f.get_float(p + "attention.layer_norm_rms_epsilon");
-  if (!eps.ok()) return make_error(eps.error());
+  if (!eps.ok()) return eps.status_error();
   c.rms_eps = float(*eps);
   c.rope_base = float(f.get_float_or(p + "rope.freq_base", 10000.0));
   c.sliding_window = int(f.get_int_or(p + "attention.sliding_window", 0));

@@ -100,7 +100,7 @@ Result<CalibrationRecord> read_calibration(const std::string& path) {
   std::stringstream ss;
   ss << f.rdbuf();
   auto j = parse_json(ss.str());
-  if (!j.ok()) return make_error(path + ": " + j.error());
+  if (!j.ok()) return make_error(j.code(), path + ": " + j.error());
   const Json* format = json_member(*j, "format");
   if (!format || *format != kFormat) return make_error(path + ": not an agentkv PRM calibration");
   const Json* version = json_member(*j, "version");
@@ -118,7 +118,7 @@ Result<CalibrationRecord> read_calibration(const std::string& path) {
       return make_error(path + ": probe arrays 'mean', 'inv_std', 'weight' differ in length or are empty");
     const Json* sum = json_member((*j)["probe"], "checksum");
     if (!sum || *sum != probe_checksum(p))
-      return make_error(path + ": probe checksum mismatch (the file is corrupted or was edited)");
+      return make_error(ErrorCode::kDataLoss, path + ": probe checksum mismatch (the file is corrupted or was edited)");
   }
   return r;
 }
@@ -129,7 +129,7 @@ Result<VerifyHead> head_from_record(const CalibrationRecord& r, const Tokenizer&
     return make_error("calibration was fitted on model " + hex64(r.model_fingerprint) + " (" + r.model_name +
                       "), not on this model (" + hex64(model_fingerprint) + ")");
   auto head = make_verify_head(tok, r.question, r.pos_text, r.neg_text);
-  if (!head.ok()) return make_error(head.error());
+  if (!head.ok()) return head.status_error();
   if (head->pos_token != r.pos_token || head->neg_token != r.neg_token)
     return make_error("calibration's answer tokens differ from this tokenizer's");
   head->calibration = r.calibration;

@@ -77,7 +77,7 @@ Result<PrmScores> kv_prm_score(const Model& model, KvManager& kv, std::span<cons
   for (size_t first = 0; first < contexts.size(); first += group) {
     const size_t last = std::min(contexts.size(), first + group);
     if (Status st = score_group(model, kv, contexts, first, last, head, pool, out); !st.ok())
-      return make_error(st.error());
+      return st.status_error();
   }
   return out;
 }
@@ -96,7 +96,7 @@ Result<PrmScores> text_prm_score(const Model& model, KvManager& scratch_kv,
     if (Status st = prefill_sequence(model, scratch_kv, seq, tokens, pool,
                                      row_outputs(head, logits, features, every_layer));
         !st.ok())
-      return make_error(st.error());
+      return st.status_error();
     add_scores(out, head, 1, logits, features, every_layer, size_t(model.config().n_vocab),
                head.feature_layer > 0 ? size_t(model.config().n_embd) : 0);
   }

@@ -104,7 +104,7 @@ Result<std::vector<KvSequence>> prefill_new(const Model& model, KvManager& kv,
     seqs.emplace_back(kv);
     ptrs.push_back(&seqs.back());
   }
-  if (Status st = prefill_together(model, kv, ptrs, tokens, pool, out); !st.ok()) return make_error(st.error());
+  if (Status st = prefill_together(model, kv, ptrs, tokens, pool, out); !st.ok()) return st.status_error();
   return seqs;
 }
 

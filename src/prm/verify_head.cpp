@@ -31,9 +31,9 @@ Result<VerifyHead> make_verify_head(const Tokenizer& tok, const std::string& que
   }
   head.tokens = tok.encode(text, false, true);
   auto p = single_token(tok, pos);
-  if (!p.ok()) return make_error(p.error());
+  if (!p.ok()) return p.status_error();
   auto n = single_token(tok, neg);
-  if (!n.ok()) return make_error(n.error());
+  if (!n.ok()) return n.status_error();
   if (*p == *n) return make_error("verify answers '" + pos + "' and '" + neg + "' are the same token");
   head.pos_token = *p;
   head.neg_token = *n;

@@ -9,6 +9,8 @@
 #include <vector>
 
 #include "server/api_server.h"
+#include "engine/request_outcome.h"
+#include "server/error_status.h"
 
 namespace agentkv {
 
@@ -17,11 +19,12 @@ struct ApiServer::AgentJob {
   RequestParams params;
   // Filled from the engine's events.
   std::string text;
-  std::string finish_reason;
+  FinishReason finish_reason = FinishReason::kNone;
   UsageCounts usage;
   uint64_t retained = 0;
   int64_t retained_tokens = 0;
   std::string error;
+  ErrorCode error_code = ErrorCode::kInternal;  // with `error`: what kind (maps to the reply's status)
   bool done = false;
   uint64_t id = 0;
   // The round's shared block in params.prompt ([first, second) tokens; -1: not marked).

@@ -3,6 +3,8 @@
 #include <chrono>
 #include <random>
 
+#include "server/error_status.h"
+
 namespace agentkv {
 
 double unix_seconds() {
@@ -13,8 +15,8 @@ std::optional<ApiError> AgentRegistry::add(Agent* a) {
   static const uint64_t salt = std::random_device{}();
   std::lock_guard<std::mutex> lock(mu_);
   if (agents_.size() >= max_agents_)
-    return ApiError{429, "the server holds its maximum of " + std::to_string(max_agents_) + " agents; delete some",
-                    "", "rate_limit_error"};
+    return api_error(ErrorCode::kLimitReached,
+                     "the server holds its maximum of " + std::to_string(max_agents_) + " agents; delete some");
   char id[48];
   std::snprintf(id, sizeof id, "agent-%08llx%06llx", (unsigned long long)(salt & 0xffffffffULL),
                 (unsigned long long)++counter_);
@@ -29,8 +31,8 @@ std::optional<ApiError> AgentRegistry::acquire(const std::vector<std::string>& i
   std::lock_guard<std::mutex> lock(mu_);
   for (const std::string& id : ids) {
     auto it = agents_.find(id);
-    if (it == agents_.end()) return ApiError{404, "agent '" + id + "' does not exist (deleted or expired?)", "agent"};
-    if (it->second.busy) return ApiError{409, "agent '" + id + "' is busy with another request", "agent"};
+    if (it == agents_.end()) return api_error(ErrorCode::kNotFound, "agent '" + id + "' does not exist (deleted or expired?)", "agent");
+    if (it->second.busy) return api_error(ErrorCode::kConflict, "agent '" + id + "' is busy with another request", "agent");
   }
   out->clear();
   for (const std::string& id : ids) {
@@ -58,8 +60,8 @@ void AgentRegistry::abandon(const std::string& id) {
 std::optional<ApiError> AgentRegistry::remove(const std::string& id, Agent* removed) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = agents_.find(id);
-  if (it == agents_.end()) return ApiError{404, "agent '" + id + "' does not exist (deleted or expired?)", "agent"};
-  if (it->second.busy) return ApiError{409, "agent '" + id + "' is busy with another request", "agent"};
+  if (it == agents_.end()) return api_error(ErrorCode::kNotFound, "agent '" + id + "' does not exist (deleted or expired?)", "agent");
+  if (it->second.busy) return api_error(ErrorCode::kConflict, "agent '" + id + "' is busy with another request", "agent");
   *removed = std::move(it->second);
   agents_.erase(it);
   return std::nullopt;

@@ -67,32 +67,22 @@ bool ApiServer::run_jobs(std::vector<AgentJob>& jobs, HttpResponseWriter& w) {
   };
   auto shared = std::make_shared<Shared>();
   // Outcomes are written by the engine thread under shared->mu and read here under it too.
-  auto outcomes = std::make_shared<std::vector<AgentJob>>(jobs.size());
+  auto outcomes = std::make_shared<std::vector<RequestOutcome>>(jobs.size());
   for (size_t i = 0; i < jobs.size(); ++i) {
     AgentJob& j = jobs[i];
     auto id = loop_->submit(j.params, [shared, outcomes, i](const RequestEvent& ev) {
       std::lock_guard<std::mutex> lock(shared->mu);
-      AgentJob& o = (*outcomes)[i];
-      o.text += ev.text;
-      if (ev.seq_finished) {
-        o.finish_reason = ev.finish_reason == "length" ? "length" : ev.finish_reason;
-        o.usage.prompt_tokens = ev.n_prompt;
-        o.usage.cached_tokens = ev.n_cached_prompt;
-        o.usage.completion_tokens = ev.n_generated;
-        o.retained = ev.retained_kv;
-        o.retained_tokens = ev.retained_tokens;
-        if (!ev.error.empty()) o.error = ev.error;
-      }
+      fold((*outcomes)[i], ev);
       if (ev.request_finished) {
-        o.done = true;
         ++shared->n_done;
         shared->cv.notify_one();
       }
     }, j.model);
     if (!id.ok()) {
       std::lock_guard<std::mutex> lock(shared->mu);
-      (*outcomes)[i].error = id.error();
-      (*outcomes)[i].done = true;
+      (*outcomes)[i].error = id.status_error();
+      (*outcomes)[i].finish = FinishReason::kError;
+      (*outcomes)[i].request_finished = true;
       ++shared->n_done;
     } else {
       j.id = *id;
@@ -109,20 +99,25 @@ bool ApiServer::run_jobs(std::vector<AgentJob>& jobs, HttpResponseWriter& w) {
       // Wait for the cancellations, then give back what finished before them.
       std::unique_lock<std::mutex> relock(shared->mu);
       shared->cv.wait(relock, [&] { return shared->n_done == jobs.size(); });
-      for (size_t i = 0; i < jobs.size(); ++i) release_kv(jobs[i].model, (*outcomes)[i].retained);
+      for (size_t i = 0; i < jobs.size(); ++i) release_kv(jobs[i].model, (*outcomes)[i].retained_kv);
       return false;
     }
   }
   std::lock_guard<std::mutex> lock(shared->mu);
   for (size_t i = 0; i < jobs.size(); ++i) {
-    AgentJob& o = (*outcomes)[i];
+    RequestOutcome& o = (*outcomes)[i];
     jobs[i].text = std::move(o.text);
-    jobs[i].finish_reason = o.finish_reason;
-    jobs[i].usage = o.usage;
-    jobs[i].retained = o.retained;
+    jobs[i].finish_reason = o.finish;
+    jobs[i].usage.prompt_tokens = o.n_prompt;
+    jobs[i].usage.cached_tokens = o.n_cached_prompt;
+    jobs[i].usage.completion_tokens = o.n_generated;
+    jobs[i].retained = o.retained_kv;
     jobs[i].retained_tokens = o.retained_tokens;
-    jobs[i].error = o.error;
-    jobs[i].done = o.done;
+    if (o.error) {
+      jobs[i].error = o.error->message;
+      jobs[i].error_code = o.error->code;
+    }
+    jobs[i].done = o.request_finished;
   }
   return true;
 }
@@ -131,7 +126,7 @@ bool ApiServer::prepare_turn(const Agent& a, const GenerationFields& gen, HttpRe
   const Served& m = models_[a.model];
   auto ctx = agent_context_pieces(*m.lm->tokenizer, a.messages, a.segments, true);
   if (!ctx.ok()) {
-    reply(w, ApiError{400, "agent '" + a.id + "': " + ctx.error(), "messages"});
+    reply(w, api_error(ctx.code(), "agent '" + a.id + "': " + ctx.error(), "messages"));
     return false;
   }
   // The last segment is this turn's block only when every earlier one was found too.
@@ -140,16 +135,18 @@ bool ApiServer::prepare_turn(const Agent& a, const GenerationFields& gen, HttpRe
   const int n_ctx = m.engine->n_ctx();
   const int room = n_ctx - int(tokens->size());
   if (room <= 0) {
-    reply(w, ApiError{400, "agent '" + a.id + "': its context has " + std::to_string(tokens->size()) +
-                               " tokens; the model's context is " + std::to_string(n_ctx), "messages"});
+    reply(w, api_error(ErrorCode::kTooLarge, "agent '" + a.id + "': its context has " + std::to_string(tokens->size()) +
+                                                 " tokens; the model's context is " + std::to_string(n_ctx),
+                       "messages"));
     return false;
   }
   RequestParams& p = job->params;
   p.max_tokens = gen.max_tokens ? *gen.max_tokens : std::min(room, opt_.limits.max_tokens_limit);
   if (p.max_tokens > room) {
-    reply(w, ApiError{400, "agent '" + a.id + "': max_tokens " + std::to_string(p.max_tokens) + " + its " +
-                               std::to_string(tokens->size()) + " context tokens exceed the context of " +
-                               std::to_string(n_ctx), "max_tokens"});
+    reply(w, api_error(ErrorCode::kInvalidArgument, "agent '" + a.id + "': max_tokens " + std::to_string(p.max_tokens) +
+                                                        " + its " + std::to_string(tokens->size()) +
+                                                        " context tokens exceed the context of " + std::to_string(n_ctx),
+                       "max_tokens"));
     return false;
   }
   p.prompt = std::move(*tokens);
@@ -252,7 +249,7 @@ bool ApiServer::run_turns(std::vector<Agent>& agents, const GenerationFields& ge
         models[k]);
     if (!posted) {  // shutting down: the loop drops every snapshot with its engines
       CollectiveRoundResult r;
-      r.status = make_error("the server is shutting down");
+      r.status = make_error(ErrorCode::kUnavailable, "the server is shutting down");
       b->arrive(k, nullptr, std::move(r), loop, models);
     }
   }
@@ -270,13 +267,13 @@ bool ApiServer::run_turns(std::vector<Agent>& agents, const GenerationFields& ge
   }
   std::lock_guard<std::mutex> lock(b->mu);
   if (!b->committed) {
-    std::string error = "the round failed";
+    Error error{ErrorCode::kInternal, "the round failed"};
     for (const CollectiveRoundResult& r : b->results)
       if (!r.status.ok()) {
-        error = r.status.error();
+        error = r.status.status_error();
         break;
       }
-    if (!cancelled) reply(w, ApiError{503, error, "", "server_error"});
+    if (!cancelled) reply(w, api_error(error));
     return abandon_all();
   }
   if (sharing && report) {
@@ -341,17 +338,17 @@ void ApiServer::handle_agents(const HttpRequest& req, HttpResponseWriter& w) {
     rest = rest.substr(0, slash);
   }
   const std::string& id = rest;
-  if (id.empty()) return reply(w, ApiError{404, "no route for " + req.method + " " + path, ""});
+  if (id.empty()) return reply(w, api_error(ErrorCode::kNotFound, "no route for " + req.method + " " + path));
   if (action.empty()) {
     if (req.method == "DELETE") return delete_agent(id, w);
     if (req.method != "GET") return reply(w, ApiError{405, "use GET or DELETE /v1/agents/{id}", ""});
     auto a = agents_->get(id);
-    if (!a) return reply(w, ApiError{404, "agent '" + id + "' does not exist (deleted or expired?)", "agent"});
+    if (!a) return reply(w, api_error(ErrorCode::kNotFound, "agent '" + id + "' does not exist (deleted or expired?)", "agent"));
     w.respond(200, "application/json", dump_json(agent_json(view(*a))));
     return;
   }
   if (action != "respond" && action != "messages" && action != "fork" && action != "score")
-    return reply(w, ApiError{404, "no route for " + req.method + " " + path, ""});
+    return reply(w, api_error(ErrorCode::kNotFound, "no route for " + req.method + " " + path));
   if (req.method != "POST") return reply(w, ApiError{405, "use POST " + path, ""});
   if (action == "respond") return respond_agent(id, req, w);
   if (action == "messages") return append_messages(id, req, w);
@@ -365,10 +362,13 @@ void ApiServer::create_agent(const HttpRequest& req, HttpResponseWriter& w) {
   AgentCreateRequest cr;
   if (auto e = parse_agent_create(*body, opt_.limits, opt_.agent_limits, &cr)) return reply(w, *e);
   const int mi = find_model(cr.model);
-  if (mi < 0) return reply(w, ApiError{404, "model '" + cr.model + "' does not exist (GET /v1/models lists them)", "model"});
+  if (mi < 0)
+    return reply(w, api_error(ErrorCode::kNotFound, "model '" + cr.model + "' does not exist (GET /v1/models lists them)",
+                              "model"));
   if (agents_->size() >= opt_.agent_limits.max_agents)
-    return reply(w, ApiError{429, "the server holds its maximum of " + std::to_string(opt_.agent_limits.max_agents) +
-                                      " agents; delete some", "", "rate_limit_error"});
+    return reply(w, api_error(ErrorCode::kLimitReached, "the server holds its maximum of " +
+                                                            std::to_string(opt_.agent_limits.max_agents) +
+                                                            " agents; delete some"));
   Agent a;
   a.name = cr.name;
   a.model = size_t(mi);
@@ -379,18 +379,19 @@ void ApiServer::create_agent(const HttpRequest& req, HttpResponseWriter& w) {
     // Compute the context now and keep it: max_tokens 0 is a prefill without sampling.
     const Served& m = models_[a.model];
     auto tokens = agent_context_tokens(*m.lm->tokenizer, a.messages, a.segments, false);
-    if (!tokens.ok()) return reply(w, ApiError{400, tokens.error(), "messages"});
+    if (!tokens.ok()) return reply(w, api_error(tokens.status_error(), "messages"));
     if (int(tokens->size()) >= m.engine->n_ctx())
-      return reply(w, ApiError{400, "the agent's context has " + std::to_string(tokens->size()) +
-                                        " tokens; the model's context is " + std::to_string(m.engine->n_ctx()),
-                               "messages"});
+      return reply(w, api_error(ErrorCode::kTooLarge, "the agent's context has " + std::to_string(tokens->size()) +
+                                                          " tokens; the model's context is " +
+                                                          std::to_string(m.engine->n_ctx()),
+                                "messages"));
     std::vector<AgentJob> jobs(1);
     jobs[0].model = a.model;
     jobs[0].params.prompt = std::move(*tokens);
     jobs[0].params.max_tokens = 0;
     jobs[0].params.retain_kv = true;
     if (!run_jobs(jobs, w)) return;
-    if (!jobs[0].error.empty()) return reply(w, ApiError{503, jobs[0].error, "", "server_error"});
+    if (!jobs[0].error.empty()) return reply(w, api_error(jobs[0].error_code, jobs[0].error));
     a.kv = jobs[0].retained;
     a.kv_tokens = jobs[0].retained_tokens;
   }
@@ -428,7 +429,7 @@ void ApiServer::respond_agent(const std::string& id, const HttpRequest& req, Htt
   if (!run_turns(as, rr.gen, w, &jobs)) return;
   const Agent& a = as[0];
   const AgentJob& j = jobs[0];
-  AgentAnswer ans{a.id, a.name, j.text, j.finish_reason, j.usage};
+  AgentAnswer ans{a.id, a.name, j.text, openai_finish_reason(j.finish_reason), j.usage};
   Json out = agent_answer_json(ans);
   out["object"] = "agent.response";
   w.respond(200, "application/json", dump_json(out));
@@ -454,7 +455,7 @@ void ApiServer::fork_agent(const std::string& id, const HttpRequest& req, HttpRe
     const uint64_t from = parent.kv;
     if (!loop_->post([forked, from](Engine& e) { forked->set_value(e.fork_retained(from)); }, parent.model)) {
       agents_->abandon(id);
-      return reply(w, ApiError{503, "the server is shutting down", "", "server_error"});
+      return reply(w, api_error(ErrorCode::kUnavailable, "the server is shutting down"));
     }
     child.kv = handle.get();
   }
@@ -498,8 +499,8 @@ void ApiServer::handle_round(const HttpRequest& req, HttpResponseWriter& w) {
       if (!a.last_answer.empty()) shared += a.name + ": " + a.last_answer + "\n";
     if (shared.empty()) {
       abandon_all();
-      return reply(w, ApiError{400, "no agent in the round has answered yet: give 'shared' text for the first round",
-                               "shared"});
+      return reply(w, api_error(ErrorCode::kInvalidArgument,
+                                "no agent in the round has answered yet: give 'shared' text for the first round", "shared"));
     }
     shared.pop_back();
   }
@@ -507,7 +508,8 @@ void ApiServer::handle_round(const HttpRequest& req, HttpResponseWriter& w) {
   if (!rr.instruction.empty()) content += (content.empty() ? "" : "\n\n") + rr.instruction;
   if (content.empty()) {
     abandon_all();
-    return reply(w, ApiError{400, "the round's message is empty: give 'shared' or 'instruction'", "shared"});
+    return reply(w, api_error(ErrorCode::kInvalidArgument, "the round's message is empty: give 'shared' or 'instruction'",
+                              "shared"));
   }
   for (Agent& a : as) {
     a.messages.push_back(ChatMessage{"user", content});
@@ -525,7 +527,7 @@ void ApiServer::handle_round(const HttpRequest& req, HttpResponseWriter& w) {
   for (size_t i = 0; i < as.size(); ++i) {
     const Agent& a = as[i];
     const AgentJob& j = jobs[i];
-    answers.push_back(agent_answer_json(AgentAnswer{a.id, a.name, j.text, j.finish_reason, j.usage}));
+    answers.push_back(agent_answer_json(AgentAnswer{a.id, a.name, j.text, openai_finish_reason(j.finish_reason), j.usage}));
     total.prompt_tokens += j.usage.prompt_tokens;
     total.completion_tokens += j.usage.completion_tokens;
     total.cached_tokens += j.usage.cached_tokens;

@@ -8,6 +8,8 @@
 #include <random>
 
 #include "prm/calibration_file.h"
+#include "engine/request_outcome.h"
+#include "server/error_status.h"
 #include "tokenizer/chat_template.h"
 
 namespace agentkv {
@@ -79,7 +81,7 @@ Result<std::unique_ptr<ApiServer>> ApiServer::create(const std::vector<std::stri
   if (opt.round_sharing && opt.sharing_gate)
     for (Served& m : s->models_) {
       auto verdict = opt.sharing_gate(*m.lm, *s->pool_);
-      if (!verdict.ok()) return make_error("model '" + m.id + "': KV-sharing quality gate: " + verdict.error());
+      if (!verdict.ok()) return make_error(verdict.code(), "model '" + m.id + "': KV-sharing quality gate: " + verdict.error());
       m.sharing_allowed = verdict->first;
       m.gate_summary = verdict->second;
     }
@@ -99,7 +101,7 @@ Status ApiServer::load_verify_heads() {
   std::vector<bool> fitted(models_.size(), false);
   for (const std::string& path : opt_.prm_calibrations) {
     auto rec = prm::read_calibration(path);
-    if (!rec.ok()) return make_error("--prm-calibration " + path + ": " + rec.error());
+    if (!rec.ok()) return make_error(rec.code(), "--prm-calibration " + path + ": " + rec.error());
     bool used = false;
     for (size_t i = 0; i < models_.size(); ++i) {
       Served& m = models_[i];
@@ -107,7 +109,7 @@ Status ApiServer::load_verify_heads() {
       if (fitted[i]) return make_error("--prm-calibration: two heads for model '" + m.id + "'");
       const ModelConfig& c = m.lm->config();
       auto head = prm::head_from_record(*rec, *m.lm->tokenizer, m.lm->fingerprint, c.n_embd, c.n_layer);
-      if (!head.ok()) return make_error("--prm-calibration " + path + ": " + head.error());
+      if (!head.ok()) return make_error(head.code(), "--prm-calibration " + path + ": " + head.error());
       m.verify_head = std::move(*head);
       char auroc[32];
       std::snprintf(auroc, sizeof auroc, "%.3f", rec->heldout_auroc);
@@ -298,7 +300,7 @@ void ApiServer::handle(const HttpRequest& req, HttpResponseWriter& w) {
     handle_completion(req, w, path == "/v1/chat/completions");
     return;
   }
-  reply_error(w, ApiError{404, "no route for " + req.method + " " + path, ""});
+  reply_error(w, api_error(ErrorCode::kNotFound, "no route for " + req.method + " " + path));
 }
 
 void ApiServer::handle_completion(const HttpRequest& req, HttpResponseWriter& w, bool chat) {
@@ -308,16 +310,15 @@ void ApiServer::handle_completion(const HttpRequest& req, HttpResponseWriter& w,
   if (auto e = parse_completion_request(*body, chat, opt_.limits, &cr)) return reply_error(w, *e);
   const int mi = find_model(cr.model);
   if (mi < 0) {
-    ApiError e{404, "model '" + cr.model + "' does not exist (GET /v1/models lists them)", "model"};
-    e.type = "invalid_request_error";
-    return reply_error(w, e);
+    return reply_error(w, api_error(ErrorCode::kNotFound,
+                                    "model '" + cr.model + "' does not exist (GET /v1/models lists them)", "model"));
   }
   Served& m = models_[size_t(mi)];
   const Tokenizer& tok = *m.lm->tokenizer;
   RequestParams p;
   if (chat) {
     auto text = apply_chat_template(tok, cr.messages, true);
-    if (!text.ok()) return reply_error(w, ApiError{400, text.error(), "messages"});
+    if (!text.ok()) return reply_error(w, api_error(text.status_error(), "messages"));
     p.prompt = tok.encode(*text, tok.add_bos_default(), true);
   } else if (cr.prompt_is_tokens) {
     p.prompt = cr.prompt_tokens;
@@ -326,16 +327,18 @@ void ApiServer::handle_completion(const HttpRequest& req, HttpResponseWriter& w,
   }
   const int room = m.engine->n_ctx() - int(p.prompt.size());
   if (room <= 0)
-    return reply_error(w, ApiError{400, "the prompt has " + std::to_string(p.prompt.size()) +
-                                            " tokens; the model's context is " + std::to_string(m.engine->n_ctx()),
-                                   chat ? "messages" : "prompt"});
+    return reply_error(w, api_error(ErrorCode::kTooLarge, "the prompt has " + std::to_string(p.prompt.size()) +
+                                                              " tokens; the model's context is " +
+                                                              std::to_string(m.engine->n_ctx()),
+                                    chat ? "messages" : "prompt"));
   // OpenAI's defaults: 16 tokens for completions; chat runs to the end of the context.
   p.max_tokens = cr.max_tokens ? *cr.max_tokens : (chat ? std::min(room, opt_.limits.max_tokens_limit) : 16);
   if (p.max_tokens > room)
-    return reply_error(w, ApiError{400, "max_tokens " + std::to_string(p.max_tokens) + " + the prompt's " +
-                                            std::to_string(p.prompt.size()) + " tokens exceed the context of " +
-                                            std::to_string(m.engine->n_ctx()),
-                                   "max_tokens"});
+    return reply_error(w, api_error(ErrorCode::kInvalidArgument, "max_tokens " + std::to_string(p.max_tokens) +
+                                                                     " + the prompt's " + std::to_string(p.prompt.size()) +
+                                                                     " tokens exceed the context of " +
+                                                                     std::to_string(m.engine->n_ctx()),
+                                    "max_tokens"));
   p.sampling.temperature = cr.temperature;
   p.sampling.top_p = cr.top_p;
   p.sampling.seed = cr.seed ? *cr.seed : std::random_device{}();
@@ -350,7 +353,7 @@ void ApiServer::handle_completion(const HttpRequest& req, HttpResponseWriter& w,
     box->events.push_back(ev);
     box->cv.notify_one();
   }, size_t(mi));
-  if (!id.ok()) return reply_error(w, ApiError{400, id.error(), ""});
+  if (!id.ok()) return reply_error(w, api_error(id.status_error()));
 
   const std::string rid = request_id(chat);
   const int64_t created = unix_now();
@@ -369,7 +372,7 @@ void ApiServer::handle_completion(const HttpRequest& req, HttpResponseWriter& w,
   }
   auto send = [&](const Json& j) { return w.write("data: " + dump_json(j) + "\n\n"); };
   bool finished = false;
-  std::string error;
+  std::optional<Error> error;
   auto last_check = std::chrono::steady_clock::now();
   while (!finished) {
     std::deque<RequestEvent> batch;
@@ -393,11 +396,10 @@ void ApiServer::handle_completion(const HttpRequest& req, HttpResponseWriter& w,
       if (ev.seq_index < 0 || ev.seq_index >= cr.n) continue;
       ChoiceOutput& c = choices[size_t(ev.seq_index)];
       usage.cached_tokens = ev.n_cached_prompt;
-      if (!ev.error.empty()) error = ev.error;
+      if (!ev.error.empty()) error = make_error(ev.error_code, ev.error);
       std::string tok_text;
       std::vector<std::string> top_texts;
-      const bool counted = ev.has_token && !(ev.seq_finished && ev.finish_reason == "stop" && ev.text.empty() &&
-                                             tok.is_eog(ev.token));
+      const bool counted = answer_token(ev);
       if (counted) ++usage.completion_tokens;
       if (ev.has_token && cr.logprobs >= 0 && counted) {
         tok_text = tok.token_to_piece(ev.token, false);
@@ -409,7 +411,7 @@ void ApiServer::handle_completion(const HttpRequest& req, HttpResponseWriter& w,
       c.text += ev.text;
       std::string reason;
       if (ev.seq_finished) {
-        reason = ev.finish_reason == "length" ? "length" : "stop";
+        reason = openai_finish_reason(ev.finish_reason);
         c.finish_reason = reason;
       }
       if (streaming && (!ev.text.empty() || ev.seq_finished || (cr.logprobs >= 0 && counted))) {
@@ -426,12 +428,12 @@ void ApiServer::handle_completion(const HttpRequest& req, HttpResponseWriter& w,
       if (ev.request_finished) finished = true;
     }
   }
-  if (!error.empty()) {
+  if (error) {
     if (streaming) {
-      w.write("data: " + error_json(ApiError{500, error, "", "server_error"}) + "\n\n");
+      w.write("data: " + error_json(api_error(*error)) + "\n\n");
       w.end_stream();
     } else {
-      reply_error(w, ApiError{500, error, "", "server_error"});
+      reply_error(w, api_error(*error));
     }
     return;
   }

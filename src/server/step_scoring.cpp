@@ -32,7 +32,7 @@ Result<ScoredSteps> score_on_engine(Engine& e, uint64_t base, const std::vector<
   const KvSequence* ctx = e.retained(base);
   if (!ctx) {
     e.release_retained(base);
-    return make_error("the agent's context snapshot is gone");
+    return make_error(ErrorCode::kInternal, "the agent's context snapshot is gone");
   }
   const Model& model = *e.model().model;
   ScoredSteps out;
@@ -53,7 +53,7 @@ Result<ScoredSteps> score_on_engine(Engine& e, uint64_t base, const std::vector<
     std::vector<const KvSequence*> contexts(seqs.begin(), seqs.end());
     auto scored = prm::kv_prm_score(model, e.kv(), contexts, head, e.pool());
     if (!scored.ok()) {
-      st = make_error(scored.error());
+      st = scored.status_error();
       break;
     }
     auto& s = out.scores;
@@ -62,7 +62,7 @@ Result<ScoredSteps> score_on_engine(Engine& e, uint64_t base, const std::vector<
     // The forks go out of scope here: their private blocks (the step, the verify tokens) return.
   }
   e.release_retained(base);
-  if (!st.ok()) return make_error(st.error());
+  if (!st.ok()) return st.status_error();
   out.seconds = monotonic_seconds() - t0;
   return out;
 }
@@ -83,11 +83,11 @@ void ApiServer::score_agent_steps(const std::string& id, const HttpRequest& req,
     reply(e);
   };
   const Served& m = models_[a.model];
-  if (!m.verify_head) return fail(ApiError{400, "model '" + m.id + "' has no verifier: " + m.verifier_summary, "agent"});
+  if (!m.verify_head) return fail(api_error(ErrorCode::kInvalidArgument, "model '" + m.id + "' has no verifier: " + m.verifier_summary, "agent"));
   const prm::VerifyHead& head = *m.verify_head;
   const Tokenizer& tok = *m.lm->tokenizer;
   auto ctx = agent_context_tokens(tok, a.messages, a.segments, true);
-  if (!ctx.ok()) return fail(ApiError{400, "agent '" + a.id + "': " + ctx.error(), "agent"});
+  if (!ctx.ok()) return fail(api_error(ctx.code(), "agent '" + a.id + "': " + ctx.error(), "agent"));
   // Context text is data: no special-token parsing, as the agent's messages.
   const std::vector<int32_t> prefix = tok.encode(sr.prefix, false, false);
   ctx->insert(ctx->end(), prefix.begin(), prefix.end());
@@ -100,10 +100,12 @@ void ApiServer::score_agent_steps(const std::string& id, const HttpRequest& req,
   }
   const size_t need = ctx->size() + longest + head.tokens.size();
   if (need > size_t(m.engine->n_ctx()))
-    return fail(ApiError{400, "agent '" + a.id + "': context " + std::to_string(ctx->size()) + " + step " +
-                                  std::to_string(longest) + " + verify " + std::to_string(head.tokens.size()) +
-                                  " tokens exceed the model's context of " + std::to_string(m.engine->n_ctx()),
-                         "steps"});
+    return fail(api_error(ErrorCode::kTooLarge, "agent '" + a.id + "': context " + std::to_string(ctx->size()) +
+                                                    " + step " + std::to_string(longest) + " + verify " +
+                                                    std::to_string(head.tokens.size()) +
+                                                    " tokens exceed the model's context of " +
+                                                    std::to_string(m.engine->n_ctx()),
+                          "steps"));
   // 1. The context as a retained snapshot, resumed from the agent's resident KV (only what the
   //    resident context lacks is computed: the assistant's turn header and the prefix).
   std::vector<AgentJob> jobs(1);
@@ -118,7 +120,8 @@ void ApiServer::score_agent_steps(const std::string& id, const HttpRequest& req,
   }
   if (!jobs[0].error.empty() || !jobs[0].retained) {
     release_kv(a.model, jobs[0].retained);
-    return fail(ApiError{503, jobs[0].error.empty() ? "the context was not kept" : jobs[0].error, "", "server_error"});
+    return fail(jobs[0].error.empty() ? api_error(ErrorCode::kInternal, "the context was not kept")
+                                      : api_error(jobs[0].error_code, jobs[0].error));
   }
   // 2. The steps and the verifier, on the engine thread (the only thread that touches the KV).
   auto done = std::make_shared<std::promise<Result<ScoredSteps>>>();
@@ -128,11 +131,11 @@ void ApiServer::score_agent_steps(const std::string& id, const HttpRequest& req,
   auto shared_steps = std::make_shared<std::vector<std::vector<int32_t>>>(std::move(steps));
   if (!loop_->post([done, base, shared_steps, hp](Engine& e) { done->set_value(score_on_engine(e, base, *shared_steps, *hp)); },
                    a.model))
-    return fail(ApiError{503, "the server is shutting down", "", "server_error"});
+    return fail(api_error(ErrorCode::kUnavailable, "the server is shutting down"));
   auto scored = fut.get();
   a.expires_at = unix_seconds() + a.ttl_s;
   agents_->finish(a);
-  if (!scored.ok()) return reply(ApiError{503, "scoring failed: " + scored.error(), "", "server_error"});
+  if (!scored.ok()) return reply(api_error(scored.code(), "scoring failed: " + scored.error()));
   StepScoreReply rep;
   rep.agent = a.id;
   rep.verifier = head.probe ? "probe" : "zero-shot";

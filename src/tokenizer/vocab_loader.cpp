@@ -7,26 +7,26 @@ namespace agentkv {
 Result<VocabData> load_vocab(const GgufFile& f) {
   VocabData v;
   auto model = f.get_string("tokenizer.ggml.model");
-  if (!model.ok()) return make_error("load_vocab: " + model.error());
+  if (!model.ok()) return make_error(model.code(), "load_vocab: " + model.error());
   v.model = model.value();
   v.pre = f.get_string_or("tokenizer.ggml.pre", "default");
   v.architecture = f.get_string_or("general.architecture", "");
   auto tokens = f.get_string_array("tokenizer.ggml.tokens");
-  if (!tokens.ok()) return make_error("load_vocab: " + tokens.error());
+  if (!tokens.ok()) return make_error(tokens.code(), "load_vocab: " + tokens.error());
   v.tokens = std::move(tokens).value();
   if (f.has("tokenizer.ggml.scores")) {
     auto scores = f.get_float_array("tokenizer.ggml.scores");
-    if (!scores.ok()) return make_error("load_vocab: " + scores.error());
+    if (!scores.ok()) return make_error(scores.code(), "load_vocab: " + scores.error());
     v.scores = std::move(scores).value();
   }
   if (f.has("tokenizer.ggml.token_type")) {
     auto types = f.get_int_array("tokenizer.ggml.token_type");
-    if (!types.ok()) return make_error("load_vocab: " + types.error());
+    if (!types.ok()) return make_error(types.code(), "load_vocab: " + types.error());
     v.token_types = std::move(types).value();
   }
   if (f.has("tokenizer.ggml.merges")) {
     auto merges = f.get_string_array("tokenizer.ggml.merges");
-    if (!merges.ok()) return make_error("load_vocab: " + merges.error());
+    if (!merges.ok()) return make_error(merges.code(), "load_vocab: " + merges.error());
     v.merges = std::move(merges).value();
   }
   // Defaults for absent ids are llama.cpp's, per tokenizer model.

@@ -75,7 +75,7 @@ Status save_kv_cache_file(const std::string& path, const LoadedModel& lm, const 
 Result<std::string> load_kv_cache_file(const std::string& path, const LoadedModel& lm, KvManager& kv, KvSequence& seq) {
   const std::string where = "kv cache file " + path + ": ";
   auto file = GgufFile::open(path);
-  if (!file.ok()) return make_error(where + file.error());
+  if (!file.ok()) return make_error(file.code(), where + file.error());
   const GgufFile& f = **file;
   if (f.get_string_or("general.architecture", "") != kArch)
     return make_error(where + "not a kv cache file (general.architecture is not \"" + kArch + "\")");
@@ -92,9 +92,9 @@ Result<std::string> load_kv_cache_file(const std::string& path, const LoadedMode
   if (f.get_int_or("kvcache.block_count", -1) != cfg.n_layer || f.get_int_or("kvcache.kv_dim", -1) != cfg.kv_dim())
     return make_error(where + "geometry does not match " + lm.name);
   auto tokens = f.get_int_array("kvcache.tokens");
-  if (!tokens.ok()) return make_error(where + tokens.error());
+  if (!tokens.ok()) return make_error(tokens.code(), where + tokens.error());
   auto text = f.get_string("kvcache.text");
-  if (!text.ok()) return make_error(where + text.error());
+  if (!text.ok()) return make_error(text.code(), where + text.error());
   const int64_t n = int64_t(tokens->size());
   if (n == 0) return make_error(where + "no tokens");
   const size_t row_bytes = size_t(cfg.kv_dim()) * sizeof(kv_t);
@@ -110,11 +110,11 @@ Result<std::string> load_kv_cache_file(const std::string& path, const LoadedMode
       sum.mix(t->data, size_t(n) * row_bytes);
       tensors.push_back(t);
     }
-  if (sum.value() != ck->u) return make_error(where + "checksum mismatch: the file is corrupted");
+  if (sum.value() != ck->u) return make_error(ErrorCode::kDataLoss, where + "checksum mismatch: the file is corrupted");
   if (*tokens != lm.tokenizer->encode(*text, lm.tokenizer->add_bos_default(), false))
     return make_error(where + "its tokens are not " + lm.name + "'s tokenization of its text");
   if (seq.n_tokens() != 0) return make_error("kv cache file: the sequence to load into must be empty");
-  if (!seq.reserve(n)) return make_error(where + "KV budget too small for " + std::to_string(n) + " tokens");
+  if (!seq.reserve(n)) return make_error(ErrorCode::kResourceExhausted, where + "KV budget too small for " + std::to_string(n) + " tokens");
   for (int il = 0; il < cfg.n_layer; ++il)
     for (int j = 0; j < 2; ++j) {
       const uint8_t* src = tensors[size_t(2 * il + j)]->data;

@@ -112,7 +112,7 @@ Status save_transfer_map(const TransferMap& map, const std::string& path) {
 
 Result<TransferMap> read_transfer_map(const std::string& path) {
   auto file = GgufFile::open(path);
-  if (!file.ok()) return make_error("transfer map " + path + ": " + file.error());
+  if (!file.ok()) return make_error(file.code(), "transfer map " + path + ": " + file.error());
   const GgufFile& f = **file;
   const std::string where = "transfer map " + path + ": ";
   if (f.get_string_or("general.architecture", "") != kArch)
@@ -122,7 +122,7 @@ Result<TransferMap> read_transfer_map(const std::string& path) {
   TransferMap map;
   auto need_int = [&](const char* key) -> Result<int64_t> {
     auto v = f.get_int(key);
-    if (!v.ok()) return make_error(where + v.error());
+    if (!v.ok()) return make_error(v.code(), where + v.error());
     return *v;
   };
   const GgufValue* sf = f.find("transfer.sender.fingerprint");
@@ -152,7 +152,7 @@ Result<TransferMap> read_transfer_map(const std::string& path) {
   if (!parsed) return make_error(where + "unknown pooling \"" + pooling + "\"");
   map.pooling = *parsed;
   auto layers = f.get_int_array("transfer.sender_layer");
-  if (!layers.ok()) return make_error(where + layers.error());
+  if (!layers.ok()) return make_error(layers.code(), where + layers.error());
   map.sender_layer = *layers;
   if (map.receiver_n_layer <= 0 || map.receiver_n_layer > 4096 || map.sender_kv_dim <= 0 || map.sender_kv_dim > 65536 ||
       map.receiver_kv_dim <= 0 || map.receiver_kv_dim > 65536)
@@ -168,7 +168,7 @@ Result<TransferMap> read_transfer_map(const std::string& path) {
   }
   AGENTKV_TRY(map.validate());
   if (weights_checksum(map.weights) != ck->u)
-    return make_error(where + "weights checksum mismatch: the file is corrupted");
+    return make_error(ErrorCode::kDataLoss, where + "weights checksum mismatch: the file is corrupted");
   for (auto& w : map.weights) w = transpose_matrix(w, map.in_dim(), map.out_dim());
   for (const auto& w : map.weights)
     for (float x : w)

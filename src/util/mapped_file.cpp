@@ -14,7 +14,8 @@ namespace agentkv {
 namespace {
 
 Error os_error(const char* what, const std::string& path, int err) {
-  return make_error(std::string(what) + " " + path + ": " + std::strerror(err));
+  return make_error(err == ENOENT ? ErrorCode::kNotFound : ErrorCode::kInvalidArgument,
+                    std::string(what) + " " + path + ": " + std::strerror(err));
 }
 
 }  // namespace

@@ -1,11 +1,13 @@
-"""Every request in tests/e2e/bad_requests.json gets its exact 4xx status with an OpenAI error object, and
-the server still serves a good request after each one.
+"""Every request in tests/e2e/bad_requests.json gets its exact 4xx / 507 status with an OpenAI error object,
+and the server still serves a good request after each one. Then the statuses that need state: 429 past
+--max-agents, 409 for an agent busy with another request.
 
 Run under pytest (conftest.py): one `agentkv serve -m smollm2 --api-key KEY` for the module, one test per
 case in file order; stdlib client only (the cases are what clients must not send).
 """
 import json
 import os
+import threading
 import time
 
 import pytest
@@ -39,6 +41,9 @@ def generated_body(gen):
         return json.dumps({"model": "smollm2", "prompt": "hello " * gen["words"], "max_tokens": 1}).encode()
     if kind == "chat_prompt":
         return json.dumps({"model": "smollm2", "max_tokens": 1,
+                           "messages": [{"role": "user", "content": "hello " * gen["words"]}]}).encode()
+    if kind == "agent_prompt":
+        return json.dumps({"model": "smollm2", "prefill": True,
                            "messages": [{"role": "user", "content": "hello " * gen["words"]}]}).encode()
     if kind == "big_prompt":
         return json.dumps({"model": "smollm2", "prompt": "a" * gen["bytes"]}).encode()
@@ -84,9 +89,12 @@ def check_served(port, after):
     assert 1 <= body["usage"]["completion_tokens"] <= 2, body
 
 
+MAX_AGENTS = 3
+
+
 @pytest.fixture(scope="module")
 def port(module_servers):
-    return module_servers.start(["--api-key", KEY], kv_mem="128M")[1]
+    return module_servers.start(["--api-key", KEY, "--max-agents", str(MAX_AGENTS)], kv_mem="128M")[1]
 
 
 def test_case_file():
@@ -111,6 +119,45 @@ def test_bad_request(port, case):
     check_served(port, case["name"])
 
 
+def test_agent_limits(port):
+    """429 once the server holds --max-agents agents; 409 while an agent answers another request."""
+    ids = []
+    for _ in range(MAX_AGENTS):
+        r = request(port, "POST", "/v1/agents", {"model": "smollm2"}, AUTH)
+        assert r.status == 201, (r.status, r.body[:300])
+        ids.append(r.json()["id"])
+    r = request(port, "POST", "/v1/agents", {"model": "smollm2"}, AUTH)
+    check_error({"name": "agents_over_max_agents", "status": 429}, r)
+    assert r.json()["error"]["type"] == "rate_limit_error", r.body[:300]
+    # A long answer keeps the agent busy; a second request meanwhile is a conflict, not a queue.
+    turn = {"messages": [{"role": "user", "content": "Count from one to one hundred in words."}],
+            "max_tokens": 400, "temperature": 0}
+    answered = {}
+    t = threading.Thread(target=lambda: answered.update(r=request(port, "POST", f"/v1/agents/{ids[0]}/respond",
+                                                                  turn, AUTH)))
+    t.start()
+    busy = None
+    deadline = time.time() + 60
+    while time.time() < deadline and t.is_alive():
+        a = request(port, "GET", f"/v1/agents/{ids[0]}", None, AUTH)
+        if a.json().get("busy"):
+            busy = request(port, "POST", f"/v1/agents/{ids[0]}/respond", turn, AUTH)
+            break
+        time.sleep(0.02)
+    t.join()
+    assert busy is not None, "the agent was never seen busy"
+    check_error({"name": "agent_busy", "status": 409}, busy)
+    assert answered["r"].status == 200, (answered["r"].status, answered["r"].body[:300])
+    for i in ids:
+        assert request(port, "DELETE", f"/v1/agents/{i}", None, AUTH).status == 200
+
+
 def test_no_work_or_blocks_left_behind(port):
-    m = metrics(port, AUTH)
+    # A deleted agent's blocks are freed on the engine thread just after the reply, so allow it a moment.
+    deadline = time.time() + 10
+    while True:
+        m = metrics(port, AUTH)
+        if (m["agentkv_requests_running"] == 0 and m["agentkv_kv_blocks_used"] == 0) or time.time() > deadline:
+            break
+        time.sleep(0.1)
     assert m["agentkv_requests_running"] == 0 and m["agentkv_kv_blocks_used"] == 0, m

@@ -309,6 +309,31 @@ TEST_P(EngineModelTest, EngineLoopServesConcurrentClients) {
 
 INSTANTIATE_TEST_SUITE_P(BothModels, EngineModelTest, ::testing::Values("smollm2", "gemma3"));
 
+// Errors carry the code the server maps to a status (server/error_status.h): a bad token 400, a
+// prompt over the context 413, a request the KV budget cannot hold 507, a request during shutdown 503.
+TEST(EngineErrorCodes, SetWhereTheErrorArises) {
+  const LoadedModel& lm = real_model("smollm2");
+  ThreadPool pool(0);
+  auto engine = Engine::create(lm, options(int64_t(1) << 20), pool);
+  ASSERT_TRUE(engine.ok()) << engine.error();
+  RequestParams p = greedy_request(lm, genesis_prompts(1, 80, 300)[0], 8);
+  RequestParams bad = p;
+  bad.prompt.push_back(lm.config().n_vocab);
+  EXPECT_EQ((*engine)->validate(bad).code(), ErrorCode::kInvalidArgument);
+  RequestParams long_prompt = p;
+  long_prompt.prompt.assign(size_t((*engine)->n_ctx()), p.prompt[0]);
+  EXPECT_EQ((*engine)->validate(long_prompt).code(), ErrorCode::kTooLarge);
+  RequestParams over_budget = p;
+  over_budget.max_tokens = 2000;
+  EXPECT_EQ((*engine)->validate(over_budget).code(), ErrorCode::kResourceExhausted)
+      << (*engine)->validate(over_budget).error();
+  EngineLoop loop(**engine);
+  loop.shutdown(false);
+  auto late = loop.submit(p, {});
+  ASSERT_FALSE(late.ok());
+  EXPECT_EQ(late.code(), ErrorCode::kUnavailable) << late.error();
+}
+
 // 500 sequences at once under a KV budget far smaller than they need together: all finish, the
 // manager's own accounting never exceeds the budget, and nothing stays referenced.
 TEST(EngineStressTest, FiveHundredSequencesUnderSmallBudget) {

@@ -55,7 +55,7 @@ inline RequestCallback collect_into(RequestOut* out, bool* finished) {
     }
     s.text += ev.text;
     s.n_cached = ev.n_cached_prompt;
-    if (ev.seq_finished) s.finish = ev.finish_reason;
+    if (ev.seq_finished) s.finish = finish_reason_name(ev.finish_reason);
     if (ev.request_finished) *finished = true;
   };
 }
