@@ -1,7 +1,7 @@
 // The collective round as one engine-thread job (engine/collective_round.h). Each phase submits
-// scheduler requests and the last one's completion callback starts the next phase, so the engine
-// loop keeps stepping (and serving other requests) in between; the collector itself runs inside
-// that callback, on the engine thread, as the compact form does.
+// scheduler requests and the last one's completion starts the next phase (deferred until the engine
+// step that finished it is over: Engine::defer), so the engine loop keeps stepping (and serving
+// other requests) in between; the collector itself runs there, on the engine thread.
 #include "engine/collective_round.h"
 
 #include <algorithm>
@@ -71,7 +71,8 @@ void CollectiveRound::submit(RequestParams p, std::function<void(const RequestEv
     on_event(ev);
     if (ev.request_finished) {
       std::erase(self->live_, ev.request_id);
-      self->request_done();
+      // The next phase adds requests and runs the collector: not from inside Engine::step.
+      self->e_.defer([self] { self->request_done(); });
     }
   });
   if (!id.ok()) {

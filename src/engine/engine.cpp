@@ -233,7 +233,26 @@ void Engine::on_logits(Sequence* s, const float* row) {
   }
 }
 
+void Engine::defer(std::function<void()> fn) {
+  if (in_step_) {
+    deferred_.push_back(std::move(fn));
+    return;
+  }
+  fn();
+}
+
 Status Engine::step() {
+  in_step_ = true;
+  Status st = step_batch();
+  in_step_ = false;
+  // Work deferred by this step's callbacks; each may defer more (run at once now) or add requests.
+  std::vector<std::function<void()>> work;
+  work.swap(deferred_);
+  for (auto& fn : work) fn();
+  return st;
+}
+
+Status Engine::step_batch() {
   std::vector<ScheduledChunk> chunks = scheduler_.schedule();
   ++m_.steps;
   if (chunks.empty()) {

@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -54,6 +55,11 @@ class Engine {
   // Stops a request now: its blocks are freed and it gets a final "cancelled" event. Unknown ids
   // (already finished) are ignored.
   void cancel(uint64_t id);
+  // Runs fn on the engine thread as soon as the engine is not inside step() (at once when called
+  // outside it). A request callback that starts more work, such as a collective round's next phase
+  // (engine/collective_round.h), defers it, so nothing adds requests or runs passes while step()
+  // still walks the batch whose events it is handing out.
+  void defer(std::function<void()> fn);
 
   bool has_work() const { return !requests_.empty(); }
   // One scheduling step and forward pass. An error is an engine bug (inputs were validated).
@@ -116,7 +122,10 @@ class Engine {
   Batch batch_;
   std::vector<float> logits_;
   std::vector<float> scratch_logits_;
-  std::vector<int32_t> eog_ids_;  // cached: the tokenizer builds the list on each call
+  std::vector<int32_t> eog_ids_;
+  bool in_step_ = false;
+  std::vector<std::function<void()>> deferred_;
+  Status step_batch();  // cached: the tokenizer builds the list on each call
   EngineMetrics m_;
   // A dense copy of a retained snapshot, rebuilt if it is compact; nullptr if unknown or the pool is short.
   std::shared_ptr<KvSequence> dense_retained(uint64_t handle, Error* error);
