@@ -7,6 +7,7 @@
 
 #include "server/agent_context.h"
 #include "server/agent_job.h"
+#include "server/turn_builder.h"
 #include "engine/collective_round.h"
 
 namespace agentkv {
@@ -122,40 +123,15 @@ bool ApiServer::run_jobs(std::vector<AgentJob>& jobs, HttpResponseWriter& w) {
   return true;
 }
 
-bool ApiServer::prepare_turn(const Agent& a, const GenerationFields& gen, HttpResponseWriter& w, AgentJob* job) {
+bool ApiServer::prepare_turn(const Agent& a, const SamplingFields& gen, HttpResponseWriter& w, AgentJob* job) {
   const Served& m = models_[a.model];
-  auto ctx = agent_context_pieces(*m.lm->tokenizer, a.messages, a.segments, true);
-  if (!ctx.ok()) {
-    reply(w, api_error(ctx.code(), "agent '" + a.id + "': " + ctx.error(), "messages"));
+  AgentTurn t;
+  if (auto e = build_turn(a, *m.lm->tokenizer, m.engine->n_ctx(), gen, opt_.limits, &t)) {
+    reply(w, *e);
     return false;
   }
-  // The last segment is this turn's block only when every earlier one was found too.
-  if (!ctx->segments.empty() && ctx->segments.size() == a.segments.size()) job->segment = ctx->segments.back();
-  std::vector<int32_t>* tokens = &ctx->tokens;
-  const int n_ctx = m.engine->n_ctx();
-  const int room = n_ctx - int(tokens->size());
-  if (room <= 0) {
-    reply(w, api_error(ErrorCode::kTooLarge, "agent '" + a.id + "': its context has " + std::to_string(tokens->size()) +
-                                                 " tokens; the model's context is " + std::to_string(n_ctx),
-                       "messages"));
-    return false;
-  }
-  RequestParams& p = job->params;
-  p.max_tokens = gen.max_tokens ? *gen.max_tokens : std::min(room, opt_.limits.max_tokens_limit);
-  if (p.max_tokens > room) {
-    reply(w, api_error(ErrorCode::kInvalidArgument, "agent '" + a.id + "': max_tokens " + std::to_string(p.max_tokens) +
-                                                        " + its " + std::to_string(tokens->size()) +
-                                                        " context tokens exceed the context of " + std::to_string(n_ctx),
-                       "max_tokens"));
-    return false;
-  }
-  p.prompt = std::move(*tokens);
-  p.sampling.temperature = gen.temperature;
-  p.sampling.top_p = gen.top_p;
-  p.sampling.seed = gen.seed ? *gen.seed : std::random_device{}();
-  p.stop = gen.stop;
-  p.kv_from = a.kv;
-  p.retain_kv = true;
+  job->params = std::move(t.params);
+  job->segment = t.segment;
   job->model = a.model;
   return true;
 }
@@ -194,7 +170,7 @@ struct RoundBarrier {
 
 }  // namespace
 
-bool ApiServer::run_turns(std::vector<Agent>& agents, const GenerationFields& gen, HttpResponseWriter& w,
+bool ApiServer::run_turns(std::vector<Agent>& agents, const SamplingFields& gen, HttpResponseWriter& w,
                           std::vector<AgentJob>* jobs, std::optional<double> sharing, RoundSharingReport* report) {
   auto abandon_all = [&] {
     for (const Agent& a : agents) agents_->abandon(a.id);
@@ -380,11 +356,8 @@ void ApiServer::create_agent(const HttpRequest& req, HttpResponseWriter& w) {
     const Served& m = models_[a.model];
     auto tokens = agent_context_tokens(*m.lm->tokenizer, a.messages, a.segments, false);
     if (!tokens.ok()) return reply(w, api_error(tokens.status_error(), "messages"));
-    if (int(tokens->size()) >= m.engine->n_ctx())
-      return reply(w, api_error(ErrorCode::kTooLarge, "the agent's context has " + std::to_string(tokens->size()) +
-                                                          " tokens; the model's context is " +
-                                                          std::to_string(m.engine->n_ctx()),
-                                "messages"));
+    if (Status st = check_context(int64_t(tokens->size()), m.engine->n_ctx(), "the agent's context"); !st.ok())
+      return reply(w, api_error(st.status_error(), "messages"));
     std::vector<AgentJob> jobs(1);
     jobs[0].model = a.model;
     jobs[0].params.prompt = std::move(*tokens);

@@ -10,6 +10,7 @@
 #include "prm/calibration_file.h"
 #include "engine/request_outcome.h"
 #include "server/error_status.h"
+#include "server/turn_builder.h"
 #include "tokenizer/chat_template.h"
 
 namespace agentkv {
@@ -325,25 +326,13 @@ void ApiServer::handle_completion(const HttpRequest& req, HttpResponseWriter& w,
   } else {
     p.prompt = tok.encode(cr.prompt, tok.add_bos_default(), false);
   }
-  const int room = m.engine->n_ctx() - int(p.prompt.size());
-  if (room <= 0)
-    return reply_error(w, api_error(ErrorCode::kTooLarge, "the prompt has " + std::to_string(p.prompt.size()) +
-                                                              " tokens; the model's context is " +
-                                                              std::to_string(m.engine->n_ctx()),
-                                    chat ? "messages" : "prompt"));
   // OpenAI's defaults: 16 tokens for completions; chat runs to the end of the context.
-  p.max_tokens = cr.max_tokens ? *cr.max_tokens : (chat ? std::min(room, opt_.limits.max_tokens_limit) : 16);
-  if (p.max_tokens > room)
-    return reply_error(w, api_error(ErrorCode::kInvalidArgument, "max_tokens " + std::to_string(p.max_tokens) +
-                                                                     " + the prompt's " + std::to_string(p.prompt.size()) +
-                                                                     " tokens exceed the context of " +
-                                                                     std::to_string(m.engine->n_ctx()),
-                                    "max_tokens"));
-  p.sampling.temperature = cr.temperature;
-  p.sampling.top_p = cr.top_p;
-  p.sampling.seed = cr.seed ? *cr.seed : std::random_device{}();
+  if (auto e = fit_max_tokens("the prompt", chat ? "messages" : "prompt", int64_t(p.prompt.size()), m.engine->n_ctx(),
+                              cr.max_tokens, chat ? std::nullopt : std::optional<int>(16), opt_.limits.max_tokens_limit,
+                              &p.max_tokens))
+    return reply_error(w, *e);
+  apply_sampling(cr, &p);
   p.n = cr.n;
-  p.stop = cr.stop;
   p.top_logprobs = cr.logprobs;
   const int n_prompt = int(p.prompt.size());
 

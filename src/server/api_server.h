@@ -85,13 +85,13 @@ class ApiServer {
   void score_agent_steps(const std::string& id, const HttpRequest& req, HttpResponseWriter& w);
   void handle_round(const HttpRequest& req, HttpResponseWriter& w);
   // Prompt and limits of one agent's turn; false after replying with the error.
-  bool prepare_turn(const Agent& a, const GenerationFields& gen, HttpResponseWriter& w, AgentJob* job);
+  bool prepare_turn(const Agent& a, const SamplingFields& gen, HttpResponseWriter& w, AgentJob* job);
   // One turn of each agent (whose messages end with what it answers), all scheduled together as one
   // collective-round job per model (engine/collective_round.h). On success each agent (acquired,
   // updated in place) gets its answer and new KV and is released; on failure it stays as it was and
   // the error has been replied. With `sharing` (a round's recompute ratio), each model's agents
   // whose context holds the round's block as a marked segment share its KV.
-  bool run_turns(std::vector<Agent>& agents, const GenerationFields& gen, HttpResponseWriter& w,
+  bool run_turns(std::vector<Agent>& agents, const SamplingFields& gen, HttpResponseWriter& w,
                  std::vector<AgentJob>* jobs, std::optional<double> sharing = std::nullopt,
                  RoundSharingReport* report = nullptr);
   // Runs the jobs together to their end. False if the client went away (all were cancelled).

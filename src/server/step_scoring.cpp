@@ -98,14 +98,13 @@ void ApiServer::score_agent_steps(const std::string& id, const HttpRequest& req,
     steps.push_back(tok.encode(s.back() == '\n' ? s : s + "\n", false, false));
     longest = std::max(longest, steps.back().size());
   }
-  const size_t need = ctx->size() + longest + head.tokens.size();
-  if (need > size_t(m.engine->n_ctx()))
-    return fail(api_error(ErrorCode::kTooLarge, "agent '" + a.id + "': context " + std::to_string(ctx->size()) +
-                                                    " + step " + std::to_string(longest) + " + verify " +
-                                                    std::to_string(head.tokens.size()) +
-                                                    " tokens exceed the model's context of " +
-                                                    std::to_string(m.engine->n_ctx()),
-                          "steps"));
+  const int64_t need = int64_t(ctx->size() + longest + head.tokens.size());
+  if (Status st = check_context(need, m.engine->n_ctx(),
+                                "the longest step's sequence (context " + std::to_string(ctx->size()) + " + step " +
+                                    std::to_string(longest) + " + verify " + std::to_string(head.tokens.size()) + ")",
+                                0);
+      !st.ok())
+    return fail(api_error(st.status_error(), "steps"));
   // 1. The context as a retained snapshot, resumed from the agent's resident KV (only what the
   //    resident context lacks is computed: the assistant's turn header and the prefix).
   std::vector<AgentJob> jobs(1);
