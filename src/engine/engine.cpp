@@ -63,15 +63,19 @@ Engine::~Engine() {
   compact_.clear();
 }
 
+Status check_context(int64_t tokens, int n_ctx, const std::string& what, int64_t reserve) {
+  if (tokens + reserve <= int64_t(n_ctx)) return {};
+  return make_error(ErrorCode::kTooLarge, what + " has " + std::to_string(tokens) + " tokens; the model's context is " +
+                                              std::to_string(n_ctx));
+}
+
 Status Engine::validate(const RequestParams& p) const {
   if (p.prompt.empty()) return make_error("prompt is empty");
   const int32_t n_vocab = lm_.config().n_vocab;
   for (int32_t t : p.prompt)
     if (t < 0 || t >= n_vocab)
       return make_error("prompt token id " + std::to_string(t) + " out of range [0, " + std::to_string(n_vocab) + ")");
-  if (int64_t(p.prompt.size()) >= n_ctx_)
-    return make_error(ErrorCode::kTooLarge, "prompt of " + std::to_string(p.prompt.size()) + " tokens does not fit the context of " +
-                      std::to_string(n_ctx_) + " tokens");
+  AGENTKV_TRY(check_context(int64_t(p.prompt.size()), n_ctx_, "the prompt"));
   if (p.max_tokens < 0) return make_error("max_tokens must be >= 0");
   if (p.min_tokens < 0 || p.min_tokens > p.max_tokens) return make_error("min_tokens must be in [0, max_tokens]");
   if (p.n < 1 || p.n > opt_.max_n) return make_error("n must be in [1, " + std::to_string(opt_.max_n) + "]");

@@ -30,6 +30,11 @@ struct EngineOptions {
   int max_top_logprobs = 20;
 };
 
+// The one context-length check (the engine's, the server's and generate's): `what`, of `tokens`
+// tokens, plus `reserve` more to come (a prompt needs room for one generated token) must fit a
+// context of n_ctx tokens; else ErrorCode::kTooLarge, "<what> has N tokens; the model's context is M".
+Status check_context(int64_t tokens, int n_ctx, const std::string& what, int64_t reserve = 1);
+
 class Engine {
  public:
   static Result<std::unique_ptr<Engine>> create(const LoadedModel& model, const EngineOptions& opt,

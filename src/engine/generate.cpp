@@ -17,9 +17,7 @@ Result<GenerateResult> generate(const LoadedModel& lm, const std::vector<int32_t
   const ModelConfig& cfg = lm.config();
   int n_ctx = opt.n_ctx > 0 ? opt.n_ctx : int(prompt.size()) + opt.max_tokens;
   n_ctx = std::min(n_ctx, cfg.n_ctx_train);
-  if (int(prompt.size()) >= n_ctx)
-    return make_error("prompt of " + std::to_string(prompt.size()) + " tokens does not fit the context of " +
-                      std::to_string(n_ctx));
+  AGENTKV_TRY(check_context(int64_t(prompt.size()), n_ctx, "the prompt"));
   EngineOptions eo;
   eo.n_ctx = n_ctx;
   eo.kv.prefix_caching = false;

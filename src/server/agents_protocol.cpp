@@ -1,3 +1,4 @@
+// The agents and rounds API's request parsers and response JSON (server/agents_protocol.h).
 #include "server/agents_protocol.h"
 
 #include <cmath>
@@ -34,22 +35,6 @@ std::optional<ApiError> get_ttl(const Json& body, const AgentLimits& al, std::op
 }
 
 const std::set<std::string> kGenerationKeys = {"max_tokens", "temperature", "top_p", "seed", "stop"};
-
-std::optional<ApiError> parse_generation(const Json& body, const ApiLimits& limits, GenerationFields* g) {
-  std::optional<int64_t> mt;
-  if (auto e = get_int(body, "max_tokens", 1, limits.max_tokens_limit, &mt)) return e;
-  if (mt) g->max_tokens = int(*mt);
-  std::optional<double> temp, top_p;
-  if (auto e = get_number(body, "temperature", 0, 2, &temp)) return e;
-  if (temp) g->temperature = float(*temp);
-  if (auto e = get_number(body, "top_p", 0, 1, &top_p)) return e;
-  if (top_p) {
-    if (*top_p <= 0) return bad("top_p", "'top_p' must be in (0, 1]");
-    g->top_p = float(*top_p);
-  }
-  if (auto e = get_seed(body, "seed", &g->seed)) return e;
-  return parse_stop(json_member(body, "stop"), limits, &g->stop);
-}
 
 std::set<std::string> with_generation(std::set<std::string> keys) {
   keys.insert(kGenerationKeys.begin(), kGenerationKeys.end());
@@ -100,7 +85,7 @@ std::optional<ApiError> parse_agent_respond(const Json& body, const ApiLimits& l
   AgentRespondRequest r;
   if (const Json* msgs = json_member(body, "messages"); msgs && !msgs->is_null())
     if (auto e = parse_messages(msgs, "messages", limits, &r.messages)) return e;
-  if (auto e = parse_generation(body, limits, &r.gen)) return e;
+  if (auto e = parse_sampling(body, limits, 1, &r.gen)) return e;
   *out = std::move(r);
   return std::nullopt;
 }
@@ -186,7 +171,7 @@ std::optional<ApiError> parse_round(const Json& body, const ApiLimits& limits, c
       return bad("recompute", "'recompute' must be a number in [0, 1] (the share of the shared block recomputed)");
     r.recompute = v->get<double>();
   }
-  if (auto e = parse_generation(body, limits, &r.gen)) return e;
+  if (auto e = parse_sampling(body, limits, 1, &r.gen)) return e;
   *out = std::move(r);
   return std::nullopt;
 }

@@ -31,15 +31,6 @@ struct AgentLimits {
   size_t max_score_steps = 256;  // candidate steps in one score request
 };
 
-// What respond and rounds sample with (OpenAI's names and ranges).
-struct GenerationFields {
-  std::optional<int> max_tokens;  // absent: up to the limit or the context
-  float temperature = 1.0f;
-  float top_p = 1.0f;
-  std::optional<uint64_t> seed;
-  std::vector<std::string> stop;
-};
-
 struct AgentCreateRequest {
   std::string model;
   std::string name;                    // empty: the id
@@ -50,7 +41,7 @@ struct AgentCreateRequest {
 
 struct AgentRespondRequest {
   std::vector<ChatMessage> messages;   // appended before answering (may be empty)
-  GenerationFields gen;
+  SamplingFields gen;  // max_tokens at least 1
 };
 
 struct AgentForkRequest {
@@ -67,7 +58,7 @@ struct RoundRequest {
   // reply's kv_sharing says which, and why).
   std::optional<bool> kv_sharing;
   std::optional<double> recompute;     // share of the block recomputed per agent, [0, 1]
-  GenerationFields gen;
+  SamplingFields gen;  // max_tokens at least 1
 };
 
 std::optional<ApiError> parse_agent_create(const Json& body, const ApiLimits& limits, const AgentLimits& al,

@@ -1,7 +1,10 @@
+// The OpenAI protocol (server/openai_protocol.h): field readers, the one sampling-field parser, the
+// completion request parser and the response / stream-chunk JSON.
 #include "server/openai_protocol.h"
 
 #include <cmath>
 #include <limits>
+#include <random>
 #include <set>
 
 namespace agentkv {
@@ -162,6 +165,32 @@ std::optional<ApiError> parse_stop(const Json* stop, const ApiLimits& limits, st
   return std::nullopt;
 }
 
+std::optional<ApiError> parse_sampling(const Json& body, const ApiLimits& limits, int min_max_tokens, SamplingFields* out) {
+  SamplingFields f;
+  std::optional<int64_t> mt;
+  if (auto e = get_int(body, "max_tokens", min_max_tokens, limits.max_tokens_limit, &mt)) return e;
+  if (mt) f.max_tokens = int(*mt);
+  std::optional<double> temp, top_p;
+  if (auto e = get_number(body, "temperature", 0, 2, &temp)) return e;
+  if (temp) f.temperature = float(*temp);
+  if (auto e = get_number(body, "top_p", 0, 1, &top_p)) return e;
+  if (top_p) {
+    if (*top_p <= 0) return bad("top_p", "'top_p' must be in (0, 1]");
+    f.top_p = float(*top_p);
+  }
+  if (auto e = get_seed(body, "seed", &f.seed)) return e;
+  if (auto e = parse_stop(json_member(body, "stop"), limits, &f.stop)) return e;
+  *out = std::move(f);
+  return std::nullopt;
+}
+
+void apply_sampling(const SamplingFields& s, RequestParams* p) {
+  p->sampling.temperature = s.temperature;
+  p->sampling.top_p = s.top_p;
+  p->sampling.seed = s.seed ? *s.seed : std::random_device{}();
+  p->stop = s.stop;
+}
+
 std::optional<ApiError> parse_completion_request(const Json& body, bool chat, const ApiLimits& limits,
                                                  CompletionRequest* out) {
   if (!body.is_object()) return bad("", "the request body must be a JSON object");
@@ -212,20 +241,12 @@ std::optional<ApiError> parse_completion_request(const Json& body, bool chat, co
     if (r.echo) return bad("echo", "'echo' is not supported by agentkv");
   }
 
-  std::optional<int64_t> mt, mct, n, lp_int, top;
-  if (auto e = get_int(body, "max_tokens", 0, limits.max_tokens_limit, &mt)) return e;
+  if (auto e = parse_sampling(body, limits, 0, &r)) return e;
+  std::optional<int64_t> mct, n, lp_int, top;
   if (chat)
     if (auto e = get_int(body, "max_completion_tokens", 0, limits.max_tokens_limit, &mct)) return e;
-  if (mct) mt = mct;
-  if (mt) r.max_tokens = int(*mt);
-  std::optional<double> temp, top_p, pres, freq;
-  if (auto e = get_number(body, "temperature", 0, 2, &temp)) return e;
-  if (auto e = get_number(body, "top_p", 0, 1, &top_p)) return e;
-  if (temp) r.temperature = float(*temp);
-  if (top_p) {
-    if (*top_p <= 0) return bad("top_p", "'top_p' must be in (0, 1]");
-    r.top_p = float(*top_p);
-  }
+  if (mct) r.max_tokens = int(*mct);
+  std::optional<double> pres, freq;
   if (auto e = get_number(body, "presence_penalty", -2, 2, &pres)) return e;
   if (auto e = get_number(body, "frequency_penalty", -2, 2, &freq)) return e;
   if ((pres && *pres != 0) || (freq && *freq != 0))
@@ -233,9 +254,6 @@ std::optional<ApiError> parse_completion_request(const Json& body, bool chat, co
                "presence_penalty and frequency_penalty are not supported by agentkv (use 0)");
   if (auto e = get_int(body, "n", 1, limits.max_n, &n)) return e;
   if (n) r.n = int(*n);
-  if (auto e = get_seed(body, "seed", &r.seed)) return e;
-
-  if (auto e = parse_stop(json_member(body, "stop"), limits, &r.stop)) return e;
 
   if (chat) {
     bool want = false;

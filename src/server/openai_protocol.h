@@ -22,19 +22,24 @@ struct ApiLimits {
   size_t max_prompt_bytes = 1 << 20;
 };
 
-struct CompletionRequest {
+// The sampling fields of every generating endpoint (completions, chat, agents' respond, rounds), with
+// OpenAI's names and ranges; parse_sampling is their one reader.
+struct SamplingFields {
+  std::optional<int> max_tokens;       // absent: the endpoint's default (completions 16, else up to the context)
+  float temperature = 1.0f;            // OpenAI's default
+  float top_p = 1.0f;
+  std::optional<uint64_t> seed;
+  std::vector<std::string> stop;
+};
+
+struct CompletionRequest : SamplingFields {
   bool chat = false;
   std::string model;
   std::vector<ChatMessage> messages;   // chat
   std::string prompt;                  // completions, as text
   std::vector<int32_t> prompt_tokens;  // completions, when the prompt is given as token ids
   bool prompt_is_tokens = false;
-  std::optional<int> max_tokens;       // absent: completions 16, chat up to the context
-  float temperature = 1.0f;            // OpenAI's default
-  float top_p = 1.0f;
   int n = 1;
-  std::optional<uint64_t> seed;
-  std::vector<std::string> stop;
   int logprobs = -1;                   // -1 off; else top_logprobs count (0 = chosen token only)
   bool stream = false;
   bool include_usage = false;          // stream_options.include_usage
@@ -65,6 +70,13 @@ std::optional<ApiError> parse_messages(const Json* msgs, const std::string& para
                                        std::vector<ChatMessage>* out);
 // "stop": a string or an array of at most limits.max_stop non-empty strings; appends to *out.
 std::optional<ApiError> parse_stop(const Json* stop, const ApiLimits& limits, std::vector<std::string>* out);
+
+// The one reader of the sampling fields: max_tokens in [min_max_tokens, limits.max_tokens_limit],
+// temperature in [0, 2], top_p in (0, 1], seed (get_seed), stop (parse_stop). The caller checks for
+// unknown fields.
+std::optional<ApiError> parse_sampling(const Json& body, const ApiLimits& limits, int min_max_tokens, SamplingFields* out);
+// The fields into the engine's parameters (not max_tokens: see fit_turn); an absent seed is drawn at random.
+void apply_sampling(const SamplingFields& s, RequestParams* p);
 
 // Parses a request body. Unknown fields are an error (a typo must not be silently ignored); fields
 // OpenAI defines but agentkv does not implement (e.g. tools) are errors that say so.

@@ -1,0 +1,167 @@
+// The agents routes: agents with resident (pinned) contexts.
+//   POST /v1/agents (create, by default prefilled), GET /v1/agents, GET / DELETE /v1/agents/{id},
+//   POST /v1/agents/{id}/messages, /respond, /fork; /score is in score_routes.cpp.
+// Their KV work (prefill, fork, a turn, release) is one engine job each (server/kv_jobs.h).
+#include "server/agent_context.h"
+#include "server/error_status.h"
+#include "server/kv_jobs.h"
+#include "server/routes.h"
+
+namespace agentkv {
+
+namespace {
+
+void create_agent(ServerState& s, const HttpRequest& req, HttpResponseWriter& w) {
+  auto body = parse_body(req, w, false);
+  if (!body) return;
+  AgentCreateRequest cr;
+  if (auto e = parse_agent_create(*body, s.opt.limits, s.opt.agent_limits, &cr)) return reply(w, *e);
+  const int mi = s.find_model(cr.model);
+  if (mi < 0) return reply(w, unknown_model(cr.model));
+  if (s.agents->size() >= s.opt.agent_limits.max_agents)
+    return reply(w, api_error(ErrorCode::kLimitReached, "the server holds its maximum of " +
+                                                            std::to_string(s.opt.agent_limits.max_agents) +
+                                                            " agents; delete some"));
+  Agent a;
+  a.name = cr.name;
+  a.model = size_t(mi);
+  a.messages = std::move(cr.messages);
+  a.created = int64_t(unix_seconds());
+  a.ttl_s = cr.ttl_s;
+  if (cr.prefill && !a.messages.empty()) {
+    // Compute the context now and keep it.
+    const ServedModel& m = s.models[a.model];
+    auto tokens = agent_context_tokens(*m.lm->tokenizer, a.messages, a.segments, false);
+    if (!tokens.ok()) return reply(w, api_error(tokens.status_error(), "messages"));
+    if (Status st = check_context(int64_t(tokens->size()), m.engine->n_ctx(), "the agent's context"); !st.ok())
+      return reply(w, api_error(st.status_error(), "messages"));
+    auto kept = prefill_context(*s.loop, a.model, std::move(*tokens), w);
+    if (!kept) return;  // the client went away
+    if (!kept->ok()) return reply(w, api_error(kept->status_error()));
+    a.kv = (*kept)->handle;
+    a.kv_tokens = (*kept)->tokens;
+  }
+  a.expires_at = unix_seconds() + a.ttl_s;
+  if (auto e = s.agents->add(&a)) {
+    release_context(*s.loop, a.model, a.kv);
+    return reply(w, *e);
+  }
+  w.respond(201, "application/json", dump_json(agent_json(s.view(a))));
+}
+
+void append_messages(ServerState& s, const std::string& id, const HttpRequest& req, HttpResponseWriter& w) {
+  auto body = parse_body(req, w, false);
+  if (!body) return;
+  std::vector<ChatMessage> msgs;
+  if (auto e = parse_agent_messages(*body, s.opt.limits, &msgs)) return reply(w, *e);
+  std::vector<Agent> as;
+  if (auto e = s.agents->acquire({id}, &as)) return reply(w, *e);
+  Agent& a = as[0];
+  a.messages.insert(a.messages.end(), msgs.begin(), msgs.end());
+  a.expires_at = unix_seconds() + a.ttl_s;
+  s.agents->finish(a);
+  w.respond(200, "application/json", dump_json(agent_json(s.view(a))));
+}
+
+void respond_agent(ServerState& s, const std::string& id, const HttpRequest& req, HttpResponseWriter& w) {
+  auto body = parse_body(req, w, true);
+  if (!body) return;
+  AgentRespondRequest rr;
+  if (auto e = parse_agent_respond(*body, s.opt.limits, &rr)) return reply(w, *e);
+  std::vector<Agent> as;
+  if (auto e = s.agents->acquire({id}, &as)) return reply(w, *e);
+  as[0].messages.insert(as[0].messages.end(), rr.messages.begin(), rr.messages.end());
+  std::vector<TurnAnswer> answers;
+  if (!run_turns(s, as, rr.gen, w, &answers)) return;
+  const Agent& a = as[0];
+  const TurnAnswer& t = answers[0];
+  Json out = agent_answer_json(AgentAnswer{a.id, a.name, t.text, openai_finish_reason(t.finish_reason), t.usage});
+  out["object"] = "agent.response";
+  w.respond(200, "application/json", dump_json(out));
+}
+
+void fork_agent(ServerState& s, const std::string& id, const HttpRequest& req, HttpResponseWriter& w) {
+  auto body = parse_body(req, w, true);
+  if (!body) return;
+  AgentForkRequest fr;
+  if (auto e = parse_agent_fork(*body, s.opt.agent_limits, &fr)) return reply(w, *e);
+  std::vector<Agent> as;
+  if (auto e = s.agents->acquire({id}, &as)) return reply(w, *e);
+  Agent parent = as[0];
+  Agent child = parent;
+  child.name = fr.name;
+  child.ttl_s = fr.ttl_s ? *fr.ttl_s : parent.ttl_s;
+  child.created = int64_t(unix_seconds());
+  child.kv = 0;
+  if (parent.kv) {
+    // The child shares every block of the parent's context; the engine thread owns the snapshots.
+    auto forked = fork_context(*s.loop, parent.model, parent.kv, w);
+    if (!forked || !forked->ok()) {
+      s.agents->abandon(id);
+      if (forked) reply(w, api_error(forked->status_error()));
+      return;
+    }
+    child.kv = (*forked)->handle;
+  }
+  parent.expires_at = unix_seconds() + parent.ttl_s;
+  s.agents->finish(parent);
+  child.expires_at = unix_seconds() + child.ttl_s;
+  if (auto e = s.agents->add(&child)) {
+    release_context(*s.loop, child.model, child.kv);
+    return reply(w, *e);
+  }
+  w.respond(201, "application/json", dump_json(agent_json(s.view(child))));
+}
+
+void delete_agent(ServerState& s, const std::string& id, HttpResponseWriter& w) {
+  Agent a;
+  if (auto e = s.agents->remove(id, &a)) return reply(w, *e);
+  release_context(*s.loop, a.model, a.kv);
+  Json out = Json::object();
+  out["id"] = id;
+  out["object"] = "agent.deleted";
+  out["deleted"] = true;
+  w.respond(200, "application/json", dump_json(out));
+}
+
+}  // namespace
+
+void handle_agents(ServerState& s, const HttpRequest& req, HttpResponseWriter& w) {
+  const std::string& path = req.path;
+  if (path == "/v1/agents") {
+    if (req.method == "POST") return create_agent(s, req, w);
+    if (req.method != "GET") return reply(w, ApiError{405, "use GET or POST /v1/agents", ""});
+    Json data = Json::array();
+    for (const Agent& a : s.agents->list()) data.push_back(agent_json(s.view(a)));
+    Json out = Json::object();
+    out["object"] = "list";
+    out["data"] = std::move(data);
+    w.respond(200, "application/json", dump_json(out));
+    return;
+  }
+  std::string rest = path.substr(std::string("/v1/agents/").size());
+  std::string action;
+  if (const size_t slash = rest.find('/'); slash != std::string::npos) {
+    action = rest.substr(slash + 1);
+    rest = rest.substr(0, slash);
+  }
+  const std::string& id = rest;
+  if (id.empty()) return reply(w, api_error(ErrorCode::kNotFound, "no route for " + req.method + " " + path));
+  if (action.empty()) {
+    if (req.method == "DELETE") return delete_agent(s, id, w);
+    if (req.method != "GET") return reply(w, ApiError{405, "use GET or DELETE /v1/agents/{id}", ""});
+    auto a = s.agents->get(id);
+    if (!a) return reply(w, api_error(ErrorCode::kNotFound, "agent '" + id + "' does not exist (deleted or expired?)", "agent"));
+    w.respond(200, "application/json", dump_json(agent_json(s.view(*a))));
+    return;
+  }
+  if (action != "respond" && action != "messages" && action != "fork" && action != "score")
+    return reply(w, api_error(ErrorCode::kNotFound, "no route for " + req.method + " " + path));
+  if (req.method != "POST") return reply(w, ApiError{405, "use POST " + path, ""});
+  if (action == "respond") return respond_agent(s, id, req, w);
+  if (action == "messages") return append_messages(s, id, req, w);
+  if (action == "score") return handle_score(s, id, req, w);
+  return fork_agent(s, id, req, w);
+}
+
+}  // namespace agentkv

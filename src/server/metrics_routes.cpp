@@ -1,0 +1,106 @@
+// GET /metrics (Prometheus text: the engines' counters, gauges and latency histograms per model, and
+// the resident agents) and GET /health.
+#include <cstdio>
+
+#include "server/routes.h"
+
+namespace agentkv {
+
+namespace {
+
+std::string metrics_text(const ServerState& s) {
+  std::string out;
+  auto family = [&](const char* name, const char* type, const char* help) {
+    out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " " + type + "\n";
+  };
+  auto sample = [&](const std::string& name, const std::string& model, double v, const std::string& extra = "") {
+    char num[64];
+    std::snprintf(num, sizeof num, "%.17g", v);
+    out += name + "{model=\"" + model + "\"" + extra + "} " + num + "\n";
+  };
+  std::vector<EngineMetrics> ms;
+  for (size_t i = 0; i < s.models.size(); ++i) ms.push_back(s.loop->metrics(i));
+  struct Row {
+    const char* name;
+    const char* type;
+    const char* help;
+    double (*get)(const EngineMetrics&);
+  };
+  static const Row rows[] = {
+      {"agentkv_prefix_cache_queries_total", "counter", "Prompt tokens looked up in the prefix cache.",
+       [](const EngineMetrics& m) { return double(m.prefix_query_tokens); }},
+      {"agentkv_prefix_cache_hits_total", "counter", "Prompt tokens served from the prefix cache.",
+       [](const EngineMetrics& m) { return double(m.prefix_hit_tokens); }},
+      {"agentkv_kv_blocks_used", "gauge", "KV blocks referenced by sequences.",
+       [](const EngineMetrics& m) { return double(m.blocks_used); }},
+      {"agentkv_kv_blocks_free", "gauge", "KV blocks free (cached or empty).",
+       [](const EngineMetrics& m) { return double(m.blocks_free); }},
+      {"agentkv_kv_blocks_cached", "gauge", "KV blocks in the prefix cache.",
+       [](const EngineMetrics& m) { return double(m.blocks_cached); }},
+      {"agentkv_kv_blocks_total", "gauge", "KV blocks in the budget.",
+       [](const EngineMetrics& m) { return double(m.blocks_total); }},
+      {"agentkv_preemptions_total", "counter", "Sequences preempted for recompute.",
+       [](const EngineMetrics& m) { return double(m.preemptions); }},
+      {"agentkv_tokens_prefilled_total", "counter", "Tokens computed without sampling.",
+       [](const EngineMetrics& m) { return double(m.tokens_prefilled); }},
+      {"agentkv_tokens_decoded_total", "counter", "Tokens sampled.",
+       [](const EngineMetrics& m) { return double(m.tokens_decoded); }},
+      {"agentkv_requests_running", "gauge", "Requests with sequences running.",
+       [](const EngineMetrics& m) { return double(m.requests_running); }},
+      {"agentkv_requests_waiting", "gauge", "Sequences waiting for admission.",
+       [](const EngineMetrics& m) { return double(m.requests_waiting); }},
+      {"agentkv_requests_finished_total", "counter", "Requests finished.",
+       [](const EngineMetrics& m) { return double(m.requests_finished); }},
+      {"agentkv_requests_cancelled_total", "counter", "Requests cancelled.",
+       [](const EngineMetrics& m) { return double(m.requests_cancelled); }},
+      {"agentkv_kv_retained_contexts", "gauge", "Retained KV snapshots (agents' pinned contexts).",
+       [](const EngineMetrics& m) { return double(m.retained_snapshots); }},
+      {"agentkv_kv_retained_compact_contexts", "gauge",
+       "Retained contexts kept as master + sparse diff (collective KV sharing) between rounds.",
+       [](const EngineMetrics& m) { return double(m.retained_compact); }},
+      {"agentkv_kv_retained_compact_blocks", "gauge",
+       "Blocks those compact contexts hold on their own (diff rows and packed own turns).",
+       [](const EngineMetrics& m) { return double(m.retained_compact_blocks); }},
+      {"agentkv_kv_retained_tokens", "gauge", "Tokens in retained KV snapshots.",
+       [](const EngineMetrics& m) { return double(m.retained_tokens); }},
+  };
+  for (const Row& r : rows) {
+    family(r.name, r.type, r.help);
+    for (size_t i = 0; i < s.models.size(); ++i) sample(r.name, s.models[i].id, r.get(ms[i]));
+  }
+  auto histogram = [&](const char* name, const char* help, const LatencyHistogram EngineMetrics::*field) {
+    family(name, "histogram", help);
+    for (size_t i = 0; i < s.models.size(); ++i) {
+      const LatencyHistogram& h = ms[i].*field;
+      uint64_t cum = 0;
+      for (size_t b = 0; b < h.bounds().size(); ++b) {
+        cum += h.counts()[b];
+        char le[32];
+        std::snprintf(le, sizeof le, "%g", h.bounds()[b]);
+        sample(std::string(name) + "_bucket", s.models[i].id, double(cum), std::string(",le=\"") + le + "\"");
+      }
+      sample(std::string(name) + "_bucket", s.models[i].id, double(h.count()), ",le=\"+Inf\"");
+      sample(std::string(name) + "_sum", s.models[i].id, h.sum());
+      sample(std::string(name) + "_count", s.models[i].id, double(h.count()));
+    }
+  };
+  family("agentkv_agents_resident", "gauge", "Agents alive (their contexts pinned).");
+  for (size_t i = 0; i < s.models.size(); ++i) sample("agentkv_agents_resident", s.models[i].id, double(s.agents->count_on_model(i)));
+  histogram("agentkv_time_to_first_token_seconds", "Time from arrival to the first token.", &EngineMetrics::ttft);
+  histogram("agentkv_inter_token_latency_seconds", "Time between tokens of a sequence.", &EngineMetrics::inter_token);
+  return out;
+}
+
+}  // namespace
+
+void handle_metrics(const ServerState& s, const HttpRequest& req, HttpResponseWriter& w) {
+  if (req.method != "GET") return reply(w, ApiError{405, "use GET /metrics", ""});
+  w.respond(200, "text/plain; version=0.0.4", metrics_text(s));
+}
+
+void handle_health(const HttpRequest& req, HttpResponseWriter& w) {
+  if (req.method != "GET" && req.method != "HEAD") return reply(w, ApiError{405, "use GET /health", ""});
+  w.respond(200, "application/json", "{\"status\":\"ok\"}");
+}
+
+}  // namespace agentkv

@@ -1,0 +1,170 @@
+// The OpenAI routes: POST /v1/completions and /v1/chat/completions (streamed or not, n choices,
+// logprobs) and GET /v1/models. A completion is one engine request whose events come back through
+// its mailbox; a client that goes away has its request cancelled.
+#include <atomic>
+#include <cstdio>
+#include <random>
+
+#include "engine/request_outcome.h"
+#include "server/error_status.h"
+#include "server/mailbox.h"
+#include "server/routes.h"
+#include "server/turn_builder.h"
+#include "tokenizer/chat_template.h"
+
+namespace agentkv {
+
+namespace {
+
+std::string request_id(bool chat) {
+  static std::atomic<uint64_t> counter{0};
+  static const uint64_t salt = std::random_device{}();
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%s-%016llx%04llx", chat ? "chatcmpl" : "cmpl", (unsigned long long)salt,
+                (unsigned long long)(counter.fetch_add(1) & 0xffff));
+  return buf;
+}
+
+std::string models_json(const ServerState& s) {
+  Json data = Json::array();
+  for (const ServedModel& m : s.models) {
+    Json j = Json::object();
+    j["id"] = m.id;
+    j["object"] = "model";
+    j["created"] = s.created;
+    j["owned_by"] = "agentkv";
+    // Whether /v1/rounds shares KV on this model, and the start-up quality gate's measurement.
+    Json sharing = Json::object();
+    sharing["rounds"] = s.opt.round_sharing && m.sharing_allowed;
+    sharing["recompute"] = s.opt.recompute;
+    if (!m.gate_summary.empty()) sharing["quality_gate"] = m.gate_summary;
+    j["kv_sharing"] = std::move(sharing);
+    // What POST /v1/agents/{id}/score reads on this model.
+    Json verifier = Json::object();
+    verifier["kind"] = !m.verify_head ? "none" : m.verify_head->probe ? "probe" : "zero-shot";
+    verifier["summary"] = m.verifier_summary;
+    j["verifier"] = std::move(verifier);
+    data.push_back(std::move(j));
+  }
+  Json out = Json::object();
+  out["object"] = "list";
+  out["data"] = std::move(data);
+  return dump_json(out);
+}
+
+}  // namespace
+
+void handle_models(const ServerState& s, const HttpRequest& req, HttpResponseWriter& w) {
+  if (req.method != "GET") return reply(w, ApiError{405, "use GET /v1/models", ""});
+  w.respond(200, "application/json", models_json(s));
+}
+
+void handle_completion(ServerState& s, const HttpRequest& req, HttpResponseWriter& w, bool chat) {
+  auto body = parse_body(req, w, false);
+  if (!body) return;
+  CompletionRequest cr;
+  if (auto e = parse_completion_request(*body, chat, s.opt.limits, &cr)) return reply(w, *e);
+  const int mi = s.find_model(cr.model);
+  if (mi < 0) return reply(w, unknown_model(cr.model));
+  const ServedModel& m = s.models[size_t(mi)];
+  const Tokenizer& tok = *m.lm->tokenizer;
+  RequestParams p;
+  if (chat) {
+    auto text = apply_chat_template(tok, cr.messages, true);
+    if (!text.ok()) return reply(w, api_error(text.status_error(), "messages"));
+    p.prompt = tok.encode(*text, tok.add_bos_default(), true);
+  } else if (cr.prompt_is_tokens) {
+    p.prompt = cr.prompt_tokens;
+  } else {
+    p.prompt = tok.encode(cr.prompt, tok.add_bos_default(), false);
+  }
+  // OpenAI's defaults: 16 tokens for completions; chat runs to the end of the context.
+  if (auto e = fit_max_tokens("the prompt", chat ? "messages" : "prompt", int64_t(p.prompt.size()), m.engine->n_ctx(),
+                              cr.max_tokens, chat ? std::nullopt : std::optional<int>(16), s.opt.limits.max_tokens_limit,
+                              &p.max_tokens))
+    return reply(w, *e);
+  apply_sampling(cr, &p);
+  p.n = cr.n;
+  p.top_logprobs = cr.logprobs;
+  const int n_prompt = int(p.prompt.size());
+
+  auto box = std::make_shared<Mailbox<RequestEvent>>();
+  auto id = s.loop->submit(std::move(p), [box](const RequestEvent& ev) { box->put(ev, ev.request_finished); },
+                           size_t(mi));
+  if (!id.ok()) return reply(w, api_error(id.status_error()));
+  auto cancel = [&] { s.loop->cancel(*id, size_t(mi)); };
+  const std::string rid = request_id(chat);
+  const int64_t created = unix_now();
+  std::vector<ChoiceOutput> choices(size_t(cr.n));
+  for (int i = 0; i < cr.n; ++i) choices[size_t(i)].index = i;
+  std::vector<bool> started(size_t(cr.n), false);
+  UsageCounts usage;
+  usage.prompt_tokens = n_prompt;
+  bool streaming = false;
+  if (cr.stream) {
+    if (!w.start_stream(200, "text/event-stream", {{"Cache-Control", "no-cache"}})) {
+      cancel();
+      return;
+    }
+    streaming = true;
+  }
+  auto send = [&](const Json& j) { return w.write("data: " + dump_json(j) + "\n\n"); };
+  std::optional<Error> error;
+  while (!box->finished()) {
+    // A client that went away has its request cancelled (its blocks freed) and gets nothing more.
+    const std::vector<RequestEvent> batch = box->take(w, cancel);
+    if (box->client_gone()) return;
+    for (const RequestEvent& ev : batch) {
+      if (ev.seq_index < 0 || ev.seq_index >= cr.n) continue;
+      ChoiceOutput& c = choices[size_t(ev.seq_index)];
+      usage.cached_tokens = ev.n_cached_prompt;
+      if (!ev.error.empty()) error = make_error(ev.error_code, ev.error);
+      std::string tok_text;
+      std::vector<std::string> top_texts;
+      const bool counted = answer_token(ev);
+      if (counted) ++usage.completion_tokens;
+      if (ev.has_token && cr.logprobs >= 0 && counted) {
+        tok_text = tok.token_to_piece(ev.token, false);
+        for (auto& [t, lp] : ev.logprob.top) top_texts.push_back(tok.token_to_piece(t, false));
+        c.logprobs.push_back(ev.logprob);
+        c.token_texts.push_back(tok_text);
+        c.top_texts.push_back(top_texts);
+      }
+      c.text += ev.text;
+      std::string reason;
+      if (ev.seq_finished) {
+        reason = openai_finish_reason(ev.finish_reason);
+        c.finish_reason = reason;
+      }
+      if (streaming && (!ev.text.empty() || ev.seq_finished || (cr.logprobs >= 0 && counted))) {
+        const bool first = !started[size_t(ev.seq_index)];
+        started[size_t(ev.seq_index)] = true;
+        const bool with_lp = cr.logprobs >= 0 && counted;
+        if (!send(stream_chunk_json(cr, rid, created, ev.seq_index, ev.text, reason, first,
+                                    with_lp ? &ev.logprob : nullptr, with_lp ? &tok_text : nullptr,
+                                    with_lp ? &top_texts : nullptr))) {
+          cancel();
+          return;
+        }
+      }
+    }
+  }
+  if (error) {
+    if (streaming) {
+      w.write("data: " + error_json(api_error(*error)) + "\n\n");
+      w.end_stream();
+    } else {
+      reply(w, api_error(*error));
+    }
+    return;
+  }
+  if (streaming) {
+    if (cr.include_usage) send(stream_usage_chunk_json(cr, rid, created, usage));
+    w.write("data: [DONE]\n\n");
+    w.end_stream();
+    return;
+  }
+  w.respond(200, "application/json", dump_json(completion_response_json(cr, rid, created, choices, usage)));
+}
+
+}  // namespace agentkv

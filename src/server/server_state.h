@@ -1,0 +1,80 @@
+// What every route of agentkv serve reads: the options, the served models (engine, quality gate's
+// verdict, verify head), the engine loop, the agent registry; and the small helpers the route files
+// share (error replies, JSON bodies). The routes live in server/*_routes.cpp; ApiServer owns this
+// state and dispatches to them.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "engine/engine.h"
+#include "engine/engine_loop.h"
+#include "prm/verify_head.h"
+#include "server/agent_registry.h"
+#include "server/agents_protocol.h"
+#include "server/http_server.h"
+#include "server/openai_protocol.h"
+
+namespace agentkv {
+
+struct ServeOptions {
+  std::string host = "127.0.0.1";
+  int port = 8080;
+  std::string api_key;          // empty: no authentication
+  int64_t kv_mem = 0;           // per model; 0: the default share of RAM split between the models
+  int block_size = 16;
+  int threads = 0;
+  size_t max_body_bytes = size_t(8) << 20;
+  ApiLimits limits;
+  AgentLimits agent_limits;
+  // Collective KV sharing of a round's shared block (TokenDance, issue 5): whether rounds use it
+  // (each request can still turn it off), and the share of the block recomputed per agent.
+  bool round_sharing = true;
+  double recompute = 0.15;
+  // Run once per model at start-up when round_sharing is on: the quality gate. It returns whether
+  // approximate sharing is allowed on that model (and a line saying what was measured); a model that
+  // fails runs every round exactly. Unset: allowed without a check (library use, tests).
+  std::function<Result<std::pair<bool, std::string>>(const LoadedModel&, ThreadPool&)> sharing_gate;
+  // KV-PRM verify heads (agentkv fit-prm files) for POST /v1/agents/{id}/score, each applied to the
+  // served model it was fitted on (by fingerprint); a model without one scores zero-shot with the
+  // log-odds of "+" against "-".
+  std::vector<std::string> prm_calibrations;
+};
+
+struct ServedModel {
+  std::string id;  // the name clients put in "model"
+  std::unique_ptr<LoadedModel> lm;
+  std::unique_ptr<Engine> engine;  // the engine loop's: HTTP threads read only n_ctx() and validate()
+  bool sharing_allowed = true;     // the start-up quality gate's verdict
+  std::string gate_summary;
+  std::optional<prm::VerifyHead> verify_head;  // for step scoring; unset if the model has none
+  std::string verifier_summary;
+};
+
+struct ServerState {
+  ServeOptions opt;
+  std::unique_ptr<ThreadPool> pool;
+  std::vector<ServedModel> models;
+  std::unique_ptr<EngineLoop> loop;
+  std::unique_ptr<AgentRegistry> agents;
+  int64_t created = 0;  // unix seconds: the models' "created"
+
+  // The index of a served model by id, name or path; -1: none.
+  int find_model(const std::string& name) const;
+  AgentView view(const Agent& a) const;
+};
+
+// The error object with its status.
+void reply(HttpResponseWriter& w, const ApiError& e);
+// The body as JSON, or nullopt after a 400; an empty body is {} when empty_ok.
+std::optional<Json> parse_body(const HttpRequest& req, HttpResponseWriter& w, bool empty_ok);
+// A 404 naming the model, for a request whose "model" is not served.
+ApiError unknown_model(const std::string& name);
+int64_t unix_now();
+
+}  // namespace agentkv
