@@ -6,7 +6,7 @@
 
 #include "lab/prm/forward_flops.h"
 #include "prm/kv_scorer.h"
-#include "prm/sequence_prefill.h"
+#include "kv/direct_prefill.h"
 
 namespace agentkv::prm {
 namespace {

@@ -6,7 +6,7 @@
 
 #include "lab/prm/arith_prompt.h"
 #include "prm/kv_scorer.h"
-#include "prm/sequence_prefill.h"
+#include "kv/direct_prefill.h"
 #include "lab/prm/step_checker.h"
 
 namespace agentkv::prm {

@@ -6,7 +6,7 @@
 #include "engine/request_outcome.h"
 #include "lab/prm/arith_prompt.h"
 #include "prm/kv_scorer.h"
-#include "prm/sequence_prefill.h"
+#include "kv/direct_prefill.h"
 #include "lab/prm/trajectory.h"
 
 namespace agentkv::prm {

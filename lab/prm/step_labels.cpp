@@ -5,7 +5,7 @@
 #include <fstream>
 
 #include "lab/prm/arith_prompt.h"
-#include "prm/sequence_prefill.h"
+#include "kv/direct_prefill.h"
 #include "lab/prm/step_checker.h"
 #include "lab/prm/trajectory.h"
 

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "prm/sequence_prefill.h"
+#include "kv/direct_prefill.h"
 
 namespace agentkv::prm {
 

@@ -2,8 +2,8 @@
 
 #include <chrono>
 
+#include "kv/direct_prefill.h"
 #include "share/continuation_quality.h"
-#include "transfer/layer_kv.h"
 #include "transfer/token_alignment.h"
 
 namespace agentkv {
@@ -23,17 +23,17 @@ Result<TransferQuality> measure_transfer_quality(const TransferMap& map, const L
   AGENTKV_ASSIGN_OR_RETURN(rkv, private_kv_manager(receiver, 6 * int64_t(r.size() + cont.size()) + 64, 1));
 
   KvSequence sender_seq(*skv);
-  AGENTKV_TRY(prefill_sequence(sender, *skv, sender_seq, s.tokens, pool));
+  AGENTKV_TRY(prefill_sequence(*sender.model, *skv, sender_seq, s.tokens, pool));
   KvSequence native(*rkv), transferred(*rkv), empty(*rkv);
   using Clock = std::chrono::steady_clock;
   const auto t0 = Clock::now();
-  AGENTKV_TRY(prefill_sequence(receiver, *rkv, native, r.tokens, pool));
+  AGENTKV_TRY(prefill_sequence(*receiver.model, *rkv, native, r.tokens, pool));
   const auto t1 = Clock::now();
   auto rep = transfer_kv_cache(map, sender, *skv, sender_seq, receiver, *rkv, transferred, context, pool, opt);
   if (!rep.ok()) return make_error(rep.error());
   const auto t2 = Clock::now();
   const int32_t start = receiver.tokenizer->bos_id();
-  AGENTKV_TRY(prefill_sequence(receiver, *rkv, empty, std::span<const int32_t>(&start, 1), pool));
+  AGENTKV_TRY(prefill_sequence(*receiver.model, *rkv, empty, std::span<const int32_t>(&start, 1), pool));
 
   auto ab = compare_continuation(*receiver.model, *rkv, native, transferred, cont, pool);
   if (!ab.ok()) return make_error(ab.error());

@@ -7,7 +7,7 @@
 #include <string_view>
 
 #include "model/loaded_model.h"
-#include "transfer/context_prefill.h"
+#include "kv/direct_prefill.h"
 #include "transfer/kv_transfer.h"
 #include "transfer/transfer_map.h"
 #include "util/thread_pool.h"

@@ -2,9 +2,9 @@
 
 #include <algorithm>
 
-#include "transfer/kv_transfer.h"
-#include "transfer/layer_kv.h"
+#include "kv/direct_prefill.h"
 #include "lab/transfer/transfer_quality.h"
+#include "transfer/kv_transfer.h"
 
 namespace agentkv {
 
@@ -45,14 +45,14 @@ Result<RetrievalHits> measure_retrieval(const TransferMap& map, const LoadedMode
   // One context at a time plus a probe's fork and its copied partial block.
   AGENTKV_ASSIGN_OR_RETURN(rkv, private_kv_manager(receiver, int64_t(rtoks.size()) + 256, 16));
   KvSequence sender_seq(*skv);
-  AGENTKV_TRY(prefill_sequence(sender, *skv, sender_seq, stoks, pool));
+  AGENTKV_TRY(prefill_sequence(*sender.model, *skv, sender_seq, stoks, pool));
 
   RetrievalHits h;
   h.n_probes = int(probes.size());
   h.n_context_tokens = int64_t(rtoks.size());
   {
     KvSequence native(*rkv);
-    AGENTKV_TRY(prefill_sequence(receiver, *rkv, native, rtoks, pool));
+    AGENTKV_TRY(prefill_sequence(*receiver.model, *rkv, native, rtoks, pool));
     AGENTKV_ASSIGN_OR_RETURN(h.native, count_hits(receiver, native, probes, pool));
   }
   {

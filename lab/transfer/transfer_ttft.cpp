@@ -4,7 +4,7 @@
 #include <chrono>
 #include <vector>
 
-#include "transfer/layer_kv.h"
+#include "kv/direct_prefill.h"
 #include "lab/transfer/transfer_quality.h"
 
 namespace agentkv {
@@ -26,7 +26,7 @@ Result<std::vector<TtftSample>> measure_ttft(const TransferMap& map, const Loade
   AGENTKV_ASSIGN_OR_RETURN(skv, private_kv_manager(sender, int64_t(stoks.size()) + 64, 16));
   AGENTKV_ASSIGN_OR_RETURN(rkv, private_kv_manager(receiver, 2 * n_guess, 16));
   KvSequence sender_seq(*skv);
-  AGENTKV_TRY(prefill_sequence(sender, *skv, sender_seq, stoks, pool));
+  AGENTKV_TRY(prefill_sequence(*sender.model, *skv, sender_seq, stoks, pool));
 
   TtftSample out;
   out.n_sender_tokens = int64_t(stoks.size());
@@ -37,8 +37,7 @@ Result<std::vector<TtftSample>> measure_ttft(const TransferMap& map, const Loade
     const auto t0 = Clock::now();
     const std::vector<int32_t> rtoks = receiver.tokenizer->encode(context, receiver.tokenizer->add_bos_default(), false);
     KvSequence seq(*rkv);
-    if (!seq.reserve(int64_t(rtoks.size()))) return make_error("ttft: receiver KV budget too small");
-    AGENTKV_TRY(prefill_slots(*receiver.model, rkv->arena(), seq.blocks(), rtoks, 0, pool, native_logits.data()));
+    AGENTKV_TRY(prefill_sequence(*receiver.model, *rkv, seq, rtoks, pool, RowOutputs{&native_logits}));
     native_first_token = argmax(native_logits);
     out.native_s = std::chrono::duration<double>(Clock::now() - t0).count();
     out.n_receiver_tokens = int64_t(rtoks.size());

@@ -5,7 +5,7 @@
 #include "cli/arg_parser.h"
 #include "cli/commands.h"
 #include "transfer/kv_cache_file.h"
-#include "transfer/context_prefill.h"
+#include "kv/direct_prefill.h"
 
 namespace agentkv {
 
@@ -28,7 +28,7 @@ int cmd_kv_save(int argc, char** argv) {
   if (!kv.ok()) return cli_fail(kv.error());
   ThreadPool pool{int(threads)};
   KvSequence seq(**kv);
-  if (auto st = prefill_sequence(**lm, **kv, seq, tokens, pool); !st.ok()) return cli_fail(st.error());
+  if (auto st = prefill_sequence(*(*lm)->model, **kv, seq, tokens, pool); !st.ok()) return cli_fail(st.error());
   if (auto st = save_kv_cache_file(out, **lm, **kv, seq, text); !st.ok()) return cli_fail(st.error());
   std::printf("wrote %s: %s cache of %lld tokens\n", out.c_str(), (*lm)->name.c_str(), (long long)seq.n_tokens());
   return 0;

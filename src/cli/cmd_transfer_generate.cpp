@@ -7,6 +7,7 @@
 
 #include "cli/commands.h"
 #include "cli/transfer_cli.h"
+#include "kv/direct_prefill.h"
 #include "transfer/kv_cache_file.h"
 #include "transfer/kv_transfer.h"
 #include "transfer/context_prefill.h"

@@ -3,15 +3,19 @@
 #include <algorithm>
 #include <limits>
 
-#include "prm/sequence_prefill.h"
+#include "kv/direct_prefill.h"
+#include "prm/step_probe.h"
 
 namespace agentkv::prm {
 namespace {
 
-// Appends the scores of `rows` candidates from their verify pass's logits and features.
+// Appends the scores of `rows` candidates from their verify pass's logits and hidden states; the
+// features are the hidden states divided by their RMS (step_probe.h), normalised here in place.
 void add_scores(PrmScores& out, const VerifyHead& head, size_t rows, const std::vector<float>& logits,
-                const std::vector<float>& features, const std::vector<float>& every_layer, size_t n_vocab,
-                size_t d) {
+                std::vector<float>& features, std::vector<float>& every_layer, const ModelConfig& c) {
+  const size_t n_vocab = size_t(c.n_vocab), d = head.feature_layer > 0 ? size_t(c.n_embd) : 0;
+  rms_normalize_rows(features.data(), int64_t(d ? rows : 0), int64_t(d), c.rms_eps);
+  rms_normalize_rows(every_layer.data(), int64_t(every_layer.size() / size_t(c.n_embd)), c.n_embd, c.rms_eps);
   out.every_layer.insert(out.every_layer.end(), every_layer.begin(), every_layer.end());
   out.n_features = int(d);
   for (size_t i = 0; i < rows; ++i) {
@@ -32,38 +36,27 @@ RowOutputs row_outputs(const VerifyHead& head, std::vector<float>& logits, std::
                     head.every_layer ? &every_layer : nullptr};
 }
 
-// One forward over the verify tokens of contexts [first, last); appends their scores.
+// One forward over the verify tokens of contexts [first, last), appended to forks of them that are
+// never committed; appends their scores.
 Status score_group(const Model& model, KvManager& kv, std::span<const KvSequence* const> contexts, size_t first,
                    size_t last, const VerifyHead& head, ThreadPool& pool, PrmScores& out) {
-  const int64_t n_verify = int64_t(head.tokens.size());
   std::vector<KvSequence> forks;
-  forks.reserve(last - first);  // the batch points into each fork's block table
-  Batch batch;
+  forks.reserve(last - first);  // the pass points into each fork's block table
+  std::vector<KvSequence*> seqs;
   for (size_t c = first; c < last; ++c) {
     const KvSequence& ctx = *contexts[c];
     if (ctx.n_tokens() == 0) return make_error("kv_prm_score: context " + std::to_string(c) + " is empty");
     forks.push_back(ctx.fork());
-    if (!forks.back().reserve(n_verify))
-      return make_error("kv_prm_score: the KV pool has no room for the verify tokens of " +
-                        std::to_string(last - first) + " candidates");
+    seqs.push_back(&forks.back());
   }
-  for (size_t i = 0; i < forks.size(); ++i) {
-    const KvSequence& f = forks[i];
-    batch.seqs.push_back(SeqBlocks{f.blocks().data(), int32_t(f.blocks().size())});
-    const int32_t base = int32_t(f.n_tokens());
-    for (int64_t t = 0; t < n_verify; ++t)
-      batch.add(head.tokens[size_t(t)], base + int32_t(t), int32_t(i), base + int32_t(t), t + 1 == n_verify);
-  }
-  // All prefill kernels: the same numerics as the text PRM's re-encoding of these tokens.
-  batch.n_tile_tokens = 0;
+  const std::vector<std::span<const int32_t>> tokens(seqs.size(), head.tokens);
   std::vector<float> logits, features, every_layer;
-  if (Status st = forward_rows(model, batch, kv.arena(), pool, row_outputs(head, logits, features, every_layer));
-      !st.ok())
-    return st;
-  add_scores(out, head, forks.size(), logits, features, every_layer, size_t(model.config().n_vocab),
-             head.feature_layer > 0 ? size_t(model.config().n_embd) : 0);
-  // The forks go out of scope uncommitted: their private blocks return to the pool and the verify
-  // tokens never enter the prefix index.
+  // All prefill kernels: the same numerics as the text PRM's re-encoding of these tokens. The forks
+  // go out of scope uncommitted: their private blocks return to the pool and the verify tokens never
+  // enter the prefix index.
+  AGENTKV_TRY(prefill_together(model, kv, seqs, tokens, pool, row_outputs(head, logits, features, every_layer),
+                               PrefillOptions{.commit = false}));
+  add_scores(out, head, forks.size(), logits, features, every_layer, model.config());
   return {};
 }
 
@@ -97,8 +90,7 @@ Result<PrmScores> text_prm_score(const Model& model, KvManager& scratch_kv,
                                      row_outputs(head, logits, features, every_layer));
         !st.ok())
       return st.status_error();
-    add_scores(out, head, 1, logits, features, every_layer, size_t(model.config().n_vocab),
-               head.feature_layer > 0 ? size_t(model.config().n_embd) : 0);
+    add_scores(out, head, 1, logits, features, every_layer, model.config());
   }
   return out;
 }

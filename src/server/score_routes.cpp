@@ -7,8 +7,8 @@
 #include <cmath>
 
 #include "engine/request_outcome.h"
+#include "kv/direct_prefill.h"
 #include "prm/kv_scorer.h"
-#include "prm/sequence_prefill.h"
 #include "server/error_status.h"
 #include "server/mailbox.h"
 #include "server/routes.h"
@@ -51,7 +51,7 @@ Result<ScoredSteps> score_on_engine(Engine& e, uint64_t base, const std::vector<
       seqs.push_back(&forks.back());
       tokens.emplace_back(steps[i]);
     }
-    st = prm::prefill_together(model, e.kv(), seqs, tokens, e.pool());
+    st = prefill_together(model, e.kv(), seqs, tokens, e.pool());
     if (!st.ok()) break;
     std::vector<const KvSequence*> contexts(seqs.begin(), seqs.end());
     auto scored = prm::kv_prm_score(model, e.kv(), contexts, head, e.pool());

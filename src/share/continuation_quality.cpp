@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "kv/direct_prefill.h"
+
 namespace agentkv {
 
 namespace {
@@ -41,20 +43,16 @@ Result<ContinuationQuality> compare_continuation(const Model& model, KvManager& 
   std::vector<int32_t> run(exact.tokens().begin() + keep, exact.tokens().end());
   run.insert(run.end(), continuation.begin(), continuation.end() - 1);
   const int64_t n = int64_t(run.size());
-  if (!a.reserve(n) || !b.reserve(n)) return make_error("compare_continuation: KV budget too small");
-  Batch batch;
-  batch.seqs.push_back(SeqBlocks{a.blocks().data(), int32_t(a.blocks().size())});
-  batch.seqs.push_back(SeqBlocks{b.blocks().data(), int32_t(b.blocks().size())});
   const int64_t first_scored = n_ctx - 1 - keep;  // index in `run` of the context's last token
-  for (int s = 0; s < 2; ++s)
-    for (int64_t i = 0; i < n; ++i)
-      batch.add(run[size_t(i)], int32_t(keep + i), s, int32_t(keep + i), i >= first_scored);
-  batch.n_tile_tokens = 0;  // every token on the prefill kernels, in both sequences alike
+  KvSequence* both[] = {&a, &b};
+  const std::span<const int32_t> runs[] = {run, run};
+  std::vector<float> logits;
+  // Every token on the prefill kernels, in both sequences alike. Nothing is committed: the forks are
+  // dropped, their written blocks were private copies or new.
+  AGENTKV_TRY(prefill_together(model, kv, both, runs, pool, RowOutputs{&logits},
+                               PrefillOptions{.commit = false, .rows_from = first_scored}));
   const int n_vocab = model.config().n_vocab;
-  std::vector<float> logits(batch.logit_rows.size() * size_t(n_vocab));
-  AGENTKV_TRY(model.forward(batch, kv.arena(), logits.data(), pool));
-  // Nothing is committed: the forks are dropped, their written blocks were private copies or new.
-  const size_t rows = batch.logit_rows.size() / 2;
+  const size_t rows = size_t(n - first_scored);
   const size_t m = rows - score_from;
   ContinuationQuality q;
   q.n_positions = int(m);

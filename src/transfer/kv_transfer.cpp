@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "kv/direct_prefill.h"
 #include "transfer/layer_kv.h"
 #include "transfer/paired_features.h"
 #include "transfer/token_alignment.h"
@@ -81,19 +82,20 @@ Result<KvTransferReport> transfer_kv_cache(const TransferMap& map, const LoadedM
   }
   const auto t_proj = Clock::now();
   // The receiver's own tokens, prefix and suffix, in one pass over its weights (after the projected
-  // ones are in place: the suffix attends to them).
-  std::vector<int32_t> own;
-  std::vector<int64_t> slots;
-  for (int64_t t = 0; t < nr; ++t)
-    if (t < n_native || t >= nr - n_suffix) {
-      own.push_back(r.tokens[size_t(t)]);
-      slots.push_back(t);
-    }
+  // ones are in place: the suffix attends to them), with the context's last token's logits if asked.
+  const std::span<const int32_t> rt(r.tokens);
+  const PrefillRun own[] = {
+      {&receiver_seq, rt.first(size_t(n_native)), 0, n_native},
+      {&receiver_seq, rt.last(size_t(n_suffix)), nr - n_suffix, opt.last_logits ? -1 : n_suffix}};
   // A short pass (BOS and the last token: plain transfer) is weight-bound and runs on the decode
   // kernels; a longer one stays on the batch-invariant prefill kernels, so that a hybrid's
   // recomputed tokens are exactly native prefill's.
-  const int64_t kernels = own.size() < 4 ? -1 : 0;
-  AGENTKV_TRY(prefill_at(*receiver.model, receiver_kv.arena(), table, own, slots, pool, opt.last_logits, kernels));
+  const int64_t kernels = n_native + n_suffix < 4 ? -1 : 0;
+  std::vector<float> last_logits;
+  if (n_native + n_suffix > 0)
+    AGENTKV_TRY(write_runs(*receiver.model, own, pool, RowOutputs{opt.last_logits ? &last_logits : nullptr}, kernels,
+                           kPrefillChunk));
+  if (opt.last_logits) std::copy(last_logits.begin(), last_logits.end(), opt.last_logits);
   receiver_seq.mark_approximate_from(n_native);
   receiver_seq.commit(r.tokens);
 

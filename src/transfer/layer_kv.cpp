@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "kv/direct_prefill.h"
 #include "ops/attention.h"
 
 namespace agentkv {
@@ -60,50 +61,14 @@ void write_rotated_rows(const ModelConfig& cfg, const KvArena& arena, std::span<
   }
 }
 
-Status prefill_at(const Model& model, const KvArena& arena, std::span<const int32_t> table,
-                  std::span<const int32_t> tokens, std::span<const int64_t> slots, ThreadPool& pool, float* last_logits,
-                  int64_t n_tile_tokens) {
-  AGENTKV_CHECK(tokens.size() == slots.size());
-  constexpr int64_t kChunk = 256;
-  const int64_t n = int64_t(tokens.size());
-  std::vector<float> logits(size_t(model.config().n_vocab));
-  for (int64_t c = 0; c < n; c += kChunk) {
-    const int64_t end = std::min(n, c + kChunk);
-    Batch batch;
-    batch.seqs.push_back(SeqBlocks{table.data(), int32_t(table.size())});
-    for (int64_t i = c; i < end; ++i) {
-      AGENTKV_CHECK(i == 0 || slots[size_t(i)] > slots[size_t(i - 1)]);
-      const int32_t slot = int32_t(slots[size_t(i)]);
-      batch.add(tokens[size_t(i)], slot, 0, slot, i == end - 1);
-    }
-    batch.n_tile_tokens = n_tile_tokens;
-    AGENTKV_TRY(model.forward(batch, arena, last_logits && end == n ? last_logits : logits.data(), pool));
-  }
-  return Status::ok_status();
-}
-
-Status prefill_slots(const Model& model, const KvArena& arena, std::span<const int32_t> table,
-                     std::span<const int32_t> tokens, int64_t first, ThreadPool& pool, float* last_logits,
-                     int64_t n_tile_tokens) {
-  std::vector<int64_t> slots(tokens.size());
-  for (size_t i = 0; i < slots.size(); ++i) slots[i] = first + int64_t(i);
-  return prefill_at(model, arena, table, tokens, slots, pool, last_logits, n_tile_tokens);
-}
-
-}  // namespace agentkv
-
-namespace agentkv {
-
 Result<std::vector<LayerKv>> compute_unrotated_kv(const Model& model, std::span<const int32_t> tokens, ThreadPool& pool) {
   constexpr int kBlock = 16;
   const int64_t n = int64_t(tokens.size());
-  const int64_t n_blocks = std::max<int64_t>(1, (n + kBlock - 1) / kBlock);
-  KvArena arena(model.config(), kBlock, n_blocks);
-  if (!arena.valid()) return make_error("compute_unrotated_kv: cannot map a KV arena for " + std::to_string(n) + " tokens");
-  std::vector<int32_t> table(static_cast<size_t>(n_blocks));
-  for (int64_t b = 0; b < n_blocks; ++b) table[size_t(b)] = int32_t(b);
-  AGENTKV_TRY(prefill_slots(model, arena, table, tokens, 0, pool));
-  return read_unrotated_kv(model.config(), arena, table, n);
+  std::unique_ptr<KvManager> kv;
+  AGENTKV_ASSIGN_OR_RETURN(kv, private_kv_manager(model.config(), 0, n, kBlock));
+  KvSequence seq(*kv);
+  if (n > 0) AGENTKV_TRY(prefill_sequence(model, *kv, seq, tokens, pool));
+  return read_unrotated_kv(model.config(), kv->arena(), seq.blocks(), n);
 }
 
 }  // namespace agentkv

@@ -41,29 +41,8 @@ void read_unrotated_rows(const ModelConfig& cfg, const KvArena& arena, std::span
 void write_rotated_rows(const ModelConfig& cfg, const KvArena& arena, std::span<const int32_t> table, int il,
                         int64_t t0, int64_t t1, const float* kv, int64_t ld);
 
-// Runs `tokens` at positions/slots [first, first + tokens.size()) of one sequence, in chunks so
-// activations stay small. Only the K/V written into the arena is kept, and the last token's logits
-// when last_logits (n_vocab floats) is given.
-// n_tile_tokens is Batch's: 0 (default) is batch-invariant, every token on the prefill kernels, so a
-// token's K/V is the same however the run is split (one native BOS, a hybrid suffix, chunks) and
-// transferred and native caches differ by the transfer alone; -1 picks kernels by token count,
-// the decode kernels below 4 tokens: ~3x faster for such a short pass, equal up to float rounding.
-Status prefill_slots(const Model& model, const KvArena& arena, std::span<const int32_t> table,
-                     std::span<const int32_t> tokens, int64_t first, ThreadPool& pool, float* last_logits = nullptr,
-                     int64_t n_tile_tokens = 0);
-// The same for tokens at ascending, not necessarily contiguous slots (slot = position), so that
-// separate runs (a transfer's native prefix and hybrid suffix) share one pass over the weights.
-// Each token attends to every slot up to its own, including those written in this call.
-Status prefill_at(const Model& model, const KvArena& arena, std::span<const int32_t> table,
-                  std::span<const int32_t> tokens, std::span<const int64_t> slots, ThreadPool& pool,
-                  float* last_logits = nullptr, int64_t n_tile_tokens = 0);
-
-}  // namespace agentkv
-
-namespace agentkv {
-
-// Prefills `tokens` (positions 0..n-1) into a private arena and reads them back un-rotated: the
-// sender side of fitting, and the receiver's reference targets.
+// Prefills `tokens` (positions 0..n-1) into a private KV manager (kv/direct_prefill.h) and reads them
+// back un-rotated: the sender side of fitting, and the receiver's reference targets.
 Result<std::vector<LayerKv>> compute_unrotated_kv(const Model& model, std::span<const int32_t> tokens, ThreadPool& pool);
 
 }  // namespace agentkv

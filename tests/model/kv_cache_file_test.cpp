@@ -44,7 +44,7 @@ TEST(KvCacheFile, RoundTripsExactlyAndRefusesForeignOrDamagedFiles) {
   const std::string text = cut_at_space(kjv_chapters("joh", 3, 3)[0], 260);
   auto kv = manager(a);
   KvSequence seq(*kv);
-  ASSERT_TRUE(prefill_sequence(a, *kv, seq, a.tokenizer->encode(text, a.tokenizer->add_bos_default(), false), test_pool()).ok());
+  ASSERT_TRUE(prefill_sequence(*a.model, *kv, seq, a.tokenizer->encode(text, a.tokenizer->add_bos_default(), false), test_pool()).ok());
   const std::string path = ::testing::TempDir() + "kv_cache_file_test.gguf";
   ASSERT_TRUE(save_kv_cache_file(path, a, *kv, seq, text).ok());
 

@@ -70,7 +70,7 @@ TEST(KvTransfer, SelfMapReproducesOwnCache) {
   auto spans = tokenize_with_spans(*a.tokenizer, ctx, a.tokenizer->add_bos_default());
   ASSERT_TRUE(spans.ok());
   KvSequence sender(*skv), receiver(*rkv);
-  ASSERT_TRUE(prefill_sequence(a, *skv, sender, spans->tokens, test_pool()).ok());
+  ASSERT_TRUE(prefill_sequence(*a.model, *skv, sender, spans->tokens, test_pool()).ok());
   auto rep = transfer_kv_cache(map, a, *skv, sender, a, *rkv, receiver, ctx, test_pool());
   ASSERT_TRUE(rep.ok()) << rep.error();
   EXPECT_EQ(rep->n_native, 1);
@@ -217,11 +217,11 @@ TEST(KvTransfer, RefusesOtherPairCorruptFileAndForeignCache) {
   auto sb = tokenize_with_spans(*b.tokenizer, ctx, b.tokenizer->add_bos_default());
   ASSERT_TRUE(sa.ok() && sb.ok());
   KvSequence from_b(*bkv), from_a(*akv), out(*rkv);
-  ASSERT_TRUE(prefill_sequence(b, *bkv, from_b, sb->tokens, test_pool()).ok());
+  ASSERT_TRUE(prefill_sequence(*b.model, *bkv, from_b, sb->tokens, test_pool()).ok());
   auto r = transfer_kv_cache(map, a, *bkv, from_b, a, *rkv, out, ctx, test_pool());
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.error().find("another model"), std::string::npos) << r.error();
-  ASSERT_TRUE(prefill_sequence(a, *akv, from_a, sa->tokens, test_pool()).ok());
+  ASSERT_TRUE(prefill_sequence(*a.model, *akv, from_a, sa->tokens, test_pool()).ok());
   r = transfer_kv_cache(map, a, *akv, from_a, a, *rkv, out, "Some other text entirely.", test_pool());
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.error().find("not the sender's tokenization"), std::string::npos) << r.error();

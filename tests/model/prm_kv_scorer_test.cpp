@@ -1,7 +1,7 @@
 // KV-PRM against the text PRM on SmolLM2, and the policy's cache left untouched by scoring.
 //
 // Bound: zero (bit-identical log-odds). Both paths write every K/V and run every verify token with
-// the prefill kernels in batch-invariant mode (prm/sequence_prefill.h), where a token's numerics do
+// the prefill kernels in batch-invariant mode (kv/direct_prefill.h), where a token's numerics do
 // not depend on the other tokens of its pass, the chunking, or where its blocks lie; attention reads
 // the same f16 K/V values in the same slot order. The only difference between the paths is which
 // forward pass computed the prefix, which that mode makes irrelevant.
@@ -11,9 +11,9 @@
 #include <cstring>
 
 #include "model_test_util.h"
+#include "kv/direct_prefill.h"
 #include "lab/prm/arith_prompt.h"
 #include "prm/kv_scorer.h"
-#include "prm/sequence_prefill.h"
 #include "lab/prm/trajectory.h"
 
 namespace agentkv::prm {
@@ -185,7 +185,7 @@ std::vector<float> next_logits(Fixture& f, const std::vector<const KvSequence*>&
     ptrs.push_back(&next.back());
   }
   std::vector<float> logits;
-  EXPECT_TRUE(prefill_together(*f.lm.model, *f.kv, ptrs, parts, f.pool, &logits).ok());
+  EXPECT_TRUE(prefill_together(*f.lm.model, *f.kv, ptrs, parts, f.pool, RowOutputs{&logits}).ok());
   return logits;
 }
 
