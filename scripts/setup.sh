@@ -4,7 +4,7 @@
 # skipped when already cached), makes the Python venv (openai client and pytest, pinned), and builds
 # only what the main job needs: the Release `agentkv` binary in build/ (the test and sanitizer trees are
 # scripts/test.sh's job, so a fresh machine reaches the main job without compiling any test).
-#   scripts/setup.sh            set up, then run the main job (a chat completion on smollm2)
+#   scripts/setup.sh            set up, then run the main job (scripts/demo.py: agents sharing KV on the server)
 #   scripts/setup.sh --no-run   set up only (used by scripts/test.sh)
 # A compiler launcher such as ccache is taken from $CMAKE_CXX_COMPILER_LAUNCHER when set (CMake reads it).
 set -euo pipefail
@@ -39,6 +39,6 @@ cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build -j"$(nproc)" --target agentkv
 
 if ((run_main)); then
-  echo "setup: done. Main job: a greedy chat completion on smollm2"
-  ./build/agentkv generate -m smollm2 --chat -p "What is the capital of France?" -n 64
+  echo "setup: done. Main job: four agents on one agentkv server sharing KV in all-gather rounds (scripts/demo.py)"
+  python3 scripts/demo.py ./build/agentkv
 fi
