@@ -1,7 +1,7 @@
-// The KV collector on an engine's retained snapshots (TokenDance, issue 5): for one all-gather round,
-// every agent's copy of the shared segment is built in one collective step from one master, and
-// becomes a retained snapshot the agent's own prompt then continues from (RequestParams::kv_from).
-// Shared by the server's /v1/rounds and bench-agents, so both run the same code.
+// The KV collector (share/kv_collector.h) on an engine's retained snapshots: for one all-gather round,
+// every agent's copy of the shared segment, built in one collective step from one master, becomes a
+// retained snapshot the agent's own prompt then continues from (RequestParams::kv_from). Called by
+// the one collective round (engine/collective_round.h).
 #pragma once
 
 #include <cstdint>
