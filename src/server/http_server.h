@@ -2,6 +2,11 @@
 // max_connections; beyond that a connection gets 503 and is closed). Handlers run on the connection
 // thread and answer through HttpResponseWriter, either with one response or a stream (chunked for
 // HTTP/1.1, close-delimited for 1.0). Transport only: routing and the OpenAI API live above it.
+// Our own rather than a library's: Debian 12's cpp-httplib (0.11.4) predates fixes this server relies
+// on: detecting a client that disconnects during a non-streamed request (so its generation is
+// cancelled and its KV freed), a limit on the number of header fields, and rejecting the
+// request-smuggling shapes (Content-Length with Transfer-Encoding, duplicate lengths, obs-fold) that
+// tests/e2e/bad_requests.json sends. The parser (server/http_parser.h) is fuzzed (fuzz/http_request_fuzz).
 #pragma once
 
 #include <atomic>
