@@ -5,8 +5,8 @@
 // Our own rather than a library's: Debian 12's cpp-httplib (0.11.4) predates fixes this server relies
 // on: detecting a client that disconnects during a non-streamed request (so its generation is
 // cancelled and its KV freed), a limit on the number of header fields, and rejecting the
-// request-smuggling shapes (Content-Length with Transfer-Encoding, duplicate lengths, obs-fold) that
-// tests/e2e/bad_requests.json sends. The parser (server/http_parser.h) is fuzzed (fuzz/http_request_fuzz).
+// request-smuggling shapes (a repeated Content-Length, obs-fold line folding, a Transfer-Encoding it
+// does not implement; tests/e2e/bad_requests.json sends the first two). The parser (server/http_parser.h) is fuzzed (fuzz/http_request_fuzz).
 #pragma once
 
 #include <atomic>
