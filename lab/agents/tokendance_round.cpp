@@ -94,10 +94,10 @@ Result<TokendanceRoundOut> run_tokendance_round(Engine& engine, ThreadPool& pool
   std::vector<size_t> who;  // the agents whose block was shared
   for (size_t i = 0; i < n; ++i) {
     const RoundTurnOutcome& o = res.turns[i];
-    (*resident)[turns[i].agent] = o.context;
+    (*resident)[turns[i].agent] = o.answer.retained_kv;
     TokendanceAgentOut& a = out.agents[i];
-    a.text = o.text;
-    a.tokens = o.tokens;
+    a.text = o.answer.text;
+    a.tokens = o.answer.tokens;
     a.ttft = o.ttft;
     a.segment_recomputed = o.recomputed;
     if (o.shared) who.push_back(i);

@@ -207,17 +207,8 @@ void CollectiveRound::run_turns() {
     submit(std::move(p), [this, i](const RequestEvent& ev) {
       RoundTurnOutcome& o = res_.turns[i];
       if (ev.has_token && o.ttft < 0) o.ttft = monotonic_seconds() - t0_;
-      if (answer_token(ev)) o.tokens.push_back(ev.token);
-      o.text += ev.text;
       note(ev, "an agent's turn");
-      if (ev.seq_finished && ev.seq_index == 0) {
-        o.finish_reason = ev.finish_reason;
-        o.n_prompt = ev.n_prompt;
-        o.n_cached_prompt = ev.n_cached_prompt;
-        o.n_generated = ev.n_generated;
-        o.context = ev.retained_kv;
-        o.context_tokens = ev.retained_tokens;
-      }
+      if (ev.seq_index == 0) fold(o.answer, ev);
     });
   }
   end_submitting();
@@ -229,7 +220,7 @@ void CollectiveRound::finish() {
   for (size_t i = 0; i < turns_.size(); ++i) {
     const int g = group_of_[i];
     if (g < 0 || !blended_[i]) continue;
-    e_.compact_retained(res_.turns[i].context, turns_[i].segment.first, groups_[size_t(g)].master,
+    e_.compact_retained(res_.turns[i].answer.retained_kv, turns_[i].segment.first, groups_[size_t(g)].master,
                         groups_[size_t(g)].master_start, std::move(rows_[i]));
   }
   if (opt_.keep_blended) {
@@ -253,7 +244,7 @@ void CollectiveRound::release_all() {
   for (uint64_t& h : prefix_) e_.release_retained(std::exchange(h, 0));
   for (uint64_t& h : blended_) e_.release_retained(std::exchange(h, 0));
   for (Group& g : groups_) e_.release_retained(std::exchange(g.master, 0));
-  for (RoundTurnOutcome& o : res_.turns) e_.release_retained(std::exchange(o.context, 0));
+  for (RoundTurnOutcome& o : res_.turns) e_.release_retained(std::exchange(o.answer.retained_kv, 0));
 }
 
 void CollectiveRound::fail(Error error) {
@@ -288,7 +279,7 @@ void finish_collective_round(Engine& engine, const CollectiveRoundResult& result
     return;
   }
   for (const RoundTurnOutcome& o : result.turns) {
-    engine.release_retained(o.context);
+    engine.release_retained(o.answer.retained_kv);
     engine.release_retained(o.blended);
     engine.release_retained(o.prefix);
   }

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "engine/engine.h"
+#include "engine/request_outcome.h"
 
 namespace agentkv {
 
@@ -45,13 +46,10 @@ struct RoundTurn {
 };
 
 struct RoundTurnOutcome {
-  std::string text;
-  std::vector<int32_t> tokens;  // the answer (an ending end-of-generation token excluded)
-  FinishReason finish_reason = FinishReason::kNone;
-  int n_prompt = 0, n_cached_prompt = 0, n_generated = 0;
+  // The turn's answer, folded from its events (engine/request_outcome.h); answer.retained_kv is the
+  // new resident context (compacted when shared).
+  RequestOutcome answer;
   double ttft = -1;             // seconds from the job's start
-  uint64_t context = 0;         // the new resident context (compacted when shared)
-  int64_t context_tokens = 0;
   bool shared = false;
   int64_t recomputed = 0;       // block tokens the collector recomputed for this agent
   uint64_t blended = 0;         // with keep_blended: the copy the turn started from (caller releases)

@@ -33,7 +33,7 @@ Result<std::vector<TurnQuality>> measure_round_quality(Engine& engine, const std
   std::vector<TurnQuality> out(n);
   std::vector<size_t> who;
   for (size_t i = 0; i < n; ++i)
-    if (result.turns[i].shared && result.turns[i].blended && !result.turns[i].tokens.empty()) who.push_back(i);
+    if (result.turns[i].shared && result.turns[i].blended && !result.turns[i].answer.tokens.empty()) who.push_back(i);
   std::vector<Done> exact(n), greedy(n);
   struct Release {
     Engine& e;
@@ -69,7 +69,7 @@ Result<std::vector<TurnQuality>> measure_round_quality(Engine& engine, const std
     const auto& prompt = turns[i].params.prompt;
     std::vector<int32_t> cont(prompt.begin() + turns[i].segment.second, prompt.end());
     const size_t own = cont.size();
-    cont.insert(cont.end(), o.tokens.begin(), o.tokens.end());
+    cont.insert(cont.end(), o.answer.tokens.begin(), o.answer.tokens.end());
     const KvSequence* ex = engine.retained(exact[i].retained);
     const KvSequence* bl = engine.retained(o.blended);
     if (!ex || !bl) return make_error("round quality: a context to compare was not retained");
@@ -78,9 +78,9 @@ Result<std::vector<TurnQuality>> measure_round_quality(Engine& engine, const std
     TurnQuality& t = out[i];
     t.quality = std::move(*q);
     t.measured = true;
-    const size_t cmp = std::min({size_t(greedy_tokens), o.tokens.size(), greedy[i].tokens.size()});
+    const size_t cmp = std::min({size_t(greedy_tokens), o.answer.tokens.size(), greedy[i].tokens.size()});
     size_t same = 0;
-    while (same < cmp && o.tokens[same] == greedy[i].tokens[same]) ++same;
+    while (same < cmp && o.answer.tokens[same] == greedy[i].tokens[same]) ++same;
     t.greedy_agreement = cmp ? double(same) / double(cmp) : 1.0;
   }
   return out;

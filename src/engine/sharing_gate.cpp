@@ -103,19 +103,19 @@ Result<GateMeasurement> measure_gate(const LoadedModel& lm, ThreadPool& pool, do
     start_collective_round(*engine, turns, ro, [&got](CollectiveRoundResult&& res) { got = std::move(res); });
     AGENTKV_TRY(engine->run_until_idle());
     if (!got) return make_error("the gate's round job did not finish");
-    if (!got->status.ok()) return make_error(got->status.error());
+    if (!got->status.ok()) return got->status.status_error();
     auto q = measure_round_quality(*engine, turns, *got, kGateTokens);
     for (const RoundTurnOutcome& o : got->turns) {
       engine->release_retained(o.blended);
       engine->release_retained(o.prefix);
     }
     for (const auto& [m, start] : got->masters) engine->release_retained(m);
-    if (!q.ok()) return make_error(q.error());
+    if (!q.ok()) return q.status_error();
     for (size_t i = 0; i < n; ++i) {
       const RoundTurnOutcome& o = got->turns[i];
-      context[i] = o.context;
-      answers[i] = o.text;
-      messages[i].push_back(ChatMessage{"assistant", o.text});
+      context[i] = o.answer.retained_kv;
+      answers[i] = o.answer.text;
+      messages[i].push_back(ChatMessage{"assistant", o.answer.text});
       const TurnQuality& t = (*q)[i];
       if (!t.measured) continue;
       ++measured;

@@ -195,16 +195,16 @@ bool run_turns(ServerState& s, std::vector<Agent>& agents, const SamplingFields&
       const RoundTurnOutcome& o = b->results[k].turns[t];
       const size_t i = members[k][t];
       TurnAnswer& ans = (*answers)[i];
-      ans.text = o.text;
-      ans.finish_reason = o.finish_reason;
-      ans.usage.prompt_tokens = o.n_prompt;
-      ans.usage.cached_tokens = o.n_cached_prompt;
-      ans.usage.completion_tokens = o.n_generated;
+      ans.text = o.answer.text;
+      ans.finish_reason = o.answer.finish;
+      ans.usage.prompt_tokens = o.answer.n_prompt;
+      ans.usage.cached_tokens = o.answer.n_cached_prompt;
+      ans.usage.completion_tokens = o.answer.n_generated;
       Agent& a = agents[i];
-      a.kv = o.context;  // the barrier released the context it replaces
-      a.kv_tokens = o.context_tokens;
-      a.messages.push_back(ChatMessage{"assistant", o.text});
-      a.last_answer = o.text;
+      a.kv = o.answer.retained_kv;  // the barrier released the context it replaces
+      a.kv_tokens = o.answer.retained_tokens;
+      a.messages.push_back(ChatMessage{"assistant", o.answer.text});
+      a.last_answer = o.answer.text;
       a.expires_at = unix_seconds() + a.ttl_s;
       s.agents->finish(a);
     }
