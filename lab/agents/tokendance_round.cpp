@@ -110,8 +110,10 @@ Result<TokendanceRoundOut> run_tokendance_round(Engine& engine, ThreadPool& pool
   out.prefill_computed = int64_t(m1.tokens_prefilled - m0.tokens_prefilled) + res.sharing.recomputed_tokens;
   int64_t prompt_total = 0;
   for (const auto& a : out.agents) prompt_total += a.prompt_tokens;
-  const int64_t master_tokens = out.segment_tokens ? out.segment_tokens + (tok.add_bos_default() ? 1 : 0) : 0;
-  out.prefill_reused = std::max<int64_t>(0, prompt_total - out.prefill_computed + master_tokens);
+  // Reused: the agents' prompt tokens not computed for them (the masters' prefill is work, but not of
+  // any agent's prompt; a master the prefix cache already held cost nothing).
+  out.prefill_reused =
+      std::max<int64_t>(0, prompt_total - (out.prefill_computed - res.sharing.master_tokens_computed));
   out.prefill_seconds = (m1.prefill_seconds - m0.prefill_seconds) + out.collector_seconds;
 
   // The same reuse agent by agent, for the collector's gain (measurement only: scratch copies of

@@ -160,7 +160,10 @@ void CollectiveRound::start() {
     m.retain_kv = true;
     submit(std::move(m), [this, g](const RequestEvent& ev) {
       note(ev, "the block's master");
-      if (ev.seq_finished) groups_[g].master = ev.retained_kv;
+      if (ev.seq_finished) {
+        groups_[g].master = ev.retained_kv;
+        res_.sharing.master_tokens_computed += ev.n_prompt - ev.n_cached_prompt;
+      }
     });
   }
   end_submitting();

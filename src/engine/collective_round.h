@@ -35,6 +35,7 @@ struct RoundSharingReport {
   int agents = 0;               // agents whose copy of the block came from the collector
   int64_t segment_tokens = 0;
   int64_t recomputed_tokens = 0;  // all agents
+  int64_t master_tokens_computed = 0;  // prefill of the masters ([BOS][block]) not served by the prefix cache
   double collector_seconds = 0;
 };
 
