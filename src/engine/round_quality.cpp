@@ -9,19 +9,10 @@ namespace agentkv {
 
 namespace {
 
-struct Done {
-  uint64_t retained = 0;
-  std::vector<int32_t> tokens;
-  std::string error;
-};
-
-Status submit(Engine& e, RequestParams p, Done* d) {
-  auto id = e.add_request(std::move(p), [d](const RequestEvent& ev) {
-    if (answer_token(ev)) d->tokens.push_back(ev.token);
-    if (!ev.error.empty()) d->error = ev.error;
-    if (ev.request_finished) d->retained = ev.retained_kv;
-  });
-  return id.ok() ? Status{} : make_error(id.error());
+// Queues a request whose events the one outcome folder collects into *o.
+Status submit(Engine& e, RequestParams p, RequestOutcome* o) {
+  auto id = e.add_request(std::move(p), [o](const RequestEvent& ev) { fold(*o, ev); });
+  return id.ok() ? Status{} : id.status_error();
 }
 
 }  // namespace
@@ -34,12 +25,12 @@ Result<std::vector<TurnQuality>> measure_round_quality(Engine& engine, const std
   std::vector<size_t> who;
   for (size_t i = 0; i < n; ++i)
     if (result.turns[i].shared && result.turns[i].blended && !result.turns[i].answer.tokens.empty()) who.push_back(i);
-  std::vector<Done> exact(n), greedy(n);
+  std::vector<RequestOutcome> exact(n), greedy(n);
   struct Release {
     Engine& e;
-    std::vector<Done>& d;
+    std::vector<RequestOutcome>& d;
     ~Release() {
-      for (const Done& x : d) e.release_retained(x.retained);
+      for (const RequestOutcome& x : d) e.release_retained(x.retained_kv);
     }
   } release{engine, exact};
   // The exact context: [prefix][block] prefilled in full (the prefix cache holds only exact KV).
@@ -54,11 +45,11 @@ Result<std::vector<TurnQuality>> measure_round_quality(Engine& engine, const std
   }
   AGENTKV_TRY(engine.run_until_idle());
   for (size_t i : who) {
-    if (!exact[i].error.empty()) return make_error(exact[i].error);
+    if (exact[i].error) return *exact[i].error;
     RequestParams p = turns[i].params;
     p.max_tokens = greedy_tokens;
     p.min_tokens = std::min(turns[i].params.min_tokens, greedy_tokens);
-    p.kv_from = exact[i].retained;
+    p.kv_from = exact[i].retained_kv;
     p.retain_kv = false;
     AGENTKV_TRY(submit(engine, std::move(p), &greedy[i]));
   }
@@ -70,11 +61,11 @@ Result<std::vector<TurnQuality>> measure_round_quality(Engine& engine, const std
     std::vector<int32_t> cont(prompt.begin() + turns[i].segment.second, prompt.end());
     const size_t own = cont.size();
     cont.insert(cont.end(), o.answer.tokens.begin(), o.answer.tokens.end());
-    const KvSequence* ex = engine.retained(exact[i].retained);
+    const KvSequence* ex = engine.retained(exact[i].retained_kv);
     const KvSequence* bl = engine.retained(o.blended);
     if (!ex || !bl) return make_error("round quality: a context to compare was not retained");
     auto q = compare_continuation(*lm.model, engine.kv(), *ex, *bl, cont, engine.pool(), own);
-    if (!q.ok()) return make_error(q.error());
+    if (!q.ok()) return q.status_error();
     TurnQuality& t = out[i];
     t.quality = std::move(*q);
     t.measured = true;
