@@ -1,46 +1,53 @@
 #!/usr/bin/env python3
 """The main job of scripts/setup.sh: a short demo of what agentkv is for, on the real server.
 
-Starts `agentkv serve -m smollm2` (round sharing on, so the server first certifies sharing on this
-model with its quality gate: cached after the first start), creates four agents with resident
-contexts, and runs three all-gather rounds: every agent reads the same block (a town crier's news,
-then everyone's last answers) after its own persona and history. Per round it prints each agent's
-answer and what the server computed: the prompt tokens of all agents, how many were reused (from the
-agents' resident KV and the round's shared block, re-rotated to each agent's position) and how many
-the KV collector recomputed. The last round is run again with "kv_sharing": false on forks of the
-agents, so the two can be compared (the approximation is reported, never hidden).
+An 8-agent group chat of 24 turns, the traffic multi-agent frameworks send through plain
+/v1/chat/completions: every request is the speaker's own persona (system prompt) followed by the same
+transcript of everyone's messages (scripts/group_chat.py, through the official openai client). A
+server with prefix caching only (vLLM, llama.cpp, agentkv with sharing off) recomputes every message
+the other agents wrote since the speaker's last turn, because it sits at a new position after a
+different prefix. agentkv's chat KV sharing reuses the KV of those messages where it already exists,
+re-rotated to the new position, and recomputes only the share of tokens that deviate most.
 
-usage: demo.py AGENTKV_BINARY          (stdlib only: the server speaks plain HTTP + JSON)
+The chat runs twice, each time on a freshly started `agentkv serve -m smollm2` (a second run on the same
+server would be helped by the first one's caches): sharing on, then off (the exact path). It prints
+the prefill tokens each computed, the time to first token, the wall time, how many replies are word
+for word the same, and the quality figures the server measured at start-up before it allowed sharing
+on this model (the gate line of /v1/models). On the first start the server runs that quality gate
+(cached after that).
+
+usage: demo.py AGENTKV_BINARY
+Runs itself under the project's venv ($AGENTKV_VENV or ~/.cache/agentkv/venv, made by setup.sh), which
+has the openai client, when started by another Python.
 """
-import json
+import os
 import re
 import subprocess
 import sys
 import time
-import urllib.request
 
-PERSONAS = [
-    ("Ada", "You are Ada, the village baker. You are cheerful and practical, and you talk about bread."),
-    ("Bram", "You are Bram, the village smith. You are gruff, short-spoken and proud of your tools."),
-    ("Cora", "You are Cora, the village healer. You are calm and careful and think of the sick first."),
-    ("Dane", "You are Dane, the captain of the village guard. You think about safety and order."),
-]
-NEWS = ("Town crier: the old stone bridge over the river collapsed in last night's storm. The carts from "
-        "the mill cannot cross, the market is tomorrow, and the ferryman asks two coins a crossing.")
-INSTRUCTION = "Say in one or two sentences what you will do about it."
+try:
+    import openai  # noqa: F401  (group_chat.py uses it)
+except ImportError:
+    venv = os.environ.get("AGENTKV_VENV", os.path.expanduser("~/.cache/agentkv/venv"))
+    venv_python = os.path.join(venv, "bin", "python")
+    # sys.prefix, not the executable: a venv's python is a symlink to the system one.
+    if not os.access(venv_python, os.X_OK) or os.path.realpath(sys.prefix) == os.path.realpath(venv):
+        raise SystemExit("demo: error: the openai client is missing (scripts/setup.sh makes the venv with it)")
+    os.execv(venv_python, [venv_python, os.path.abspath(__file__), *sys.argv[1:]])
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import group_chat  # noqa: E402
 
-def post(port, path, body):
-    req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=json.dumps(body).encode(),
-                                 headers={"Content-Type": "application/json"}, method="POST")
-    with urllib.request.urlopen(req, timeout=600) as r:
-        return json.loads(r.read())
+MODEL = "smollm2"
+AGENTS, TURNS = 8, 24
 
 
-def start(binary):
-    print("demo: starting `agentkv serve -m smollm2` (the first start runs its KV-sharing quality gate)", flush=True)
-    proc = subprocess.Popen([binary, "serve", "-m", "smollm2", "--port", "0", "--kv-mem", "512M"],
-                            stderr=subprocess.PIPE, text=True)
+def start(binary, sharing):
+    """Starts `agentkv serve -m smollm2` on a free port; returns (process, base URL)."""
+    print(f"demo: starting `agentkv serve -m {MODEL} --chat-sharing {sharing}`", flush=True)
+    proc = subprocess.Popen([binary, "serve", "-m", MODEL, "--port", "0", "--kv-mem", "256M",
+                             "--chat-sharing", sharing], stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 1800
     while time.time() < deadline:
         line = proc.stderr.readline()
@@ -50,53 +57,64 @@ def start(binary):
             print("  " + line.strip().removeprefix("agentkv: "), flush=True)
         m = re.search(r"on http://127\.0\.0\.1:(\d+)", line)
         if m:
-            return proc, int(m.group(1))
+            return proc, f"http://127.0.0.1:{m.group(1)}/v1"
     raise SystemExit("demo: error: the server did not start")
 
 
-def show_round(title, r):
-    print(f"\n== {title}")
-    for a in r["answers"]:
-        print(f"  {a['name']}: {a['message']['content'].strip()}")
-    u, s = r["usage"], r["kv_sharing"]
-    recomputed = s.get("recomputed_tokens", 0)
-    computed = u["prompt_tokens"] - u["prompt_tokens_details"]["cached_tokens"] + recomputed
-    print(f"  prompt tokens of all agents: {u['prompt_tokens']}; computed: {computed} "
-          f"({100 * computed / max(1, u['prompt_tokens']):.0f}%); sharing: {s['mode']}", end="")
-    if s["mode"] == "tokendance":
-        print(f" ({s['agents']} agents share a {s['segment_tokens']}-token block, {recomputed} block tokens "
-              f"recomputed in {s['collector_seconds'] * 1000:.0f} ms)")
-    else:
-        print(f" ({s.get('reason', '')})")
-    return computed
+def stop(proc):
+    proc.terminate()
+    proc.wait(timeout=60)
+
+
+def gate_line(base_url):
+    """What /v1/models says about chat sharing on the model: on or off, and the gate's measurement."""
+    models = group_chat.make_client(base_url).models.list()
+    info = [(m.model_extra or {}).get("kv_sharing", {}) for m in models.data if m.id == MODEL][0]
+    return info.get("chat"), info.get("chat_quality_gate", "(no gate figures)")
+
+
+def run_once(binary, sharing):
+    proc, url = start(binary, sharing)
+    try:
+        allowed, gate = gate_line(url)
+        result = group_chat.run(url, MODEL, AGENTS, TURNS, kv_sharing=(sharing == "on"))
+    finally:
+        stop(proc)
+    return result, allowed, gate
 
 
 def main():
     if len(sys.argv) != 2:
         raise SystemExit(__doc__)
-    proc, port = start(sys.argv[1])
-    try:
-        ids = [post(port, "/v1/agents", {"model": "smollm2", "name": n, "system": s})["id"] for n, s in PERSONAS]
-        print(f"demo: {len(ids)} agents created, each with its persona prefilled once and kept resident")
-        gen = {"max_tokens": 32, "temperature": 0}
-        show_round("round 1: everyone reads the crier's news",
-                   post(port, "/v1/rounds", {"agents": ids, "shared": NEWS, "instruction": INSTRUCTION, **gen}))
-        show_round("round 2: everyone reads everyone's answers",
-                   post(port, "/v1/rounds", {"agents": ids, "instruction": "Answer the others in one sentence.", **gen}))
-        # Forks share the agents' KV blocks and history; the same names give the same shared block.
-        forks = [post(port, f"/v1/agents/{i}/fork", {"name": n})["id"] for i, (n, _) in zip(ids, PERSONAS)]
-        shared = post(port, "/v1/rounds", {"agents": ids, "instruction": "What happens next? One sentence.", **gen})
-        c_shared = show_round("round 3, KV shared", shared)
-        exact = post(port, "/v1/rounds", {"agents": forks, "instruction": "What happens next? One sentence.",
-                                          "kv_sharing": False, **gen})
-        c_exact = show_round("round 3 again on forks of the agents, every copy of the block computed exactly", exact)
-        same = sum(a["message"]["content"] == b["message"]["content"] for a, b in zip(shared["answers"], exact["answers"]))
-        print(f"\ndemo: round 3 computed {c_shared} prompt tokens with sharing and {c_exact} without; "
-              f"{same} of {len(ids)} answers are word for word the same (sharing is approximate: the server's "
-              f"quality gate measured it against exact prefill before allowing it)")
-    finally:
-        proc.terminate()
-        proc.wait(timeout=60)
+    binary = sys.argv[1]
+    shared, allowed, gate = run_once(binary, "on")
+    print(f"demo: chat sharing on {MODEL}: {'allowed' if allowed else 'refused'} by the quality gate: {gate}")
+    print("\n== the group chat, first turns (sharing on)")
+    print(f"  Moderator: {group_chat.topic(0)}")
+    for rec in shared["chats"][0]["turns"][:AGENTS]:
+        print(f"  {rec['speaker']}: {group_chat.transcript_text(rec['speaker'], rec['text'])}")
+    exact, _, _ = run_once(binary, "off")
+
+    print(f"\n== {AGENTS} agents, {TURNS} turns, {shared['prompt_tokens']} prompt tokens sent with sharing, "
+          f"{exact['prompt_tokens']} without")
+    rows = [("", "sharing on", "sharing off")]
+    for label, key, fmt in [("prefill tokens computed", "prefill_computed", "{:.0f}"),
+                            ("  of them recomputed shared tokens", "recomputed_tokens", "{}"),
+                            ("exact prefix-cache hits (tokens)", "cached_tokens", "{}"),
+                            ("time to first token, p50", "ttft_p50_s", "{:.3f} s"),
+                            ("turn latency, p50", "turn_p50_s", "{:.3f} s"),
+                            ("wall time", "wall_s", "{:.1f} s")]:
+        rows.append((label, fmt.format(shared[key]), fmt.format(exact[key])))
+    width = max(len(r[0]) for r in rows)
+    for r in rows:
+        print(f"  {r[0]:<{width}}  {r[1]:>12}  {r[2]:>12}")
+    # Once one reply differs, the transcripts differ, so count the replies before the first difference.
+    pairs = list(zip(shared["chats"][0]["replies"], exact["chats"][0]["replies"]))
+    same = next((t for t, (a, b) in enumerate(pairs) if a != b), len(pairs))
+    ratio = 100.0 * shared["prefill_computed"] / max(1.0, exact["prefill_computed"])
+    print(f"\ndemo: with sharing the server computed {ratio:.0f}% of the prefill the exact path computed; "
+          f"the first {same} of {TURNS} replies are word for word the same (sharing is approximate: the quality gate "
+          f"above measured it against exact prefill before the server allowed it)")
 
 
 if __name__ == "__main__":

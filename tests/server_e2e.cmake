@@ -42,3 +42,10 @@ agentkv_e2e_test(cli.bench_serve_smoke bench_serve_cli.py 600)
 
 # KV-PRM step scoring of a resident agent (POST /v1/agents/{id}/score) with a head fitted by fit-prm.
 agentkv_e2e_test(server.prm_score_e2e prm_score_e2e.py 900)
+
+# Collective KV sharing in plain chat completions (issue 14) on both models: an 8-agent, 24-turn group
+# chat computes at most 40% of kv_sharing false's prefill; recompute 1 and kv_sharing false are byte-exact;
+# blended KV is never an exact hit; 8 concurrent chats leak no block, also under a small KV budget; one
+# byte of difference is not shared. One test for both models (the servers are shared per model inside the
+# file); on a fresh machine the servers first run the chat-sharing quality gate, hence the long timeout.
+agentkv_e2e_test(server.chat_sharing_e2e chat_sharing_e2e.py 2400)
