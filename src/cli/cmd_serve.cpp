@@ -5,6 +5,7 @@
 #include "cli/arg_parser.h"
 #include "cli/commands.h"
 #include "kv/kv_manager.h"
+#include "engine/chat_sharing_gate.h"
 #include "engine/sharing_gate.h"
 #include "server/api_server.h"
 
@@ -37,7 +38,13 @@ int cmd_serve(int argc, char** argv) {
   p.add_string("--round-sharing", &round_sharing,
                "on | off: whether /v1/rounds shares the round's block collectively (TokenDance; a request turns "
                "it off with \"kv_sharing\": false); on runs a quality gate per model at start-up");
-  p.add_float("--recompute", &recompute, "share of a round's shared block recomputed per agent", 0.0, 1.0);
+  std::string chat_sharing = "on";
+  p.add_string("--chat-sharing", &chat_sharing,
+               "on | off: whether /v1/chat/completions reuses the KV other requests computed for the same messages at "
+               "any position (TokenDance's collective sharing; a request sets \"kv_sharing\" and \"recompute\"); on "
+               "runs a quality gate of that path per model at start-up, and a model that fails serves chat exactly");
+  p.add_float("--recompute", &recompute,
+              "share of a shared block's tokens recomputed per agent (rounds and chat sharing)", 0.0, 1.0);
   std::string prm_calibration;
   p.add_string("--prm-calibration", &prm_calibration,
                "verify heads from agentkv fit-prm (comma-separated files), used by POST /v1/agents/{id}/score on the "
@@ -45,6 +52,8 @@ int cmd_serve(int argc, char** argv) {
   if (auto rc = p.parse_command(argc, argv)) return *rc;
   if (round_sharing != "on" && round_sharing != "off")
     return cli_fail("--round-sharing: '" + round_sharing + "' is not on or off");
+  if (chat_sharing != "on" && chat_sharing != "off")
+    return cli_fail("--chat-sharing: '" + chat_sharing + "' is not on or off");
   ServeOptions opt;
   opt.host = host;
   opt.port = int(port);
@@ -70,6 +79,13 @@ int cmd_serve(int argc, char** argv) {
     auto g = run_sharing_gate(lm, pool, recompute, kSharingGateThresholds, default_sharing_gate_cache_dir());
     if (!g.ok()) return g.status_error();
     std::fprintf(stderr, "agentkv: KV-sharing quality gate for %s: %s\n", lm.name.c_str(), g->summary().c_str());
+    return std::make_pair(g->pass, g->summary());
+  };
+  opt.chat_sharing = chat_sharing == "on";
+  opt.chat_sharing_gate = [recompute](const LoadedModel& lm, ThreadPool& pool) -> Result<std::pair<bool, std::string>> {
+    auto g = run_chat_sharing_gate(lm, pool, recompute, kSharingGateThresholds, default_sharing_gate_cache_dir());
+    if (!g.ok()) return g.status_error();
+    std::fprintf(stderr, "agentkv: chat-sharing quality gate for %s: %s\n", lm.name.c_str(), g->summary().c_str());
     return std::make_pair(g->pass, g->summary());
   };
   auto server = ApiServer::create(models, opt);

@@ -54,11 +54,14 @@ Engine::Engine(const LoadedModel& model, const EngineOptions& opt, ThreadPool& p
       kv_(std::move(kv)),
       scheduler_(*kv_, opt.scheduler),
       n_ctx_(opt.n_ctx > 0 ? std::min(opt.n_ctx, model.config().n_ctx_train) : model.config().n_ctx_train),
-      eog_ids_(model.tokenizer->eog_ids()) {}
+      eog_ids_(model.tokenizer->eog_ids()) {
+  scheduler_.set_reclaim([this] { return segments_.evict_lru(); });
+}
 
 Engine::~Engine() {
   // Sequences release their blocks in their destructors; the manager must outlive them.
   requests_.clear();
+  segments_.clear();
   retained_.clear();
   compact_.clear();
 }
@@ -252,8 +255,25 @@ Status Engine::step() {
   // Work deferred by this step's callbacks; each may defer more (run at once now) or add requests.
   std::vector<std::function<void()>> work;
   work.swap(deferred_);
+  in_deferred_ = true;
   for (auto& fn : work) fn();
+  in_deferred_ = false;
+  // Requests that reached a shared segment in this step are blended together.
+  while (!blends_.empty()) blends_.flush(*lm_.model, *kv_, pool_, [this] { return segments_.evict_lru(); });
   return st;
+}
+
+void Engine::queue_blend(PendingBlend blend) {
+  blends_.add(std::move(blend));
+  if (in_step_ || in_deferred_) return;
+  while (!blends_.empty()) blends_.flush(*lm_.model, *kv_, pool_, [this] { return segments_.evict_lru(); });
+}
+
+void Engine::note_sharing(uint64_t lookups, uint64_t hit_tokens, uint64_t reused, uint64_t recomputed) {
+  m_.segment_lookups += lookups;
+  m_.segment_hit_tokens += hit_tokens;
+  m_.tokens_reused_approx += reused;
+  m_.tokens_recomputed += recomputed;
 }
 
 Status Engine::step_batch() {
@@ -397,6 +417,8 @@ EngineMetrics Engine::metrics() const {
     m.retained_compact_blocks += c->own_blocks();
   }
   m.retained_compact = int64_t(compact_.size());
+  m.segment_contexts = int64_t(segments_.n_contexts());
+  m.segment_blocks = segments_.n_blocks();
   return m;
 }
 
@@ -454,6 +476,19 @@ uint64_t Engine::adopt_retained(KvSequence seq) {
 void Engine::release_retained(uint64_t handle) {
   retained_.erase(handle);
   compact_.erase(handle);
+}
+
+std::shared_ptr<const KvSequence> Engine::take_retained(uint64_t handle) {
+  auto it = retained_.find(handle);
+  if (it == retained_.end()) return nullptr;
+  std::shared_ptr<const KvSequence> out = std::move(it->second);
+  retained_.erase(it);
+  return out;
+}
+
+std::shared_ptr<const KvSequence> Engine::share_retained(uint64_t handle) const {
+  auto it = retained_.find(handle);
+  return it == retained_.end() ? nullptr : it->second;
 }
 
 const KvSequence* Engine::retained(uint64_t handle) const {

@@ -11,12 +11,14 @@
 #include <string>
 #include <vector>
 
+#include "engine/blend_queue.h"
 #include "engine/compact_context.h"
 #include "engine/engine_metrics.h"
 #include "engine/request.h"
 #include "engine/scheduler.h"
 #include "engine/sequence.h"
 #include "kv/kv_manager.h"
+#include "kv/segment_store.h"
 #include "model/loaded_model.h"
 #include "util/thread_pool.h"
 
@@ -65,6 +67,16 @@ class Engine {
   // (engine/collective_round.h), defers it, so nothing adds requests or runs passes while step()
   // still walks the batch whose events it is handing out.
   void defer(std::function<void()> fn);
+  // The KV collector across requests (engine/blend_queue.h): queued blends run together once the
+  // current step's deferred work is done (at once when called outside a step).
+  void queue_blend(PendingBlend blend);
+
+  // The segment cache of chat sharing (kv/segment_store.h): contexts kept after requests, evicted
+  // least recently used first when the scheduler is short of blocks. Engine thread only.
+  SegmentStore& segments() { return segments_; }
+  // Counts chat sharing's work into the metrics: segments looked up, their tokens found with KV,
+  // tokens whose KV was reused approximately (not recomputed), tokens selectively recomputed.
+  void note_sharing(uint64_t lookups, uint64_t hit_tokens, uint64_t reused, uint64_t recomputed);
 
   bool has_work() const { return !requests_.empty(); }
   // One scheduling step and forward pass. An error is an engine bug (inputs were validated).
@@ -83,6 +95,10 @@ class Engine {
   uint64_t adopt_retained(KvSequence seq);
   // Unknown handles are ignored.
   void release_retained(uint64_t handle);
+  // Ends a dense snapshot and hands its sequence over (nullptr if unknown or compact).
+  std::shared_ptr<const KvSequence> take_retained(uint64_t handle);
+  // The snapshot's sequence, shared (nullptr if unknown or compact): it lives while held.
+  std::shared_ptr<const KvSequence> share_retained(uint64_t handle) const;
   // nullptr if unknown or compacted.
   const KvSequence* retained(uint64_t handle) const;
   size_t n_retained() const { return retained_.size() + compact_.size(); }
@@ -129,7 +145,10 @@ class Engine {
   std::vector<float> scratch_logits_;
   std::vector<int32_t> eog_ids_;
   bool in_step_ = false;
+  bool in_deferred_ = false;  // running the work a step deferred
   std::vector<std::function<void()>> deferred_;
+  BlendQueue blends_;
+  SegmentStore segments_;
   Status step_batch();  // cached: the tokenizer builds the list on each call
   EngineMetrics m_;
   // A dense copy of a retained snapshot, rebuilt if it is compact; nullptr if unknown or the pool is short.

@@ -40,6 +40,11 @@ struct EngineMetrics {
   uint64_t steps = 0;
   double forward_seconds = 0;
   double prefill_seconds = 0;         // forward time attributed to prefill tokens (by token share)
+  // Collective sharing in chat traffic (engine/chat_sharing.h).
+  uint64_t segment_lookups = 0;       // message segments looked up in the segment cache
+  uint64_t segment_hit_tokens = 0;    // tokens of those found with KV
+  uint64_t tokens_reused_approx = 0;  // prompt tokens whose KV was reused approximately, not recomputed
+  uint64_t tokens_recomputed = 0;     // tokens selectively recomputed (through every layer)
   // Gauges.
   int64_t blocks_total = 0;
   int64_t blocks_used = 0;
@@ -53,6 +58,8 @@ struct EngineMetrics {
   int64_t retained_tokens = 0;
   int64_t retained_compact = 0;         // of those, in master–diff form
   int64_t retained_compact_blocks = 0;  // blocks they hold on their own (diff rows, packed turns)
+  int64_t segment_contexts = 0;         // contexts in the segment cache (masters of chat sharing)
+  int64_t segment_blocks = 0;           // distinct blocks they reference
   // Latencies.
   LatencyHistogram ttft;
   LatencyHistogram inter_token;

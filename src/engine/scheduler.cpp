@@ -38,7 +38,14 @@ void Scheduler::preempt(Sequence* s) {
   waiting_.push_front(s);
 }
 
+bool Scheduler::reclaim_until_free(int64_t blocks) {
+  while (kv_.pool().num_free() < blocks)
+    if (!reclaim_ || !reclaim_()) return false;
+  return true;
+}
+
 bool Scheduler::reserve_or_preempt(Sequence* s, int64_t n) {
+  reclaim_until_free(s->kv.blocks_needed(n));
   while (s->kv.blocks_needed(n) > kv_.pool().num_free()) {
     Sequence* victim = nullptr;
     for (Sequence* r : running_)
@@ -102,7 +109,8 @@ std::vector<ScheduledChunk> Scheduler::schedule() {
       if (s->resume) hit = std::max(hit, resume_from_snapshot(s));
     }
     const int64_t n = std::min(s->n_uncomputed(), budget);
-    if (s->kv.blocks_needed(n) + watermark > kv_.pool().num_free()) {
+    if (s->kv.blocks_needed(n) + watermark > kv_.pool().num_free() &&
+        !reclaim_until_free(s->kv.blocks_needed(n) + watermark)) {
       s->kv.release();  // hits are given back; they stay cached for the next attempt
       break;
     }

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <vector>
 
 #include "engine/sequence.h"
@@ -43,6 +44,10 @@ class Scheduler {
   void remove(Sequence* s);
 
   std::vector<ScheduledChunk> schedule();
+  // Frees blocks held outside the running sequences (the segment cache's contexts, least recently
+  // used first) and says whether it dropped anything; tried before preempting a running sequence
+  // or leaving a waiting one out for want of blocks.
+  void set_reclaim(std::function<bool()> reclaim) { reclaim_ = std::move(reclaim); }
 
   size_t n_running() const { return running_.size(); }
   size_t n_waiting() const { return waiting_.size(); }
@@ -56,12 +61,15 @@ class Scheduler {
   // prompt than the prefix cache did. Returns the tokens reused (0: the snapshot was not used).
   int64_t resume_from_snapshot(Sequence* s);
   bool reserve_or_preempt(Sequence* s, int64_t n);
+  // Reclaims until `blocks` are free or nothing is left to reclaim.
+  bool reclaim_until_free(int64_t blocks);
 
   KvManager& kv_;
   SchedulerOptions opt_;
   std::vector<Sequence*> running_;
   std::deque<Sequence*> waiting_;
   ScheduleStats stats_;
+  std::function<bool()> reclaim_;
 };
 
 }  // namespace agentkv

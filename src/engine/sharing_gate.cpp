@@ -51,11 +51,6 @@ constexpr const char* kGateOpening =
     "Mayor: We meet in the square at noon to decide what to do.";
 constexpr const char* kGateInstruction = "What do you say to the others? Answer in two sentences.";
 
-struct GateMeasurement {
-  int agents = 0;
-  double kl_mean = 0, kl_p95 = 0, top1 = 0, greedy = 0;
-};
-
 // The workload through the collective-round job on an engine of its own (the server's engine
 // options: block size 16, prefix caching on), every agent resuming from its resident context.
 Result<GateMeasurement> measure_gate(const LoadedModel& lm, ThreadPool& pool, double recompute) {
@@ -71,10 +66,7 @@ Result<GateMeasurement> measure_gate(const LoadedModel& lm, ThreadPool& pool, do
   std::vector<uint64_t> context(n, 0);
   std::vector<std::string> answers(n);
   for (size_t i = 0; i < n; ++i) messages[i].push_back(ChatMessage{"system", kGateAgents[i].persona});
-  std::vector<double> kls;
-  double top1 = 0, greedy = 0;
-  int64_t positions = 0;
-  int measured = 0;
+  GateMeasurement m;
   for (int r = 0; r < kGateRounds; ++r) {
     std::string shared;
     if (r == 0) {
@@ -109,38 +101,24 @@ Result<GateMeasurement> measure_gate(const LoadedModel& lm, ThreadPool& pool, do
       engine->release_retained(o.blended);
       engine->release_retained(o.prefix);
     }
-    for (const auto& [m, start] : got->masters) engine->release_retained(m);
+    for (const auto& [mh, start] : got->masters) engine->release_retained(mh);
     if (!q.ok()) return q.status_error();
     for (size_t i = 0; i < n; ++i) {
       const RoundTurnOutcome& o = got->turns[i];
       context[i] = o.answer.retained_kv;
       answers[i] = o.answer.text;
       messages[i].push_back(ChatMessage{"assistant", o.answer.text});
-      const TurnQuality& t = (*q)[i];
-      if (!t.measured) continue;
-      ++measured;
-      kls.insert(kls.end(), t.quality.kl.begin(), t.quality.kl.end());
-      top1 += t.quality.top1_agreement * t.quality.n_positions;
-      positions += t.quality.n_positions;
-      greedy += t.greedy_agreement;
     }
+    add_gate_measurement(m, *q);
   }
-  if (measured == 0 || kls.empty()) return make_error("the gate's workload produced no shared answer to compare");
-  GateMeasurement m;
-  m.agents = measured;
-  for (double k : kls) m.kl_mean += k;
-  m.kl_mean /= double(kls.size());
-  std::sort(kls.begin(), kls.end());
-  m.kl_p95 = kls[std::min(kls.size() - 1, size_t(0.95 * double(kls.size())))];
-  m.top1 = top1 / double(std::max<int64_t>(1, positions));
-  m.greedy = greedy / measured;
   return m;
 }
 
-std::string cache_path(const std::string& dir, uint64_t fingerprint, double recompute) {
-  char name[96];
-  std::snprintf(name, sizeof name, "%016llx-r%.4f-v%d.json", static_cast<unsigned long long>(fingerprint), recompute,
-                kGateVersion);
+std::string cache_path(const std::string& dir, const std::string& kind, int version, uint64_t fingerprint,
+                       double recompute) {
+  char name[128];
+  std::snprintf(name, sizeof name, "%s%016llx-r%.4f-v%d.json", kind.c_str(), static_cast<unsigned long long>(fingerprint),
+                recompute, version);
   return dir + "/" + name;
 }
 
@@ -181,7 +159,7 @@ std::string SharingGateResult::summary() const {
   std::snprintf(buf, sizeof buf,
                 "R=%.3g: KL mean %.4f (max %.3g), greedy agreement %.3f (min %.3g), top-1 %.3f over %d answers%s: %s",
                 recompute, kl_mean, thresholds.max_kl_mean, greedy, thresholds.min_greedy_agreement, top1, agents, from_cache ? " (cached)" : "",
-                pass ? "pass" : "FAIL, rounds run exactly");
+                pass ? "pass" : "FAIL, this path runs exactly");
   return buf;
 }
 
@@ -191,13 +169,30 @@ std::string default_sharing_gate_cache_dir() {
   return std::string(home ? home : ".") + "/.cache/agentkv/sharing-gate";
 }
 
+void add_gate_measurement(GateMeasurement& m, const std::vector<TurnQuality>& turns) {
+  for (const TurnQuality& t : turns) {
+    if (!t.measured) continue;
+    ++m.agents;
+    m.kls.insert(m.kls.end(), t.quality.kl.begin(), t.quality.kl.end());
+    m.top1 += t.quality.top1_agreement * t.quality.n_positions;
+    m.positions += t.quality.n_positions;
+    m.greedy += t.greedy_agreement;
+  }
+}
+
 Result<SharingGateResult> run_sharing_gate(const LoadedModel& lm, ThreadPool& pool, double recompute,
                                            const SharingGateThresholds& th, const std::string& cache_dir) {
+  return run_gate_cached(lm, pool, recompute, th, cache_dir, "", kGateVersion, measure_gate);
+}
+
+Result<SharingGateResult> run_gate_cached(const LoadedModel& lm, ThreadPool& pool, double recompute,
+                                          const SharingGateThresholds& th, const std::string& cache_dir,
+                                          const std::string& kind, int version, const GateMeasureFn& measure) {
   if (!(recompute >= 0 && recompute <= 1)) return make_error("recompute must be in [0, 1]");
   SharingGateResult r;
   r.recompute = recompute;
   r.thresholds = th;
-  const std::string path = cache_dir.empty() ? "" : cache_path(cache_dir, lm.fingerprint, recompute);
+  const std::string path = cache_dir.empty() ? "" : cache_path(cache_dir, kind, version, lm.fingerprint, recompute);
   // Servers starting together (a test suite, a fleet on one host) measure once: the others wait on
   // the lock and read the result. Without a lock file the gate simply measures.
   int lock_fd = -1;
@@ -217,12 +212,15 @@ Result<SharingGateResult> run_sharing_gate(const LoadedModel& lm, ThreadPool& po
     r.from_cache = true;
   } else {
     GateMeasurement m;
-    AGENTKV_ASSIGN_OR_RETURN(m, measure_gate(lm, pool, recompute));
+    AGENTKV_ASSIGN_OR_RETURN(m, measure(lm, pool, recompute));
+    if (m.agents == 0 || m.kls.empty()) return make_error("the gate's workload produced no shared answer to compare");
     r.agents = m.agents;
-    r.kl_mean = m.kl_mean;
-    r.kl_p95 = m.kl_p95;
-    r.top1 = m.top1;
-    r.greedy = m.greedy;
+    for (double k : m.kls) r.kl_mean += k;
+    r.kl_mean /= double(m.kls.size());
+    std::sort(m.kls.begin(), m.kls.end());
+    r.kl_p95 = m.kls[std::min(m.kls.size() - 1, size_t(0.95 * double(m.kls.size())))];
+    r.top1 = m.top1 / double(std::max<int64_t>(1, m.positions));
+    r.greedy = m.greedy / m.agents;
     if (!path.empty()) write_cached(path, r);
   }
   r.pass = r.kl_mean <= th.max_kl_mean && r.greedy >= th.min_greedy_agreement;

@@ -10,7 +10,12 @@
 // rounds exactly.
 #pragma once
 
+#include <cstdint>
+#include <functional>
 #include <string>
+#include <vector>
+
+#include "engine/round_quality.h"
 
 #include "model/loaded_model.h"
 #include "util/status.h"
@@ -44,6 +49,23 @@ struct SharingGateResult {
 // workload's version; empty: no cache) and judges it against `th`.
 Result<SharingGateResult> run_sharing_gate(const LoadedModel& lm, ThreadPool& pool, double recompute,
                                            const SharingGateThresholds& th, const std::string& cache_dir);
+
+// One gate's raw measurement over its shared answers (summed; run_gate_cached averages).
+struct GateMeasurement {
+  int agents = 0;               // answers measured
+  std::vector<double> kls;      // per scored position
+  double top1 = 0;              // top-1 agreement × positions, summed
+  int64_t positions = 0;
+  double greedy = 0;            // greedy agreement, summed over answers
+};
+// Adds the measured turns of one round (or one chat request) to m.
+void add_gate_measurement(GateMeasurement& m, const std::vector<TurnQuality>& turns);
+using GateMeasureFn = std::function<Result<GateMeasurement>(const LoadedModel&, ThreadPool&, double recompute)>;
+// The gates' one runner: the measurement cached under cache_dir by `kind`, model fingerprint, R and
+// the workload's `version` (a lock makes servers starting together measure once), judged by `th`.
+Result<SharingGateResult> run_gate_cached(const LoadedModel& lm, ThreadPool& pool, double recompute,
+                                          const SharingGateThresholds& th, const std::string& cache_dir,
+                                          const std::string& kind, int version, const GateMeasureFn& measure);
 
 // ~/.cache/agentkv/sharing-gate (beside the model cache; $AGENTKV_MODELS/../sharing-gate when set).
 std::string default_sharing_gate_cache_dir();

@@ -127,6 +127,13 @@ std::optional<int32_t> BlockPool::lookup(uint64_t hash, std::span<const int32_t>
   return b;
 }
 
+bool BlockPool::contains(uint64_t hash, std::span<const int32_t> tokens) const {
+  auto it = index_.find(hash);
+  if (it == index_.end() || tokens.size() != size_t(block_size_)) return false;
+  const int32_t* stored = block_tokens_.data() + size_t(it->second) * size_t(block_size_);
+  return std::equal(tokens.begin(), tokens.end(), stored);
+}
+
 void BlockPool::insert(int32_t block, uint64_t hash, std::span<const int32_t> tokens) {
   AGENTKV_CHECK(block >= 0 && block < n_blocks_);
   AGENTKV_CHECK(tokens.size() == size_t(block_size_));

@@ -68,6 +68,8 @@ class BlockPool {
   // A cached block with this hash and exactly these tokens, refed for the caller; nullopt on a miss
   // or when the hash matches but the token ids do not (counted as a collision).
   std::optional<int32_t> lookup(uint64_t hash, std::span<const int32_t> tokens);
+  // Whether lookup would hit, without taking a reference or counting a lookup (planning a request).
+  bool contains(uint64_t hash, std::span<const int32_t> tokens) const;
   // Registers a full, referenced block under hash (tokens.size() == block_size). If another block
   // already holds this hash the index keeps that one and this block stays uncached.
   void insert(int32_t block, uint64_t hash, std::span<const int32_t> tokens);

@@ -165,6 +165,22 @@ int64_t KvSequence::match_prefix(std::span<const int32_t> prompt) {
   return n_tokens();
 }
 
+int64_t cached_prefix_tokens(const KvManager& m, std::span<const int32_t> prompt, uint64_t salt) {
+  if (!m.prefix_caching() || prompt.empty()) return 0;
+  const BlockPool& pool = m.pool();
+  const size_t bs = size_t(m.block_size());
+  const size_t max_blocks = (prompt.size() - 1) / bs;
+  uint64_t parent = 0;
+  size_t i = 0;
+  for (; i < max_blocks; ++i) {
+    const std::span<const int32_t> block_tokens = prompt.subspan(i * bs, bs);
+    const uint64_t h = pool.chain_hash(parent, block_tokens, salt);
+    if (!pool.contains(h, block_tokens)) break;
+    parent = h;
+  }
+  return int64_t(i * bs);
+}
+
 int64_t KvSequence::blocks_needed(int64_t n) const {
   AGENTKV_CHECK(n >= 0);
   if (n == 0) return 0;

@@ -56,6 +56,10 @@ class KvManager {
   bool prefix_caching_;
 };
 
+// The tokens match_prefix would reuse for `prompt` now (full cached blocks, leaving the last token
+// to compute), without taking references or counting lookups: what a request will get as exact hits.
+int64_t cached_prefix_tokens(const KvManager& m, std::span<const int32_t> prompt, uint64_t salt);
+
 // A sequence's tokens-with-KV and its block table. Slot i (token i) lives in blocks()[i / block_size].
 // Move-only; the destructor releases its blocks.
 class KvSequence {
@@ -79,6 +83,8 @@ class KvSequence {
   // top of approximate K/V are approximate too).
   void mark_approximate_from(int64_t slot) { approx_from_ = std::min(approx_from_, slot); }
   bool approximate() const { return approx_from_ != kExact; }
+  // The first slot whose K/V may be approximate (n_tokens() or more: none).
+  int64_t approximate_from() const { return std::min<int64_t>(approx_from_, n_tokens()); }
 
   // Only on an empty sequence: takes the longest chain of cached full blocks that starts `prompt`,
   // at most (prompt.size() - 1) / block_size blocks so that at least one token is left to compute

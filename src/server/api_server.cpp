@@ -57,6 +57,14 @@ Result<std::unique_ptr<ApiServer>> ApiServer::create(const std::vector<std::stri
       m.sharing_allowed = verdict->first;
       m.gate_summary = verdict->second;
     }
+  if (opt.chat_sharing && opt.chat_sharing_gate)
+    for (ServedModel& m : s->s_.models) {
+      auto verdict = opt.chat_sharing_gate(*m.lm, *s->s_.pool);
+      if (!verdict.ok())
+        return make_error(verdict.code(), "model '" + m.id + "': chat-sharing quality gate: " + verdict.error());
+      m.chat_sharing_allowed = verdict->first;
+      m.chat_gate_summary = verdict->second;
+    }
   std::vector<Engine*> engines;
   for (ServedModel& m : s->s_.models) engines.push_back(m.engine.get());
   s->s_.loop = std::make_unique<EngineLoop>(std::move(engines));

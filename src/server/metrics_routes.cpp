@@ -63,6 +63,21 @@ std::string metrics_text(const ServerState& s) {
        [](const EngineMetrics& m) { return double(m.retained_compact_blocks); }},
       {"agentkv_kv_retained_tokens", "gauge", "Tokens in retained KV snapshots.",
        [](const EngineMetrics& m) { return double(m.retained_tokens); }},
+      {"agentkv_kv_block_bytes", "gauge", "Bytes of K/V values per block.",
+       [](const EngineMetrics& m) { return double(m.bytes_per_block); }},
+      {"agentkv_segment_lookups_total", "counter", "Chat message segments looked up in the segment cache.",
+       [](const EngineMetrics& m) { return double(m.segment_lookups); }},
+      {"agentkv_segment_hit_tokens_total", "counter", "Tokens of message segments found with KV to reuse.",
+       [](const EngineMetrics& m) { return double(m.segment_hit_tokens); }},
+      {"agentkv_tokens_reused_approx_total", "counter",
+       "Prompt tokens whose KV was reused approximately (another position or context), not recomputed.",
+       [](const EngineMetrics& m) { return double(m.tokens_reused_approx); }},
+      {"agentkv_tokens_recomputed_total", "counter", "Tokens selectively recomputed by chat sharing.",
+       [](const EngineMetrics& m) { return double(m.tokens_recomputed); }},
+      {"agentkv_segment_contexts", "gauge", "Contexts in the segment cache (masters of chat sharing).",
+       [](const EngineMetrics& m) { return double(m.segment_contexts); }},
+      {"agentkv_segment_blocks", "gauge", "Distinct KV blocks the segment cache's contexts reference.",
+       [](const EngineMetrics& m) { return double(m.segment_blocks); }},
   };
   for (const Row& r : rows) {
     family(r.name, r.type, r.help);

@@ -199,7 +199,8 @@ std::optional<ApiError> parse_completion_request(const Json& body, bool chat, co
   static const std::set<std::string> kCommon = {"model", "max_tokens", "temperature", "top_p", "n", "seed",
                                                 "stop", "stream", "stream_options", "user", "logprobs",
                                                 "presence_penalty", "frequency_penalty"};
-  static const std::set<std::string> kChat = {"messages", "top_logprobs", "max_completion_tokens"};
+  static const std::set<std::string> kChat = {"messages", "top_logprobs", "max_completion_tokens", "kv_sharing",
+                                              "recompute"};
   static const std::set<std::string> kCompletion = {"prompt", "echo"};
   static const std::set<std::string> kUnsupported = {"tools", "tool_choice", "functions", "function_call",
                                                      "response_format", "logit_bias", "best_of", "suffix"};
@@ -215,6 +216,12 @@ std::optional<ApiError> parse_completion_request(const Json& body, bool chat, co
 
   if (chat) {
     if (auto e = parse_messages(json_member(body, "messages"), "messages", limits, &r.messages)) return e;
+    bool sharing = false;
+    if (const Json* ks = json_member(body, "kv_sharing"); ks && !ks->is_null()) {
+      if (auto e = get_bool(body, "kv_sharing", &sharing)) return e;
+      r.kv_sharing = sharing;
+    }
+    if (auto e = get_number(body, "recompute", 0, 1, &r.recompute)) return e;
   } else {
     const Json* prompt = json_member(body, "prompt");
     if (!prompt) return bad("prompt", "'prompt' is required");

@@ -44,6 +44,10 @@ struct CompletionRequest : SamplingFields {
   bool stream = false;
   bool include_usage = false;          // stream_options.include_usage
   bool echo = false;
+  // Chat only: collective KV sharing of the request's messages (engine/chat_sharing.h); unset: the
+  // server's default for the model. recompute in [0, 1]; unset: the server's --recompute.
+  std::optional<bool> kv_sharing;
+  std::optional<double> recompute;
 };
 
 // 400-class problems: status and message (the OpenAI error object's "message" and "param").

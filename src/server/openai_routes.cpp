@@ -5,11 +5,13 @@
 #include <cstdio>
 #include <random>
 
+#include "engine/chat_sharing.h"
 #include "engine/request_outcome.h"
 #include "server/error_status.h"
 #include "server/mailbox.h"
 #include "server/routes.h"
 #include "server/turn_builder.h"
+#include "share/turn_pieces.h"
 #include "tokenizer/chat_template.h"
 
 namespace agentkv {
@@ -38,6 +40,9 @@ std::string models_json(const ServerState& s) {
     sharing["rounds"] = s.opt.round_sharing && m.sharing_allowed;
     sharing["recompute"] = s.opt.recompute;
     if (!m.gate_summary.empty()) sharing["quality_gate"] = m.gate_summary;
+    // Whether chat completions share their messages' KV by default, and that path's gate.
+    sharing["chat"] = s.opt.chat_sharing && m.chat_sharing_allowed;
+    if (!m.chat_gate_summary.empty()) sharing["chat_quality_gate"] = m.chat_gate_summary;
     j["kv_sharing"] = std::move(sharing);
     // What POST /v1/agents/{id}/score reads on this model.
     Json verifier = Json::object();
@@ -50,6 +55,20 @@ std::string models_json(const ServerState& s) {
   out["object"] = "list";
   out["data"] = std::move(data);
   return dump_json(out);
+}
+
+// The reply's "kv_sharing": what the request's sharing did (engine/chat_sharing.h).
+Json chat_sharing_json(const ChatSharingReport& r) {
+  Json j = Json::object();
+  j["mode"] = r.mode;
+  j["reason"] = r.reason;
+  j["recompute"] = r.recompute;
+  j["shared_tokens"] = r.shared_tokens();
+  j["recomputed_tokens"] = r.recomputed_tokens;
+  j["segments"] = r.segments;
+  j["resumed_tokens"] = r.resumed_tokens;
+  j["segment_tokens"] = r.segment_tokens;
+  return j;
 }
 
 }  // namespace
@@ -69,10 +88,30 @@ void handle_completion(ServerState& s, const HttpRequest& req, HttpResponseWrite
   const ServedModel& m = s.models[size_t(mi)];
   const Tokenizer& tok = *m.lm->tokenizer;
   RequestParams p;
+  // Chat sharing (engine/chat_sharing.h): on by default where the server and the model's gate allow.
+  ChatSharingReport sharing;
+  std::optional<ChatSharingRequest> shared;
   if (chat) {
     auto text = apply_chat_template(tok, cr.messages, true);
     if (!text.ok()) return reply(w, api_error(text.status_error(), "messages"));
     p.prompt = tok.encode(*text, tok.add_bos_default(), true);
+    sharing.recompute = cr.recompute.value_or(s.opt.recompute);
+    if (!cr.kv_sharing.value_or(s.opt.chat_sharing)) {
+      sharing.reason = cr.kv_sharing ? "kv_sharing is false" : "KV sharing of chat is off on this server (serve --chat-sharing off)";
+    } else if (!m.chat_sharing_allowed) {
+      sharing.reason = "model '" + m.id + "' failed its start-up quality gate for chat sharing (" + m.chat_gate_summary + ")";
+    } else {
+      // Each message's content as its own piece, so it is the same ids wherever it sits. Where that
+      // tokenizes differently from the whole text, the request runs exactly (same tokens as always).
+      AgentContextTokens pieces = chat_message_pieces(tok, *text, cr.messages);
+      if (pieces.tokens != p.prompt) {
+        sharing.reason = "the messages do not tokenize on their own as they do in the prompt";
+      } else {
+        shared.emplace();
+        shared->segments = std::move(pieces.segments);
+        shared->recompute = sharing.recompute;
+      }
+    }
   } else if (cr.prompt_is_tokens) {
     p.prompt = cr.prompt_tokens;
   } else {
@@ -89,10 +128,38 @@ void handle_completion(ServerState& s, const HttpRequest& req, HttpResponseWrite
   const int n_prompt = int(p.prompt.size());
 
   auto box = std::make_shared<Mailbox<RequestEvent>>();
-  auto id = s.loop->submit(std::move(p), [box](const RequestEvent& ev) { box->put(ev, ev.request_finished); },
-                           size_t(mi));
+  Result<uint64_t> id = uint64_t(0);
+  auto gone = std::make_shared<std::atomic<bool>>(false);
+  auto report = std::make_shared<ChatSharingReport>();  // the job's, complete with its final event
+  if (shared) {
+    if (Status st = m.engine->validate(p); !st.ok()) return reply(w, api_error(st.status_error()));
+    shared->params = std::move(p);
+    shared->request_id = m.engine->next_request_id();
+    shared->cancelled = gone;
+    id = shared->request_id;
+    EngineLoop* loop = s.loop.get();
+    const size_t model = size_t(mi);
+    auto job = std::make_shared<ChatSharingRequest>(std::move(*shared));
+    const bool posted = s.loop->post(
+        [job, box, report, loop, model](Engine& e) {
+          start_chat_request(e, std::move(*job), [box, report, loop, model](const RequestEvent& ev, const ChatSharingReport& r) {
+            if (ev.request_finished) {
+              *report = r;
+              loop->publish_metrics(model);
+            }
+            box->put(ev, ev.request_finished);
+          });
+        },
+        size_t(mi));
+    if (!posted) return reply(w, api_error(make_error(ErrorCode::kUnavailable, "the engine is shutting down")));
+  } else {
+    id = s.loop->submit(std::move(p), [box](const RequestEvent& ev) { box->put(ev, ev.request_finished); }, size_t(mi));
+  }
   if (!id.ok()) return reply(w, api_error(id.status_error()));
-  auto cancel = [&] { s.loop->cancel(*id, size_t(mi)); };
+  auto cancel = [&] {
+    gone->store(true);
+    s.loop->cancel(*id, size_t(mi));
+  };
   const std::string rid = request_id(chat);
   const int64_t created = unix_now();
   std::vector<ChoiceOutput> choices(size_t(cr.n));
@@ -158,13 +225,20 @@ void handle_completion(ServerState& s, const HttpRequest& req, HttpResponseWrite
     }
     return;
   }
+  if (shared) sharing = *report;
   if (streaming) {
-    if (cr.include_usage) send(stream_usage_chunk_json(cr, rid, created, usage));
+    if (cr.include_usage) {
+      Json chunk = stream_usage_chunk_json(cr, rid, created, usage);
+      if (chat) chunk["kv_sharing"] = chat_sharing_json(sharing);
+      send(chunk);
+    }
     w.write("data: [DONE]\n\n");
     w.end_stream();
     return;
   }
-  w.respond(200, "application/json", dump_json(completion_response_json(cr, rid, created, choices, usage)));
+  Json out = completion_response_json(cr, rid, created, choices, usage);
+  if (chat) out["kv_sharing"] = chat_sharing_json(sharing);
+  w.respond(200, "application/json", dump_json(out));
 }
 
 }  // namespace agentkv

@@ -36,10 +36,15 @@ struct ServeOptions {
   // (each request can still turn it off), and the share of the block recomputed per agent.
   bool round_sharing = true;
   double recompute = 0.15;
+  // Collective sharing of chat completions' messages (engine/chat_sharing.h): the default of a
+  // request's "kv_sharing", on only where the model passes chat_sharing_gate.
+  bool chat_sharing = true;
   // Run once per model at start-up when round_sharing is on: the quality gate. It returns whether
   // approximate sharing is allowed on that model (and a line saying what was measured); a model that
   // fails runs every round exactly. Unset: allowed without a check (library use, tests).
   std::function<Result<std::pair<bool, std::string>>(const LoadedModel&, ThreadPool&)> sharing_gate;
+  // The same for chat sharing's path (run when chat_sharing is on).
+  std::function<Result<std::pair<bool, std::string>>(const LoadedModel&, ThreadPool&)> chat_sharing_gate;
   // KV-PRM verify heads (agentkv fit-prm files) for POST /v1/agents/{id}/score, each applied to the
   // served model it was fitted on (by fingerprint); a model without one scores zero-shot with the
   // log-odds of "+" against "-".
@@ -52,6 +57,8 @@ struct ServedModel {
   std::unique_ptr<Engine> engine;  // the engine loop's: HTTP threads read only n_ctx() and validate()
   bool sharing_allowed = true;     // the start-up quality gate's verdict
   std::string gate_summary;
+  bool chat_sharing_allowed = true;  // the chat path's gate verdict
+  std::string chat_gate_summary;
   std::optional<prm::VerifyHead> verify_head;  // for step scoring; unset if the model has none
   std::string verifier_summary;
 };

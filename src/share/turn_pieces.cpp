@@ -58,4 +58,21 @@ Result<AgentContextTokens> agent_context_pieces(const Tokenizer& tok, std::span<
   return tokenize_pieces(tok, text, found, true);
 }
 
+AgentContextTokens chat_message_pieces(const Tokenizer& tok, std::string_view text,
+                                       std::span<const ChatMessage> messages) {
+  std::vector<std::pair<size_t, size_t>> found;
+  size_t done = 0;
+  for (const ChatMessage& m : messages) {
+    // Templates may trim a message (Gemma's does); its trimmed content is what they render.
+    const size_t b = m.content.find_first_not_of(" \t\n\r\f\v");
+    if (b == std::string::npos) continue;
+    const std::string_view content = std::string_view(m.content).substr(b, m.content.find_last_not_of(" \t\n\r\f\v") - b + 1);
+    const size_t at = text.find(content, done);
+    if (at == std::string::npos) continue;
+    found.emplace_back(at, at + content.size());
+    done = at + content.size();
+  }
+  return tokenize_pieces(tok, text, found, true);
+}
+
 }  // namespace agentkv

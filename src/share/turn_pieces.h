@@ -48,6 +48,12 @@ AgentContextTokens tokenize_pieces(const Tokenizer& tok, std::string_view text,
 Result<AgentContextTokens> agent_context_pieces(const Tokenizer& tok, std::span<const ChatMessage> messages,
                                                std::span<const std::string> segments, bool add_generation_prompt);
 
+// A chat request's rendered `text` (apply_chat_template of `messages`) with each message's content
+// tokenized on its own (found in order; one the template does not render verbatim is not a piece):
+// the message segments that chat sharing reuses at any position (engine/chat_sharing.h).
+AgentContextTokens chat_message_pieces(const Tokenizer& tok, std::string_view text,
+                                       std::span<const ChatMessage> messages);
+
 inline Result<std::vector<int32_t>> agent_context_tokens(const Tokenizer& tok, std::span<const ChatMessage> messages,
                                                          std::span<const std::string> segments,
                                                          bool add_generation_prompt) {

@@ -1,0 +1,269 @@
+// A chat request with collective KV sharing as one engine-thread job (engine/chat_sharing.h). Each
+// phase submits one scheduler request; its completion (deferred past the engine step, Engine::defer)
+// queues the blend, which the engine runs with the other requests' blends of that step and hands
+// back; the next phase then starts. The engine keeps serving other requests in between.
+#include "engine/chat_sharing.h"
+
+#include <algorithm>
+
+namespace agentkv {
+
+namespace {
+
+// One run of whole segments (with the role headers between them) that a stored context holds
+// contiguously: prompt tokens [begin, end) are its tokens [begin + offset, end + offset).
+struct Run {
+  int64_t begin = 0, end = 0;
+  SegmentStore::Context master;
+  int64_t offset = 0;
+  int segments = 0;
+  int64_t segment_tokens = 0;  // tokens of the segments (not the headers between them)
+};
+
+// What the scheduler keeps when it resumes `ctx` over `common` tokens (KvSequence::truncate: a cut
+// inside a full block moves down to its start).
+int64_t kept_on_resume(const KvSequence& ctx, int64_t common, int block_size) {
+  if (common >= ctx.n_tokens() || common % block_size == 0) return common;
+  const int64_t block_end = (common / block_size + 1) * block_size;
+  return block_end <= ctx.n_tokens() ? common / block_size * block_size : common;
+}
+
+class ChatJob : public std::enable_shared_from_this<ChatJob> {
+ public:
+  ChatJob(Engine& e, ChatSharingRequest r, ChatEventFn on_event)
+      : e_(e), r_(std::move(r)), on_event_(std::move(on_event)) {}
+  void start();
+
+ private:
+  void plan();
+  void next_phase();
+  void prefix_done(const RequestEvent& ev);
+  void blended(Result<BlendedCopy> copy);
+  void answer();
+  void fallback(const std::string& why);
+  void fail(ErrorCode code, const std::string& message);
+  bool cancelled() const { return r_.cancelled && r_.cancelled->load(); }
+  void set_cur(uint64_t h) {
+    if (cur_ != h) e_.release_retained(cur_);
+    cur_ = h;
+  }
+
+  Engine& e_;
+  ChatSharingRequest r_;
+  ChatEventFn on_event_;
+  ChatSharingReport rep_;
+  std::vector<Run> runs_;
+  size_t next_run_ = 0;
+  uint64_t cur_ = 0;     // the context the next phase resumes from (a snapshot the job owns)
+  uint64_t prefix_ = 0;  // the current run's exact prefix snapshot
+  bool done_ = false;
+};
+
+void ChatJob::start() {
+  rep_.recompute = r_.recompute;
+  if (cancelled()) return fail(ErrorCode::kCancelled, "the request was cancelled");
+  plan();
+  next_phase();
+}
+
+void ChatJob::plan() {
+  const auto& prompt = r_.params.prompt;
+  const int64_t limit = int64_t(prompt.size()) - 1;  // the last prompt token is always computed
+  const int bs = e_.kv().block_size();
+  SegmentStore& store = e_.segments();
+  // 1. Exact prefix hits.
+  const int64_t exact = cached_prefix_tokens(e_.kv(), prompt, r_.params.cache_salt);
+  rep_.cached_tokens = exact;
+  int64_t base = exact;
+  // 2. A stored context continuing this conversation.
+  const SegmentStore::PrefixHit ph = store.longest_prefix(prompt, r_.params.cache_salt);
+  if (ph.context) {
+    const int64_t kept = kept_on_resume(*ph.context, std::min(ph.tokens, limit), bs);
+    if (kept > exact) {
+      store.touch(ph.context.get());
+      cur_ = e_.adopt_retained(ph.context->fork());
+      rep_.cached_tokens = std::max(exact, std::min(kept, ph.context->approximate_from()));
+      rep_.resumed_tokens = kept - rep_.cached_tokens;
+      base = kept;
+    }
+  }
+  // 3. Runs of segments held by stored contexts, after what is reused as a prefix.
+  const auto& segs = r_.segments;
+  uint64_t lookups = 0, hit_tokens = 0;
+  int64_t lower = base;  // a run's headers are taken back to here
+  size_t i = 0;
+  while (i < segs.size() && segs[i].first < base) ++i;
+  while (i < segs.size()) {
+    const auto [sb, se] = segs[i];
+    if (se > limit) break;
+    ++lookups;
+    const std::span<const int32_t> seg_tokens(prompt.data() + sb, size_t(se - sb));
+    Run best;
+    size_t best_next = i + 1;
+    for (const SegmentStore::Hit& h : store.find(seg_tokens)) {
+      const auto& mt = h.context->tokens();
+      const int64_t off = h.slot - sb;
+      Run run{sb, se, h.context, off, 1, se - sb};
+      // The headers before the segment, back to the previous run or prefix, where they match.
+      while (run.begin > lower && run.begin + off > 0 && prompt[size_t(run.begin - 1)] == mt[size_t(run.begin - 1 + off)])
+        --run.begin;
+      // Later whole segments, with the tokens between them, while the context holds them in order.
+      size_t j = i + 1;
+      for (; j < segs.size(); ++j) {
+        const auto [nb, ne] = segs[j];
+        if (ne > limit || ne + off > int64_t(mt.size())) break;
+        bool same = true;
+        for (int64_t t = run.end; t < ne && same; ++t) same = prompt[size_t(t)] == mt[size_t(t + off)];
+        if (!same) break;
+        run.end = ne;
+        ++run.segments;
+        run.segment_tokens += ne - nb;
+      }
+      if (run.end - run.begin > best.end - best.begin) {
+        best = run;
+        best_next = j;
+      }
+    }
+    if (best.master && best.end - best.begin >= r_.min_run_tokens) {
+      hit_tokens += uint64_t(best.segment_tokens);
+      store.touch(best.master.get());
+      lower = best.end;
+      runs_.push_back(std::move(best));
+      i = best_next;
+    } else {
+      ++i;
+    }
+  }
+  e_.note_sharing(lookups, hit_tokens, uint64_t(std::max<int64_t>(0, rep_.resumed_tokens)), 0);
+  if (runs_.empty() && !cur_) rep_.reason = lookups ? "no message of the request has KV to reuse" : "nothing to reuse";
+}
+
+void ChatJob::next_phase() {
+  if (cancelled()) return fail(ErrorCode::kCancelled, "the request was cancelled");
+  if (next_run_ >= runs_.size()) return answer();
+  // The exact context before the run (from the resumed context or a previous blend), kept.
+  const Run& run = runs_[next_run_];
+  RequestParams p;
+  p.prompt.assign(r_.params.prompt.begin(), r_.params.prompt.begin() + run.begin);
+  p.max_tokens = 0;
+  p.retain_kv = true;
+  p.kv_from = cur_;
+  p.cache_salt = r_.params.cache_salt;
+  auto self = shared_from_this();
+  auto id = e_.add_request(std::move(p), [self](const RequestEvent& ev) {
+    if (!ev.request_finished) return;
+    self->e_.defer([self, ev] { self->prefix_done(ev); });
+  });
+  if (!id.ok()) fallback(id.error());
+}
+
+void ChatJob::prefix_done(const RequestEvent& ev) {
+  if (ev.retained_kv == 0) {
+    if (ev.finish_reason == FinishReason::kCancelled || cancelled())
+      return fail(ErrorCode::kCancelled, "the request was cancelled");
+    return fallback(ev.error.empty() ? "the context before a shared message was not kept" : ev.error);
+  }
+  prefix_ = ev.retained_kv;
+  const Run& run = runs_[next_run_];
+  PendingBlend b;
+  b.master = run.master;
+  b.master_start = int32_t(run.begin + run.offset);
+  b.tokens.assign(r_.params.prompt.begin() + run.begin, r_.params.prompt.begin() + run.end);
+  b.prefix = e_.share_retained(prefix_);
+  b.options.ratio = r_.recompute;
+  auto self = shared_from_this();
+  b.done = [self](Result<BlendedCopy> copy) { self->blended(std::move(copy)); };
+  e_.queue_blend(std::move(b));
+}
+
+void ChatJob::blended(Result<BlendedCopy> copy) {
+  e_.release_retained(std::exchange(prefix_, 0));
+  if (!copy.ok()) return fallback(copy.error());
+  const Run& run = runs_[next_run_];
+  const int64_t recomputed = int64_t(copy->recomputed_slots.size());
+  rep_.segment_tokens += run.end - run.begin;
+  rep_.recomputed_tokens += recomputed;
+  rep_.segments += run.segments;
+  e_.note_sharing(0, 0, uint64_t(run.end - run.begin - recomputed), uint64_t(recomputed));
+  set_cur(e_.adopt_retained(std::move(copy->seq)));
+  ++next_run_;
+  next_phase();
+}
+
+void ChatJob::answer() {
+  if (cur_) rep_.mode = "tokendance";
+  RequestParams p = r_.params;
+  p.kv_from = cur_;
+  p.retain_kv = true;
+  if (r_.keep_start && cur_) {
+    if (const KvSequence* s = e_.retained(cur_)) {
+      // What the answer resumes from (the scheduler's rule: the common prefix, the last token left).
+      const auto& prompt = r_.params.prompt;
+      const size_t limit = std::min(s->tokens().size(), prompt.size() - 1);
+      size_t common = 0;
+      while (common < limit && s->tokens()[common] == prompt[common]) ++common;
+      KvSequence f = s->fork();
+      rep_.start_tokens = f.truncate(int64_t(common));
+      rep_.start_handle = e_.adopt_retained(std::move(f));
+    }
+  }
+  auto self = shared_from_this();
+  Status st = e_.add_request_with_id(r_.request_id, std::move(p), [self](const RequestEvent& in) {
+    RequestEvent ev = in;
+    ev.n_cached_prompt = int(self->rep_.cached_tokens);
+    if (ev.retained_kv) {
+      // The whole context becomes a master for later requests.
+      if (auto ctx = self->e_.take_retained(ev.retained_kv)) self->e_.segments().add(std::move(ctx), self->r_.segments);
+      ev.retained_kv = 0;
+    }
+    if (ev.request_finished) {
+      self->done_ = true;
+      self->set_cur(0);
+    }
+    self->on_event_(ev, self->rep_);
+  });
+  if (!st.ok()) {
+    set_cur(0);
+    fail(st.code(), st.error());
+  }
+}
+
+void ChatJob::fallback(const std::string& why) {
+  // Exact prefill of the whole request: still correct, only slower.
+  set_cur(0);
+  runs_.clear();
+  rep_ = ChatSharingReport{};
+  rep_.recompute = r_.recompute;
+  rep_.reason = "shared KV could not be used (" + why + "); answered exactly";
+  rep_.cached_tokens = cached_prefix_tokens(e_.kv(), r_.params.prompt, r_.params.cache_salt);
+  answer();
+}
+
+void ChatJob::fail(ErrorCode code, const std::string& message) {
+  if (done_) return;
+  done_ = true;
+  set_cur(0);
+  e_.release_retained(std::exchange(prefix_, 0));
+  RequestEvent ev;
+  ev.request_id = r_.request_id;
+  ev.seq_finished = true;
+  ev.request_finished = true;
+  ev.n_prompt = int(r_.params.prompt.size());
+  if (code == ErrorCode::kCancelled) {
+    ev.finish_reason = FinishReason::kCancelled;
+  } else {
+    ev.finish_reason = FinishReason::kError;
+    ev.error = message;
+    ev.error_code = code;
+  }
+  on_event_(ev, rep_);
+}
+
+}  // namespace
+
+void start_chat_request(Engine& engine, ChatSharingRequest request, ChatEventFn on_event) {
+  auto job = std::make_shared<ChatJob>(engine, std::move(request), std::move(on_event));
+  job->start();
+}
+
+}  // namespace agentkv

@@ -1,0 +1,108 @@
+// The segment cache (kv/segment_store.h).
+#include "kv/segment_store.h"
+
+#include <algorithm>
+#include <unordered_set>
+
+#include "kv/block_pool.h"
+
+namespace agentkv {
+
+uint64_t SegmentStore::key_of(std::span<const int32_t> tokens) {
+  // Any length: the block hash is a hash of a parent and a token run. Hits verify the ids.
+  return hash_block_tokens(0x5e6d5e6d5e6d5e6dULL, tokens, 0, 0);
+}
+
+void SegmentStore::add(Context context, std::span<const std::pair<int64_t, int64_t>> segments) {
+  if (!context || context->n_tokens() == 0) return;
+  const auto& toks = context->tokens();
+  // Contexts this one continues (an agent's earlier turn, resumed: the common prefix is the same KV)
+  // are superseded once the common prefix covers all their segments; their answer is not a segment.
+  for (auto it = lru_.begin(); it != lru_.end();) {
+    auto next = std::next(it);
+    const KvSequence& old = *it->context;
+    int64_t seg_end = 0;
+    for (const auto& sg : it->segments) seg_end = std::max(seg_end, sg.second);
+    if (old.salt() == context->salt() && seg_end <= int64_t(toks.size()) &&
+        std::equal(old.tokens().begin(), old.tokens().begin() + seg_end, toks.begin()))
+      erase(it);
+    it = next;
+  }
+  Entry e;
+  e.context = std::move(context);
+  for (const auto& [b, end] : segments) {
+    if (b < 0 || end <= b || end > int64_t(toks.size())) continue;
+    const uint64_t k = key_of(std::span<const int32_t>(toks).subspan(size_t(b), size_t(end - b)));
+    e.segments.emplace_back(b, end);
+    e.keys.push_back(k);
+    index_.emplace(k, std::make_pair(e.context.get(), b));
+  }
+  const KvSequence* raw = e.context.get();
+  lru_.push_back(std::move(e));
+  by_context_[raw] = std::prev(lru_.end());
+  while (lru_.size() > max_contexts_) erase(lru_.begin());
+}
+
+std::vector<SegmentStore::Hit> SegmentStore::find(std::span<const int32_t> tokens) const {
+  std::vector<std::pair<size_t, Hit>> found;  // (recency rank, hit)
+  auto [lo, hi] = index_.equal_range(key_of(tokens));
+  for (auto it = lo; it != hi; ++it) {
+    const auto& [ctx, slot] = it->second;
+    const auto& have = ctx->tokens();
+    if (slot + int64_t(tokens.size()) > int64_t(have.size())) continue;
+    if (!std::equal(tokens.begin(), tokens.end(), have.begin() + slot)) continue;  // a hash collision
+    const auto e = by_context_.at(ctx);
+    found.emplace_back(size_t(std::distance(lru_.begin(), std::list<Entry>::const_iterator(e))), Hit{e->context, slot});
+  }
+  std::sort(found.begin(), found.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  std::vector<Hit> out;
+  for (auto& f : found) out.push_back(std::move(f.second));
+  return out;
+}
+
+SegmentStore::PrefixHit SegmentStore::longest_prefix(std::span<const int32_t> prompt, uint64_t salt) const {
+  PrefixHit best;
+  for (const Entry& e : lru_) {
+    if (e.context->salt() != salt) continue;
+    const auto& have = e.context->tokens();
+    const size_t limit = std::min(have.size(), prompt.size());
+    size_t n = 0;
+    while (n < limit && have[n] == prompt[n]) ++n;
+    if (int64_t(n) >= best.tokens && n > 0) best = PrefixHit{e.context, int64_t(n)};  // ties: the most recent
+  }
+  return best;
+}
+
+void SegmentStore::touch(const KvSequence* context) {
+  auto it = by_context_.find(context);
+  if (it == by_context_.end()) return;
+  lru_.splice(lru_.end(), lru_, it->second);
+}
+
+void SegmentStore::erase(std::list<Entry>::iterator it) {
+  for (uint64_t k : it->keys) {
+    auto [lo, hi] = index_.equal_range(k);
+    for (auto j = lo; j != hi;) j = j->second.first == it->context.get() ? index_.erase(j) : std::next(j);
+  }
+  by_context_.erase(it->context.get());
+  lru_.erase(it);
+}
+
+bool SegmentStore::evict_lru() {
+  if (lru_.empty()) return false;
+  erase(lru_.begin());
+  return true;
+}
+
+void SegmentStore::clear() {
+  while (evict_lru()) {
+  }
+}
+
+int64_t SegmentStore::n_blocks() const {
+  std::unordered_set<int32_t> blocks;
+  for (const Entry& e : lru_) blocks.insert(e.context->blocks().begin(), e.context->blocks().end());
+  return int64_t(blocks.size());
+}
+
+}  // namespace agentkv

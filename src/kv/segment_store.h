@@ -1,0 +1,79 @@
+// The segment cache of collective KV sharing in ordinary chat traffic (issue 14). Every message of a
+// chat request is a segment: its content's tokens, tokenized on their own so they are the same ids
+// at any position (share/turn_pieces.h). After a request, its whole context (prompt and answer) is
+// kept here, and each of its segments indexed by content: a later request that holds the same
+// message at another position, after another prefix, reuses this KV as the message's master (exact
+// re-rotation plus selective recompute, engine/chat_sharing.h), and a request that continues the
+// same conversation resumes from the context itself.
+//
+// Contexts live inside the KV budget: they hold block references like any sequence (blocks shared
+// with the prefix cache and with each other cost nothing extra), are least-recently-used first to
+// go, and the scheduler evicts them before it preempts a running request or refuses a waiting one.
+// A context in use by a request is held by a shared_ptr, so evicting it only drops the store's
+// reference. Blended (approximate) contexts are stored too: their KV never enters the exact prefix
+// index (KvSequence::mark_approximate_from), and this store is the only way anything reuses it,
+// always reported as approximate.
+#pragma once
+
+#include <cstdint>
+#include <list>
+#include <memory>
+#include <span>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "kv/kv_manager.h"
+
+namespace agentkv {
+
+class SegmentStore {
+ public:
+  using Context = std::shared_ptr<const KvSequence>;
+
+  struct Hit {
+    Context context;
+    int64_t slot = 0;  // where the segment's tokens start in the context
+  };
+  struct PrefixHit {
+    Context context;
+    int64_t tokens = 0;  // the longest common prefix of the context and the prompt
+  };
+
+  // max_contexts: the most contexts kept at once (the oldest goes first beyond it).
+  explicit SegmentStore(size_t max_contexts = 256) : max_contexts_(max_contexts) {}
+
+  // Keeps `context` with its segments (token ranges [begin, end) of its tokens, non-empty). A stored
+  // context that this one continues through its last segment is dropped: this one resumed from it,
+  // so it holds the same KV for everything the old one could serve.
+  void add(Context context, std::span<const std::pair<int64_t, int64_t>> segments);
+  // Every stored context holding exactly `tokens` as one of its segments, most recent first.
+  std::vector<Hit> find(std::span<const int32_t> tokens) const;
+  // The stored context with the longest common prefix with `prompt` (salt must match; 0 tokens: none).
+  PrefixHit longest_prefix(std::span<const int32_t> prompt, uint64_t salt) const;
+  // Marks a context as just used (it goes last in the eviction order).
+  void touch(const KvSequence* context);
+  // Drops the least recently used context; false when the store is empty.
+  bool evict_lru();
+  void clear();
+
+  size_t n_contexts() const { return lru_.size(); }
+  // Distinct KV blocks the stored contexts reference (shared ones counted once).
+  int64_t n_blocks() const;
+
+ private:
+  struct Entry {
+    Context context;
+    std::vector<std::pair<int64_t, int64_t>> segments;
+    std::vector<uint64_t> keys;
+  };
+  static uint64_t key_of(std::span<const int32_t> tokens);
+  void erase(std::list<Entry>::iterator it);
+
+  size_t max_contexts_;
+  std::list<Entry> lru_;  // least recently used first
+  std::unordered_map<const KvSequence*, std::list<Entry>::iterator> by_context_;
+  std::unordered_multimap<uint64_t, std::pair<const KvSequence*, int64_t>> index_;  // segment key → (context, slot)
+};
+
+}  // namespace agentkv
