@@ -21,10 +21,7 @@ Runs itself under the project's venv ($AGENTKV_VENV or ~/.cache/agentkv/venv, ma
 has the openai client, when started by another Python.
 """
 import os
-import re
-import subprocess
 import sys
-import time
 
 try:
     import openai  # noqa: F401  (group_chat.py uses it)
@@ -43,29 +40,6 @@ MODEL = "smollm2"
 AGENTS, TURNS = 8, 24
 
 
-def start(binary, sharing):
-    """Starts `agentkv serve -m smollm2` on a free port; returns (process, base URL)."""
-    print(f"demo: starting `agentkv serve -m {MODEL} --chat-sharing {sharing}`", flush=True)
-    proc = subprocess.Popen([binary, "serve", "-m", MODEL, "--port", "0", "--kv-mem", "256M",
-                             "--chat-sharing", sharing], stderr=subprocess.PIPE, text=True)
-    deadline = time.time() + 1800
-    while time.time() < deadline:
-        line = proc.stderr.readline()
-        if not line:
-            raise SystemExit(f"demo: error: the server exited early (rc={proc.poll()})")
-        if "quality gate" in line:
-            print("  " + line.strip().removeprefix("agentkv: "), flush=True)
-        m = re.search(r"on http://127\.0\.0\.1:(\d+)", line)
-        if m:
-            return proc, f"http://127.0.0.1:{m.group(1)}/v1"
-    raise SystemExit("demo: error: the server did not start")
-
-
-def stop(proc):
-    proc.terminate()
-    proc.wait(timeout=60)
-
-
 def gate_line(base_url):
     """What /v1/models says about chat sharing on the model: on or off, and the gate's measurement."""
     models = group_chat.make_client(base_url).models.list()
@@ -74,12 +48,13 @@ def gate_line(base_url):
 
 
 def run_once(binary, sharing):
-    proc, url = start(binary, sharing)
+    proc, url = group_chat.start_server(binary, MODEL, ["--kv-mem", "256M", "--chat-sharing", sharing],
+                                        log=lambda line: print("demo: " + line, flush=True))
     try:
         allowed, gate = gate_line(url)
         result = group_chat.run(url, MODEL, AGENTS, TURNS, kv_sharing=(sharing == "on"))
     finally:
-        stop(proc)
+        group_chat.stop_server(proc)
     return result, allowed, gate
 
 

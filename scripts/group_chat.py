@@ -28,6 +28,7 @@ import argparse
 import concurrent.futures
 import json
 import re
+import subprocess
 import sys
 import time
 import urllib.request
@@ -148,6 +149,33 @@ def run_chat(client, model, agents=8, turns=24, topic_index=0, persona_offset=0,
         out["turns"].append(rec)
         transcript.append((agent_name(idx), transcript_text(agent_name(idx), rec["text"])))
     return out
+
+
+def start_server(binary, model, args=(), log=print):
+    """Starts `agentkv serve -m MODEL --port 0 ARGS...` and waits until it serves (on a fresh machine it
+    first runs its quality gates); prints the gate lines through `log`. Returns (process, base URL)."""
+    log(f"starting `agentkv serve -m {model} {' '.join(args)}`")
+    proc = subprocess.Popen([binary, "serve", "-m", model, "--port", "0", *args], stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 1800
+    while time.time() < deadline:
+        line = proc.stderr.readline()
+        if not line:
+            raise SystemExit(f"error: the server exited early (rc={proc.poll()})")
+        if "quality gate" in line:
+            log("  " + line.strip().removeprefix("agentkv: "))
+        m = re.search(r"on http://127\.0\.0\.1:(\d+)", line)
+        if m:
+            # Keep draining its log so the server never blocks on a full pipe.
+            import threading
+            threading.Thread(target=lambda: [None for _ in proc.stderr], daemon=True).start()
+            return proc, f"http://127.0.0.1:{m.group(1)}/v1"
+    proc.kill()
+    raise SystemExit("error: the server did not start")
+
+
+def stop_server(proc):
+    proc.terminate()
+    proc.wait(timeout=60)
 
 
 def read_metrics(base_url, model):

@@ -16,6 +16,7 @@ const CliCommandRegistrar kLabCommands{
     {"fit-transfer", cmd_fit_transfer, "fit a cross-model KV transfer map on a calibration corpus"},
     {"transfer-quality", cmd_transfer_quality, "receiver NLL with a transferred context vs native prefill vs none"},
     {"transfer-retrieval", cmd_transfer_retrieval, "verse retrieval accuracy: transferred context vs native prefill vs none"},
+    {"chat-quality", cmd_chat_quality, "chat sharing's served path against exact prefill at several R (KL, top-1, greedy)"},
     {"bench-transfer", cmd_bench_transfer, "time to first token: transferred context vs native prefill, by length"},
 };
 

@@ -14,5 +14,6 @@ int cmd_fit_transfer(int argc, char** argv);
 int cmd_transfer_quality(int argc, char** argv);
 int cmd_transfer_retrieval(int argc, char** argv);
 int cmd_bench_transfer(int argc, char** argv);
+int cmd_chat_quality(int argc, char** argv);
 
 }  // namespace agentkv

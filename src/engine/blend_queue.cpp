@@ -6,7 +6,7 @@
 
 namespace agentkv {
 
-void BlendQueue::flush(const Model& model, KvManager& kv, ThreadPool& pool, const std::function<bool()>& reclaim) {
+size_t BlendQueue::flush(const Model& model, KvManager& kv, ThreadPool& pool, const std::function<bool()>& reclaim) {
   std::vector<PendingBlend> work;
   work.swap(pending_);
   using Key = std::tuple<const KvSequence*, int32_t, std::vector<int32_t>, double, int, int>;
@@ -34,6 +34,7 @@ void BlendQueue::flush(const Model& model, KvManager& kv, ThreadPool& pool, cons
       else b.done(std::move((*copies)[k]));
     }
   }
+  return groups.size();
 }
 
 }  // namespace agentkv

@@ -32,7 +32,8 @@ class BlendQueue {
   bool empty() const { return pending_.empty(); }
   // Runs every queued blend, grouped; each callback gets its copy or the group's error. `reclaim`
   // frees cached contexts when the pool cannot hold a group's copies (false: nothing left to free).
-  void flush(const Model& model, KvManager& kv, ThreadPool& pool, const std::function<bool()>& reclaim);
+  // Returns the number of collective steps (groups) it ran.
+  size_t flush(const Model& model, KvManager& kv, ThreadPool& pool, const std::function<bool()>& reclaim);
 
  private:
   std::vector<PendingBlend> pending_;

@@ -78,7 +78,11 @@ void ChatJob::plan() {
   // 2. A stored context continuing this conversation.
   const SegmentStore::PrefixHit ph = store.longest_prefix(prompt, r_.params.cache_salt);
   if (ph.context) {
-    const int64_t kept = kept_on_resume(*ph.context, std::min(ph.tokens, limit), bs);
+    // R = 1 asks for exact KV: only the context's exact part is resumed (it may have been blended
+    // at another R).
+    int64_t common = std::min(ph.tokens, limit);
+    if (r_.recompute >= 1.0) common = std::min(common, ph.context->approximate_from());
+    const int64_t kept = kept_on_resume(*ph.context, common, bs);
     if (kept > exact) {
       store.touch(ph.context.get());
       cur_ = e_.adopt_retained(ph.context->fork());

@@ -259,14 +259,21 @@ Status Engine::step() {
   for (auto& fn : work) fn();
   in_deferred_ = false;
   // Requests that reached a shared segment in this step are blended together.
-  while (!blends_.empty()) blends_.flush(*lm_.model, *kv_, pool_, [this] { return segments_.evict_lru(); });
+  flush_blends();
   return st;
+}
+
+void Engine::flush_blends() {
+  while (!blends_.empty()) {
+    m_.segment_blend_steps += blends_.flush(*lm_.model, *kv_, pool_, [this] { return segments_.evict_lru(); });
+  }
 }
 
 void Engine::queue_blend(PendingBlend blend) {
   blends_.add(std::move(blend));
+  ++m_.segment_blends;
   if (in_step_ || in_deferred_) return;
-  while (!blends_.empty()) blends_.flush(*lm_.model, *kv_, pool_, [this] { return segments_.evict_lru(); });
+  flush_blends();
 }
 
 void Engine::note_sharing(uint64_t lookups, uint64_t hit_tokens, uint64_t reused, uint64_t recomputed) {

@@ -149,7 +149,8 @@ class Engine {
   std::vector<std::function<void()>> deferred_;
   BlendQueue blends_;
   SegmentStore segments_;
-  Status step_batch();  // cached: the tokenizer builds the list on each call
+  Status step_batch();
+  void flush_blends();  // cached: the tokenizer builds the list on each call
   EngineMetrics m_;
   // A dense copy of a retained snapshot, rebuilt if it is compact; nullptr if unknown or the pool is short.
   std::shared_ptr<KvSequence> dense_retained(uint64_t handle, Error* error);

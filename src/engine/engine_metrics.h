@@ -45,6 +45,8 @@ struct EngineMetrics {
   uint64_t segment_hit_tokens = 0;    // tokens of those found with KV
   uint64_t tokens_reused_approx = 0;  // prompt tokens whose KV was reused approximately, not recomputed
   uint64_t tokens_recomputed = 0;     // tokens selectively recomputed (through every layer)
+  uint64_t segment_blends = 0;        // requests' runs of segments blended from a master
+  uint64_t segment_blend_steps = 0;   // collective steps they took (blends of one step and master share one)
   // Gauges.
   int64_t blocks_total = 0;
   int64_t blocks_used = 0;

@@ -115,6 +115,38 @@ TEST(SchedulerTest, AdmissionWaitsForBlocks) {
   EXPECT_EQ(c2[0].seq, b.get());
 }
 
+TEST(SchedulerTest, ReclaimsHeldBlocksBeforeRefusingOrPreempting) {
+  // Blocks held outside the scheduler (the segment cache's contexts) are given back first: a waiting
+  // sequence is admitted and a running one is not preempted while something can be reclaimed.
+  Fixture f(7);
+  std::vector<std::unique_ptr<KvSequence>> held;
+  for (int i = 0; i < 3; ++i) {
+    held.push_back(std::make_unique<KvSequence>(*f.kv));
+    ASSERT_TRUE(held.back()->reserve(4));
+  }
+  int reclaimed = 0;
+  Scheduler s(*f.kv, SchedulerOptions{64, 8});
+  s.set_reclaim([&] {
+    if (held.empty()) return false;
+    held.pop_back();
+    ++reclaimed;
+    return true;
+  });
+  auto a = f.seq(8, 0);   // 2 blocks of the 4 free
+  auto b = f.seq(12, 1);  // 3 more: only after a reclaim
+  s.add_waiting(a.get());
+  s.add_waiting(b.get());
+  auto c = s.schedule();
+  EXPECT_EQ(c.size(), 2u);
+  EXPECT_EQ(reclaimed, 1);
+  Fixture::run(c);
+  // a's and b's next tokens need one more block each and none is free: two reclaims, no preemption.
+  auto c2 = s.schedule();
+  EXPECT_EQ(reclaimed, 3);
+  EXPECT_EQ(s.stats().preemptions, 0u);
+  EXPECT_EQ(c2.size(), 2u);
+}
+
 TEST(SchedulerTest, PreemptsTheLatestArrivalAndResumesIt) {
   Fixture f(4, /*prefix=*/false);
   Scheduler s(*f.kv, SchedulerOptions{64, 8});

@@ -1,0 +1,48 @@
+// agentkv chat-quality: the chat-sharing quality gate's measurement (engine/chat_sharing_gate.h) at
+// several R, measured afresh (no cache): the quality of the served chat path against exact prefill,
+// for BENCHMARKS.md's "quality against R" and for choosing --recompute.
+#include <cstdio>
+#include <cstdlib>
+
+#include "cli/arg_parser.h"
+#include "cli/commands.h"
+#include "engine/chat_sharing_gate.h"
+#include "lab/cli/lab_commands.h"
+
+namespace agentkv {
+
+int cmd_chat_quality(int argc, char** argv) {
+  std::string model = "smollm2", ratios_arg = "0,0.05,0.15,0.3,0.5,1";
+  int64_t threads = 0;
+  ArgParser p("chat-quality",
+              "Runs the chat-sharing quality gate's group chat (4 agents, 8 turns, each request = own system prompt + "
+              "the shared transcript) through the served chat-sharing path at each R, and compares every answer that "
+              "reused KV approximately with exact prefill: KL mean / p95 of the next-token distributions, top-1 "
+              "agreement, greedy agreement of the first 32 tokens, and the gate's verdict at the committed thresholds.");
+  p.add_string("-m,--model", &model, "model alias (smollm2, gemma3) or .gguf path");
+  p.add_string("--recompute", &ratios_arg, "comma-separated shares R of shared tokens recomputed, each in [0, 1]");
+  p.add_int("-t,--threads", &threads, "threads (0 = all cores)", 0, 1024);
+  if (auto rc = p.parse_command(argc, argv)) return *rc;
+  std::vector<double> ratios;
+  for (const std::string& s : split_commas(ratios_arg)) {
+    char* end = nullptr;
+    const double v = std::strtod(s.c_str(), &end);
+    if (end == s.c_str() || *end != '\0' || !(v >= 0 && v <= 1)) return cli_fail("--recompute: '" + s + "' is not in [0, 1]");
+    ratios.push_back(v);
+  }
+  if (ratios.empty()) return cli_fail("--recompute: no ratios given");
+  auto lm = load_model(model);
+  if (!lm.ok()) return cli_fail(lm.error());
+  ThreadPool pool{int(threads)};
+  std::printf("%-6s %8s %8s %8s %8s %8s  %s\n", "R", "answers", "KL_mean", "KL_p95", "top1", "greedy", "gate");
+  for (double r : ratios) {
+    auto g = run_chat_sharing_gate(**lm, pool, r, kSharingGateThresholds, "");
+    if (!g.ok()) return cli_fail("R=" + std::to_string(r) + ": " + g.error());
+    std::printf("%-6.3g %8d %8.4f %8.4f %8.3f %8.3f  %s\n", r, g->agents, g->kl_mean, g->kl_p95, g->top1, g->greedy,
+                g->pass ? "pass" : "FAIL");
+    std::fflush(stdout);
+  }
+  return 0;
+}
+
+}  // namespace agentkv
