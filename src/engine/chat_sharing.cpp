@@ -20,14 +20,6 @@ struct Run {
   int64_t segment_tokens = 0;  // tokens of the segments (not the headers between them)
 };
 
-// What the scheduler keeps when it resumes `ctx` over `common` tokens (KvSequence::truncate: a cut
-// inside a full block moves down to its start).
-int64_t kept_on_resume(const KvSequence& ctx, int64_t common, int block_size) {
-  if (common >= ctx.n_tokens() || common % block_size == 0) return common;
-  const int64_t block_end = (common / block_size + 1) * block_size;
-  return block_end <= ctx.n_tokens() ? common / block_size * block_size : common;
-}
-
 class ChatJob : public std::enable_shared_from_this<ChatJob> {
  public:
   ChatJob(Engine& e, ChatSharingRequest r, ChatEventFn on_event)
@@ -69,7 +61,6 @@ void ChatJob::start() {
 void ChatJob::plan() {
   const auto& prompt = r_.params.prompt;
   const int64_t limit = int64_t(prompt.size()) - 1;  // the last prompt token is always computed
-  const int bs = e_.kv().block_size();
   SegmentStore& store = e_.segments();
   // 1. Exact prefix hits.
   const int64_t exact = cached_prefix_tokens(e_.kv(), prompt, r_.params.cache_salt);
@@ -82,8 +73,10 @@ void ChatJob::plan() {
     // at another R).
     int64_t common = std::min(ph.tokens, limit);
     if (r_.recompute >= 1.0) common = std::min(common, ph.context->approximate_from());
-    const int64_t kept = kept_on_resume(*ph.context, common, bs);
-    if (kept > exact) {
+    const int64_t kept = common;  // the scheduler resumes exactly that many (KvSequence::truncate)
+    // Exact hits take precedence: a context whose approximate part starts inside them is not resumed
+    // (the scheduler would take its KV over the exact blocks); it can still serve as a master below.
+    if (kept > exact && ph.context->approximate_from() >= exact) {
       store.touch(ph.context.get());
       cur_ = e_.adopt_retained(ph.context->fork());
       rep_.cached_tokens = std::max(exact, std::min(kept, ph.context->approximate_from()));

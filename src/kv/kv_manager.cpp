@@ -181,6 +181,12 @@ int64_t cached_prefix_tokens(const KvManager& m, std::span<const int32_t> prompt
   return int64_t(i * bs);
 }
 
+bool KvSequence::must_copy(int32_t block) const {
+  // Shared with another sequence, or in the prefix index under its whole token run (a cut inside a
+  // full block, then different tokens): written only after a copy, so neither is changed under it.
+  return m_->pool().refcount(block) > 1 || m_->pool().is_cached(block);
+}
+
 int64_t KvSequence::blocks_needed(int64_t n) const {
   AGENTKV_CHECK(n >= 0);
   if (n == 0) return 0;
@@ -191,7 +197,7 @@ int64_t KvSequence::blocks_needed(int64_t n) const {
   // after fork(); blocks reserved ahead of n_tokens() and then forked count too.
   const BlockRange r = written_blocks(n_tokens(), n, bs, have);
   for (int64_t i = r.first; i < r.last; ++i)
-    if (m_->pool().refcount(blocks_[size_t(i)]) > 1) ++needed;
+    if (must_copy(blocks_[size_t(i)])) ++needed;
   return needed;
 }
 
@@ -203,7 +209,7 @@ bool KvSequence::reserve(int64_t n) {
   const BlockRange r = written_blocks(n_tokens(), n, bs, int64_t(blocks_.size()));
   for (int64_t i = r.first; i < r.last; ++i) {
     const int32_t old = blocks_[size_t(i)];
-    if (m_->pool().refcount(old) <= 1) continue;
+    if (!must_copy(old)) continue;
     const int32_t copy = fresh[next++];
     // Only a block holding committed tokens has contents worth copying.
     if (i * bs < n_tokens()) m_->copy_block(old, copy);
@@ -247,7 +253,6 @@ KvSequence KvSequence::fork() const {
 int64_t KvSequence::truncate(int64_t n) {
   AGENTKV_CHECK(n >= 0 && n <= n_tokens());
   const int64_t bs = m_->block_size();
-  if (n % bs != 0 && n / bs < int64_t(hashes_.size())) n = n / bs * bs;
   const size_t keep = size_t((n + bs - 1) / bs);
   while (blocks_.size() > keep) {  // tail first, like release(): the tail is evicted first
     m_->pool().unref(blocks_.back());

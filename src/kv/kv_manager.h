@@ -102,16 +102,15 @@ class KvSequence {
   // A sequence sharing every block (refcounts +1) and the same tokens. Whichever of the two writes
   // next into a shared partial last block copies it first (reserve does).
   KvSequence fork() const;
-  // Keeps the first n tokens (n <= n_tokens()) and gives back the blocks past them. A cut inside a
-  // full block moves down to that block's start: the block is in the prefix index under its whole
-  // token run, and writing different tokens into its tail would corrupt the cached entry. Returns
-  // the tokens kept. (A cut inside the unfinished last block keeps it; reserve copies it first if
-  // it is shared.)
+  // Keeps the first n tokens (n <= n_tokens()) and gives back the blocks past them; returns n. A
+  // block cut inside is kept: reserve copies it before anything is written into it when it is
+  // shared or in the prefix index (under its whole token run, which must not change).
   int64_t truncate(int64_t n);
   // Returns every block to the pool (tail first) and empties the sequence.
   void release();
 
  private:
+  bool must_copy(int32_t block) const;
   KvManager* m_;
   uint64_t salt_;
   static constexpr int64_t kExact = INT64_MAX;

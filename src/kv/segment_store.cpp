@@ -2,7 +2,6 @@
 #include "kv/segment_store.h"
 
 #include <algorithm>
-#include <unordered_set>
 
 #include "kv/block_pool.h"
 
@@ -38,13 +37,15 @@ void SegmentStore::add(Context context, std::span<const std::pair<int64_t, int64
     index_.emplace(k, std::make_pair(e.context.get(), b));
   }
   const KvSequence* raw = e.context.get();
+  e.used = ++clock_;
+  for (int32_t b : raw->blocks()) ++block_refs_[b];
   lru_.push_back(std::move(e));
   by_context_[raw] = std::prev(lru_.end());
   while (lru_.size() > max_contexts_) erase(lru_.begin());
 }
 
-std::vector<SegmentStore::Hit> SegmentStore::find(std::span<const int32_t> tokens) const {
-  std::vector<std::pair<size_t, Hit>> found;  // (recency rank, hit)
+std::vector<SegmentStore::Hit> SegmentStore::find(std::span<const int32_t> tokens, size_t max_hits) const {
+  std::vector<std::pair<uint64_t, Hit>> found;  // (recency stamp, hit)
   auto [lo, hi] = index_.equal_range(key_of(tokens));
   for (auto it = lo; it != hi; ++it) {
     const auto& [ctx, slot] = it->second;
@@ -52,9 +53,10 @@ std::vector<SegmentStore::Hit> SegmentStore::find(std::span<const int32_t> token
     if (slot + int64_t(tokens.size()) > int64_t(have.size())) continue;
     if (!std::equal(tokens.begin(), tokens.end(), have.begin() + slot)) continue;  // a hash collision
     const auto e = by_context_.at(ctx);
-    found.emplace_back(size_t(std::distance(lru_.begin(), std::list<Entry>::const_iterator(e))), Hit{e->context, slot});
+    found.emplace_back(e->used, Hit{e->context, slot});
   }
   std::sort(found.begin(), found.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  if (found.size() > max_hits) found.resize(max_hits);
   std::vector<Hit> out;
   for (auto& f : found) out.push_back(std::move(f.second));
   return out;
@@ -76,6 +78,7 @@ SegmentStore::PrefixHit SegmentStore::longest_prefix(std::span<const int32_t> pr
 void SegmentStore::touch(const KvSequence* context) {
   auto it = by_context_.find(context);
   if (it == by_context_.end()) return;
+  it->second->used = ++clock_;
   lru_.splice(lru_.end(), lru_, it->second);
 }
 
@@ -84,6 +87,8 @@ void SegmentStore::erase(std::list<Entry>::iterator it) {
     auto [lo, hi] = index_.equal_range(k);
     for (auto j = lo; j != hi;) j = j->second.first == it->context.get() ? index_.erase(j) : std::next(j);
   }
+  for (int32_t b : it->context->blocks())
+    if (auto r = block_refs_.find(b); r != block_refs_.end() && --r->second == 0) block_refs_.erase(r);
   by_context_.erase(it->context.get());
   lru_.erase(it);
 }
@@ -99,10 +104,6 @@ void SegmentStore::clear() {
   }
 }
 
-int64_t SegmentStore::n_blocks() const {
-  std::unordered_set<int32_t> blocks;
-  for (const Entry& e : lru_) blocks.insert(e.context->blocks().begin(), e.context->blocks().end());
-  return int64_t(blocks.size());
-}
+int64_t SegmentStore::n_blocks() const { return int64_t(block_refs_.size()); }
 
 }  // namespace agentkv

@@ -47,8 +47,9 @@ class SegmentStore {
   // context that this one continues through its last segment is dropped: this one resumed from it,
   // so it holds the same KV for everything the old one could serve.
   void add(Context context, std::span<const std::pair<int64_t, int64_t>> segments);
-  // Every stored context holding exactly `tokens` as one of its segments, most recent first.
-  std::vector<Hit> find(std::span<const int32_t> tokens) const;
+  // Stored contexts holding exactly `tokens` as one of their segments, most recently used first, at
+  // most max_hits of them.
+  std::vector<Hit> find(std::span<const int32_t> tokens, size_t max_hits = 8) const;
   // The stored context with the longest common prefix with `prompt` (salt must match; 0 tokens: none).
   PrefixHit longest_prefix(std::span<const int32_t> prompt, uint64_t salt) const;
   // Marks a context as just used (it goes last in the eviction order).
@@ -66,6 +67,7 @@ class SegmentStore {
     Context context;
     std::vector<std::pair<int64_t, int64_t>> segments;
     std::vector<uint64_t> keys;
+    uint64_t used = 0;  // recency stamp
   };
   static uint64_t key_of(std::span<const int32_t> tokens);
   void erase(std::list<Entry>::iterator it);
@@ -74,6 +76,8 @@ class SegmentStore {
   std::list<Entry> lru_;  // least recently used first
   std::unordered_map<const KvSequence*, std::list<Entry>::iterator> by_context_;
   std::unordered_multimap<uint64_t, std::pair<const KvSequence*, int64_t>> index_;  // segment key → (context, slot)
+  std::unordered_map<int32_t, int32_t> block_refs_;  // block → stored contexts referencing it
+  uint64_t clock_ = 0;
 };
 
 }  // namespace agentkv

@@ -207,11 +207,12 @@ def test_load_streams_complete_and_nothing_leaks(servers):
     deadline = time.time() + 60
     while True:
         m = metrics(port)
+        # Blocks still used belong to the chat-sharing cache's kept contexts (finished requests), no more.
         if m["agentkv_requests_running"] == 0 and m["agentkv_requests_waiting"] == 0 and \
-                m["agentkv_kv_blocks_used"] == 0:
+                m["agentkv_kv_blocks_used"] == m["agentkv_segment_blocks"]:
             break
         assert time.time() < deadline, f"not idle after the load: {m}"
         time.sleep(0.5)
     assert m["agentkv_requests_cancelled_total"] >= 1, m
-    print(f"load: idle with kv_blocks_used=0, requests_running=0, "
+    print(f"load: idle with kv_blocks_used={m['agentkv_kv_blocks_used']:.0f} (the chat-sharing cache's), requests_running=0, "
           f"cancelled={m['agentkv_requests_cancelled_total']:.0f}, finished={m['agentkv_requests_finished_total']:.0f}")

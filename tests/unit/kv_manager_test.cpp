@@ -428,19 +428,31 @@ TEST(KvSequence, TruncateGivesBackTailBlocksAndNeverWritesIntoAnIndexedBlock) {
   EXPECT_EQ(f.truncate(9), 9);
   EXPECT_EQ(f.blocks(), blocks);
   EXPECT_EQ(f.blocks_needed(1), 1);
-  // Inside a full (indexed) block: moves down to its start and gives the block back.
-  EXPECT_EQ(f.truncate(6), 4);
-  EXPECT_EQ(f.blocks(), Ids(blocks.begin(), blocks.begin() + 1));
-  EXPECT_EQ(f.tokens(), iota_tokens(4));
-  EXPECT_EQ(m->pool().refcount(blocks[1]), 1);
+  // Inside a full (indexed) block: kept, and the next write copies it first.
+  EXPECT_EQ(f.truncate(6), 6);
+  EXPECT_EQ(f.blocks(), Ids(blocks.begin(), blocks.begin() + 2));
+  EXPECT_EQ(f.tokens(), iota_tokens(6));
   EXPECT_EQ(m->pool().refcount(blocks[2]), 1);
-  // Appending different tokens after the cut writes a new block, never the indexed one.
+  EXPECT_EQ(f.blocks_needed(1), 1);
+  // Appending different tokens after the cut writes a copy, never the indexed block.
   append(f, Tokens{7, 7, 7});
   EXPECT_NE(f.blocks()[1], blocks[1]);
-  EXPECT_EQ(s.tokens(), iota_tokens(10)) << "the original keeps its tokens";
+  EXPECT_EQ(m->pool().refcount(blocks[1]), 1);
+  EXPECT_TRUE(m->pool().is_cached(blocks[1]));
+  // The same when the sequence alone holds the indexed block (its original released).
+  s.release();
+  KvSequence g(*m);
+  EXPECT_EQ(g.match_prefix(iota_tokens(10)), 8);
+  EXPECT_EQ(g.truncate(5), 5);
+  const int32_t cached = g.blocks()[1];
+  append(g, Tokens{9, 9});
+  EXPECT_NE(g.blocks()[1], cached);
+  KvSequence h(*m);
+  EXPECT_EQ(h.match_prefix(iota_tokens(10)), 8) << "the cached block still holds its tokens";
+  h.release();
+  g.release();
   EXPECT_EQ(f.truncate(0), 0);
   EXPECT_TRUE(f.blocks().empty());
-  s.release();
   EXPECT_EQ(m->pool().stats().n_used, 0);
 }
 

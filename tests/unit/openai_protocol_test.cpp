@@ -37,6 +37,21 @@ TEST(OpenAiProtocol, ParsesAChatRequest) {
   EXPECT_TRUE(r.include_usage);
 }
 
+TEST(OpenAiProtocol, ChatTakesTheSharingFields) {
+  CompletionRequest r;
+  ASSERT_FALSE(parse(R"({"model":"m","messages":[{"role":"user","content":"x"}]})", true, &r));
+  EXPECT_FALSE(r.kv_sharing.has_value());  // the server's default
+  EXPECT_FALSE(r.recompute.has_value());
+  ASSERT_FALSE(parse(R"({"model":"m","messages":[{"role":"user","content":"x"}],"kv_sharing":false,"recompute":0.3})",
+                     true, &r));
+  EXPECT_EQ(r.kv_sharing, false);
+  EXPECT_DOUBLE_EQ(*r.recompute, 0.3);
+  ASSERT_FALSE(parse(R"({"model":"m","messages":[{"role":"user","content":"x"}],"kv_sharing":null,"recompute":1})",
+                     true, &r));
+  EXPECT_FALSE(r.kv_sharing.has_value());
+  EXPECT_DOUBLE_EQ(*r.recompute, 1.0);
+}
+
 TEST(OpenAiProtocol, ParsesCompletionPrompts) {
   CompletionRequest r;
   ASSERT_FALSE(parse(R"({"model":"m","prompt":"abc","logprobs":2})", false, &r));
@@ -84,6 +99,10 @@ TEST(OpenAiProtocol, RejectsBadRequestsNamingTheField) {
       {R"({"model":"m","prompt":"x","logprobs":9})", false, "logprobs"},
       {R"({"model":"m","prompt":"x","echo":true})", false, "echo"},
       {R"({"model":"m","prompt":"x","messages":[]})", false, "messages"},
+      {R"({"model":"m","messages":[{"role":"user","content":"x"}],"kv_sharing":"yes"})", true, "kv_sharing"},
+      {R"({"model":"m","messages":[{"role":"user","content":"x"}],"recompute":1.5})", true, "recompute"},
+      {R"({"model":"m","messages":[{"role":"user","content":"x"}],"recompute":"all"})", true, "recompute"},
+      {R"({"model":"m","prompt":"x","kv_sharing":true})", false, "kv_sharing"},
   };
   for (const Case& c : cases) {
     CompletionRequest r;
