@@ -64,7 +64,9 @@ def main():
     binary = sys.argv[1]
     shared, allowed, gate = run_once(binary, "on")
     print(f"demo: chat sharing on {MODEL}: {'allowed' if allowed else 'refused'} by the quality gate: {gate}")
-    print("\n== the group chat, first turns (sharing on)")
+    # SmolLM2-135M is a tiny model: its replies often repeat what it read. What the demo shows is the
+    # cost of serving them, and that sharing changes the replies little.
+    print("\n== the group chat, first turns (sharing on; SmolLM2-135M is a tiny model, its replies often echo)")
     print(f"  Moderator: {group_chat.topic(0)}")
     for rec in shared["chats"][0]["turns"][:AGENTS]:
         print(f"  {rec['speaker']}: {group_chat.transcript_text(rec['speaker'], rec['text'])}")

@@ -39,6 +39,6 @@ cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build -j"$(nproc)" --target agentkv
 
 if ((run_main)); then
-  echo "setup: done. Main job: four agents on one agentkv server sharing KV in all-gather rounds (scripts/demo.py)"
+  echo "setup: done. Main job: an 8-agent group chat through /v1/chat/completions on agentkv serve, KV sharing on vs off (scripts/demo.py)"
   python3 scripts/demo.py ./build/agentkv
 fi

@@ -71,6 +71,58 @@ Json chat_sharing_json(const ChatSharingReport& r) {
   return j;
 }
 
+
+// Whether a chat request shares its messages' KV (the request's kv_sharing, the server's default and
+// the model's gate), and if so its message segments; *sharing says why not when it does not.
+std::optional<ChatSharingRequest> plan_chat_sharing(const ServerState& s, const ServedModel& m,
+                                                    const CompletionRequest& cr, const std::string& text,
+                                                    const std::vector<int32_t>& prompt, ChatSharingReport* sharing) {
+  sharing->recompute = cr.recompute.value_or(s.opt.recompute);
+  if (!cr.kv_sharing.value_or(s.opt.chat_sharing)) {
+    sharing->reason = cr.kv_sharing ? "kv_sharing is false" : "KV sharing of chat is off on this server (serve --chat-sharing off)";
+    return std::nullopt;
+  }
+  if (!m.chat_sharing_allowed) {
+    sharing->reason = "model '" + m.id + "' failed its start-up quality gate for chat sharing (" + m.chat_gate_summary + ")";
+    return std::nullopt;
+  }
+  // Each message's content as its own piece, so it is the same ids wherever it sits. Where that
+  // tokenizes differently from the whole text, the request runs exactly (the same tokens as always).
+  AgentContextTokens pieces = chat_message_pieces(*m.lm->tokenizer, text, cr.messages);
+  if (pieces.tokens != prompt) {
+    sharing->reason = "the messages do not tokenize on their own as they do in the prompt";
+    return std::nullopt;
+  }
+  ChatSharingRequest r;
+  r.segments = std::move(pieces.segments);
+  r.recompute = sharing->recompute;
+  return r;
+}
+
+// Validates and posts the chat-sharing job (engine/chat_sharing.h); its events go to `box` and its
+// report, complete with the final event, to `report`. Returns the answering request's id.
+Result<uint64_t> start_chat_job(ServerState& s, size_t model, ChatSharingRequest req,
+                                std::shared_ptr<Mailbox<RequestEvent>> box, std::shared_ptr<ChatSharingReport> report) {
+  AGENTKV_TRY(s.models[model].engine->validate(req.params));
+  req.request_id = s.models[model].engine->next_request_id();
+  const uint64_t id = req.request_id;
+  EngineLoop* loop = s.loop.get();
+  auto job = std::make_shared<ChatSharingRequest>(std::move(req));
+  const bool posted = loop->post(
+      [job, box, report, loop, model](Engine& e) {
+        start_chat_request(e, std::move(*job), [box, report, loop, model](const RequestEvent& ev, const ChatSharingReport& r) {
+          if (ev.request_finished) {
+            *report = r;
+            loop->publish_metrics(model);  // a client with its answer sees its work done
+          }
+          box->put(ev, ev.request_finished);
+        });
+      },
+      model);
+  if (!posted) return make_error(ErrorCode::kUnavailable, "the engine is shutting down");
+  return id;
+}
+
 }  // namespace
 
 void handle_models(const ServerState& s, const HttpRequest& req, HttpResponseWriter& w) {
@@ -95,23 +147,7 @@ void handle_completion(ServerState& s, const HttpRequest& req, HttpResponseWrite
     auto text = apply_chat_template(tok, cr.messages, true);
     if (!text.ok()) return reply(w, api_error(text.status_error(), "messages"));
     p.prompt = tok.encode(*text, tok.add_bos_default(), true);
-    sharing.recompute = cr.recompute.value_or(s.opt.recompute);
-    if (!cr.kv_sharing.value_or(s.opt.chat_sharing)) {
-      sharing.reason = cr.kv_sharing ? "kv_sharing is false" : "KV sharing of chat is off on this server (serve --chat-sharing off)";
-    } else if (!m.chat_sharing_allowed) {
-      sharing.reason = "model '" + m.id + "' failed its start-up quality gate for chat sharing (" + m.chat_gate_summary + ")";
-    } else {
-      // Each message's content as its own piece, so it is the same ids wherever it sits. Where that
-      // tokenizes differently from the whole text, the request runs exactly (same tokens as always).
-      AgentContextTokens pieces = chat_message_pieces(tok, *text, cr.messages);
-      if (pieces.tokens != p.prompt) {
-        sharing.reason = "the messages do not tokenize on their own as they do in the prompt";
-      } else {
-        shared.emplace();
-        shared->segments = std::move(pieces.segments);
-        shared->recompute = sharing.recompute;
-      }
-    }
+    shared = plan_chat_sharing(s, m, cr, *text, p.prompt, &sharing);
   } else if (cr.prompt_is_tokens) {
     p.prompt = cr.prompt_tokens;
   } else {
@@ -132,26 +168,9 @@ void handle_completion(ServerState& s, const HttpRequest& req, HttpResponseWrite
   auto gone = std::make_shared<std::atomic<bool>>(false);
   auto report = std::make_shared<ChatSharingReport>();  // the job's, complete with its final event
   if (shared) {
-    if (Status st = m.engine->validate(p); !st.ok()) return reply(w, api_error(st.status_error()));
     shared->params = std::move(p);
-    shared->request_id = m.engine->next_request_id();
     shared->cancelled = gone;
-    id = shared->request_id;
-    EngineLoop* loop = s.loop.get();
-    const size_t model = size_t(mi);
-    auto job = std::make_shared<ChatSharingRequest>(std::move(*shared));
-    const bool posted = s.loop->post(
-        [job, box, report, loop, model](Engine& e) {
-          start_chat_request(e, std::move(*job), [box, report, loop, model](const RequestEvent& ev, const ChatSharingReport& r) {
-            if (ev.request_finished) {
-              *report = r;
-              loop->publish_metrics(model);
-            }
-            box->put(ev, ev.request_finished);
-          });
-        },
-        size_t(mi));
-    if (!posted) return reply(w, api_error(make_error(ErrorCode::kUnavailable, "the engine is shutting down")));
+    id = start_chat_job(s, size_t(mi), std::move(*shared), box, report);
   } else {
     id = s.loop->submit(std::move(p), [box](const RequestEvent& ev) { box->put(ev, ev.request_finished); }, size_t(mi));
   }
