@@ -80,7 +80,8 @@ Result<GateMeasurement> measure_chat_gate(const LoadedModel& lm, ThreadPool& poo
       engine->release_retained(report->start_handle);
       return *answer.error;
     }
-    if (report->start_handle && report->shared_tokens() > 0) {
+    if (report->start_handle && report->mode == "tokendance") {
+      // Every answer that went through the sharing path (at R = 1 all its reused tokens are recomputed).
       // The answer against the exact context of the tokens its start context held.
       std::vector<RoundTurn> turns(1);
       turns[0].params = req.params;
