@@ -28,7 +28,9 @@ namespace {
 // (bump the version when it or the measured path changes, so cached measurements are not reused).
 // A few villagers hear an opening message; every later round's block is all of their answers, as
 // /v1/rounds shares them by default.
-constexpr int kGateVersion = 2;
+// Version 3: the exact baseline re-runs only the context's last token (KvSequence::truncate keeps a
+// block cut inside), so the blended context is compared as it is served.
+constexpr int kGateVersion = 3;
 constexpr int kGateRounds = 3;
 constexpr int kGateTokens = 32;     // answer length, and the greedy agreement's horizon
 constexpr int kGateMinTokens = 8;   // so that every answer has tokens to compare

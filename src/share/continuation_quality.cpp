@@ -35,8 +35,7 @@ Result<ContinuationQuality> compare_continuation(const Model& model, KvManager& 
   const int64_t n_ctx = exact.n_tokens();
   if (n_ctx == 0) return make_error("compare_continuation: empty context");
   // Distribution 0 needs the logits of the context's last token, which a snapshot does not keep: both
-  // forks are cut before it (down to a block start if the cut falls in a full block) and the cut
-  // tokens run again with the continuation, in both contexts alike.
+  // forks are cut before it and that token runs again with the continuation, in both contexts alike.
   KvSequence a = exact.fork(), b = approx.fork();
   const int64_t keep = a.truncate(n_ctx - 1);
   if (b.truncate(n_ctx - 1) != keep) return make_error("compare_continuation: the contexts' block layouts differ");
