@@ -41,11 +41,8 @@ std::vector<ChatMessage> request_messages(size_t agent, const std::vector<std::s
 }
 
 Result<GateMeasurement> measure_chat_gate(const LoadedModel& lm, ThreadPool& pool, double recompute) {
-  EngineOptions eo;
-  eo.kv.block_size = 16;
-  eo.kv.mem_bytes = int64_t(1) << 30;
   std::unique_ptr<Engine> engine;
-  AGENTKV_ASSIGN_OR_RETURN(engine, Engine::create(lm, eo, pool));
+  AGENTKV_ASSIGN_OR_RETURN(engine, make_gate_engine(lm, pool));
   const Tokenizer& tok = *lm.tokenizer;
   std::vector<std::string> transcript{kOpening};
   // Templates that want alternating roles (Gemma's) get user/assistant by position, the same for

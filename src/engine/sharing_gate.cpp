@@ -56,11 +56,8 @@ constexpr const char* kGateInstruction = "What do you say to the others? Answer 
 // The workload through the collective-round job on an engine of its own (the server's engine
 // options: block size 16, prefix caching on), every agent resuming from its resident context.
 Result<GateMeasurement> measure_gate(const LoadedModel& lm, ThreadPool& pool, double recompute) {
-  EngineOptions eo;
-  eo.kv.block_size = 16;
-  eo.kv.mem_bytes = int64_t(1) << 30;
   std::unique_ptr<Engine> engine;
-  AGENTKV_ASSIGN_OR_RETURN(engine, Engine::create(lm, eo, pool));
+  AGENTKV_ASSIGN_OR_RETURN(engine, make_gate_engine(lm, pool));
   const Tokenizer& tok = *lm.tokenizer;
   const size_t n = std::size(kGateAgents);
   std::vector<std::vector<ChatMessage>> messages(n);
@@ -169,6 +166,13 @@ std::string default_sharing_gate_cache_dir() {
   if (const char* env = std::getenv("AGENTKV_MODELS"); env && *env) return std::string(env) + "/../sharing-gate";
   const char* home = std::getenv("HOME");
   return std::string(home ? home : ".") + "/.cache/agentkv/sharing-gate";
+}
+
+Result<std::unique_ptr<Engine>> make_gate_engine(const LoadedModel& lm, ThreadPool& pool) {
+  EngineOptions eo;
+  eo.kv.block_size = 16;
+  eo.kv.mem_bytes = int64_t(1) << 30;
+  return Engine::create(lm, eo, pool);
 }
 
 void add_gate_measurement(GateMeasurement& m, const std::vector<TurnQuality>& turns) {

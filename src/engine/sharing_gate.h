@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -58,6 +59,8 @@ struct GateMeasurement {
   int64_t positions = 0;
   double greedy = 0;            // greedy agreement, summed over answers
 };
+// The gates' own engine, with the server's engine options (block size 16, prefix caching on).
+Result<std::unique_ptr<Engine>> make_gate_engine(const LoadedModel& lm, ThreadPool& pool);
 // Adds the measured turns of one round (or one chat request) to m.
 void add_gate_measurement(GateMeasurement& m, const std::vector<TurnQuality>& turns);
 using GateMeasureFn = std::function<Result<GateMeasurement>(const LoadedModel&, ThreadPool&, double recompute)>;

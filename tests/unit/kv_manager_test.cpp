@@ -2,6 +2,8 @@
 // chained hashes, copy on write, budget exhaustion and moves, with exact block ids and refcounts.
 #include "kv/kv_manager.h"
 
+#include "tiny_kv_config.h"
+
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -19,18 +21,9 @@ using Tokens = std::vector<int32_t>;
 
 constexpr uint64_t kFp = 77;
 
-// kv_dim 4, two layers: a block of 4 tokens is 2 layers * (K + V) * 4 slots * 4 values * 2 bytes.
-ModelConfig tiny_config() {
-  ModelConfig c;
-  c.arch = "test";
-  c.n_layer = 2;
-  c.n_head = 2;
-  c.n_head_kv = 1;
-  c.head_dim = 4;
-  return c;
-}
+using testing_kv::tiny_config;
 constexpr int kBlock = 4;
-constexpr int64_t kBlockBytes = 2 * 2 * 4 * 4 * 2;
+constexpr int64_t kBlockBytes = testing_kv::kTinyBlockBytes4;
 
 std::unique_ptr<KvManager> make_manager(int64_t n_blocks, bool prefix_caching = true,
                                         BlockHashFn hash = hash_block_tokens) {

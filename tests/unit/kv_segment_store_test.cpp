@@ -4,6 +4,8 @@
 // probe of exact prefix hits.
 #include "kv/segment_store.h"
 
+#include "tiny_kv_config.h"
+
 #include <gtest/gtest.h>
 
 #include <memory>
@@ -15,21 +17,14 @@ namespace {
 
 using Tokens = std::vector<int32_t>;
 
-ModelConfig tiny_config() {
-  ModelConfig c;
-  c.arch = "test";
-  c.n_layer = 2;
-  c.n_head = 2;
-  c.n_head_kv = 1;
-  c.head_dim = 4;
-  return c;
-}
+using testing_kv::tiny_config;
+
 constexpr int kBlock = 4;
 
 std::unique_ptr<KvManager> make_manager(int64_t n_blocks) {
   KvManagerOptions opt;
   opt.block_size = kBlock;
-  opt.mem_bytes = n_blocks * 2 * 2 * 4 * 4 * 2;
+  opt.mem_bytes = n_blocks * testing_kv::kTinyBlockBytes4;
   auto m = KvManager::create(tiny_config(), 5, opt);
   EXPECT_TRUE(m.ok()) << m.error();
   return std::move(m).value();
