@@ -31,6 +31,9 @@ namespace agentkv {
 class TokenVocabulary {
  public:
   static std::shared_ptr<const TokenVocabulary> build(const Tokenizer& tok);
+  // From each token's bytes (tests); eog_ids are the end-of-generation tokens.
+  static std::shared_ptr<const TokenVocabulary> from_pieces(const std::vector<std::string>& pieces,
+                                                            const std::vector<int32_t>& eog_ids);
 
   int32_t n_vocab() const { return n_vocab_; }
   std::string_view bytes(int32_t id) const;
@@ -60,6 +63,7 @@ class TokenVocabulary {
 
 class GrammarMatcher {
  public:
+  // vocab may be null for byte-level use only (accepts_bytes, advance_bytes, complete...).
   GrammarMatcher(std::shared_ptr<const Grammar> grammar, std::shared_ptr<const TokenVocabulary> vocab);
 
   // Byte level (tests, the tool-call parser): whether the bytes are accepted from the current state

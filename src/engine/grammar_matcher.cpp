@@ -1,0 +1,232 @@
+// The grammar matcher and the vocabulary trie (engine/grammar_matcher.h).
+#include "engine/grammar_matcher.h"
+
+#include <algorithm>
+#include <cstring>
+#include <numeric>
+
+namespace agentkv {
+
+std::shared_ptr<const TokenVocabulary> TokenVocabulary::build(const Tokenizer& tok) {
+  std::vector<std::string> pieces;
+  pieces.reserve(size_t(tok.n_vocab()));
+  for (int32_t id = 0; id < tok.n_vocab(); ++id) pieces.push_back(tok.token_to_piece(id, false));
+  return from_pieces(pieces, tok.eog_ids());
+}
+
+std::shared_ptr<const TokenVocabulary> TokenVocabulary::from_pieces(const std::vector<std::string>& pieces,
+                                                                     const std::vector<int32_t>& eog_ids) {
+  auto v = std::make_shared<TokenVocabulary>();
+  const int32_t n = int32_t(pieces.size());
+  v->n_vocab_ = n;
+  v->offsets_.reserve(size_t(n) + 1);
+  for (const std::string& p : pieces) {
+    v->offsets_.push_back(uint32_t(v->blob_.size()));
+    v->blob_ += p;
+  }
+  v->offsets_.push_back(uint32_t(v->blob_.size()));
+  v->eog_.assign(size_t(n), false);
+  for (int32_t id : eog_ids)
+    if (id >= 0 && id < n && !v->eog_[size_t(id)]) {
+      v->eog_[size_t(id)] = true;
+      v->eog_ids_.push_back(id);
+    }
+
+  // Tokens with bytes, sorted by their bytes; each string's nodes hang off the longest prefix it
+  // shares with the one before it.
+  std::vector<int32_t> ids;
+  for (int32_t id = 0; id < n; ++id)
+    if (!v->bytes(id).empty() && !v->eog_[size_t(id)]) ids.push_back(id);
+  std::sort(ids.begin(), ids.end(), [&](int32_t a, int32_t b) {
+    const std::string_view x = v->bytes(a), y = v->bytes(b);
+    return x < y || (x == y && a < b);
+  });
+  v->nodes_.push_back(Node{});
+  std::vector<uint32_t> path{0};  // node index per depth
+  std::string_view prev;
+  auto close_to = [&](size_t depth) {
+    while (path.size() > depth + 1) {
+      v->nodes_[path.back()].end = uint32_t(v->nodes_.size());
+      path.pop_back();
+    }
+  };
+  for (int32_t id : ids) {
+    const std::string_view s = v->bytes(id);
+    size_t lcp = 0;
+    while (lcp < s.size() && lcp < prev.size() && s[lcp] == prev[lcp]) ++lcp;
+    close_to(lcp);
+    for (size_t d = lcp; d < s.size(); ++d) {
+      Node node;
+      node.byte = uint8_t(s[d]);
+      node.depth = uint16_t(d + 1);
+      node.token_begin = node.token_end = uint32_t(v->trie_tokens_.size());
+      path.push_back(uint32_t(v->nodes_.size()));
+      v->nodes_.push_back(node);
+    }
+    v->trie_tokens_.push_back(id);
+    v->nodes_[path.back()].token_end = uint32_t(v->trie_tokens_.size());
+    prev = s;
+  }
+  close_to(0);
+  v->nodes_[0].end = uint32_t(v->nodes_.size());
+  return v;
+}
+
+std::string_view TokenVocabulary::bytes(int32_t id) const {
+  if (id < 0 || id >= n_vocab_) return {};
+  return std::string_view(blob_).substr(offsets_[size_t(id)], offsets_[size_t(id) + 1] - offsets_[size_t(id)]);
+}
+
+GrammarMatcher::GrammarMatcher(std::shared_ptr<const Grammar> grammar, std::shared_ptr<const TokenVocabulary> vocab)
+    : g_(std::move(grammar)), vocab_(std::move(vocab)) {
+  std::vector<int32_t> start;
+  for (uint32_t alt : g_->rule_alternatives[g_->root]) expand(alt, -1, start, 0);
+  state_ = intern_state(std::move(start));
+}
+
+int32_t GrammarMatcher::intern_node(uint32_t pos, int32_t parent) {
+  const uint64_t key = (uint64_t(pos) << 32) | uint32_t(parent);
+  auto [it, added] = node_ids_.try_emplace(key, int32_t(nodes_.size()));
+  if (added) nodes_.push_back(StackNode{pos, parent});
+  return it->second;
+}
+
+void GrammarMatcher::expand(uint32_t pos, int32_t parent, std::vector<int32_t>& out, int depth) {
+  // build() refused left recursion, so this ends; the bound only guards against a grammar so deep
+  // that the recursion itself would be the problem.
+  if (depth > 4096) return;
+  const GrammarElement& e = g_->elements[pos];
+  switch (e.kind) {
+    case GrammarElement::Kind::kEnd:
+      if (parent < 0) {
+        out.push_back(-1);
+      } else {
+        const StackNode up = nodes_[size_t(parent)];
+        expand(up.pos, up.parent, out, depth + 1);
+      }
+      return;
+    case GrammarElement::Kind::kBytes:
+    case GrammarElement::Kind::kAnyRest:
+      out.push_back(intern_node(pos, parent));
+      return;
+    case GrammarElement::Kind::kRule: {
+      // A rule referenced last in its alternative returns straight to the caller's caller, so
+      // right recursion (x*, lists) keeps stacks the same height.
+      const int32_t ret = g_->elements[pos + 1].kind == GrammarElement::Kind::kEnd ? parent : intern_node(pos + 1, parent);
+      for (uint32_t alt : g_->rule_alternatives[e.arg]) expand(alt, ret, out, depth + 1);
+      return;
+    }
+  }
+}
+
+int32_t GrammarMatcher::intern_state(std::vector<int32_t> stacks) {
+  std::sort(stacks.begin(), stacks.end());
+  stacks.erase(std::unique(stacks.begin(), stacks.end()), stacks.end());
+  std::string key(stacks.size() * sizeof(int32_t), '\0');
+  if (!stacks.empty()) std::memcpy(key.data(), stacks.data(), key.size());
+  auto [it, added] = state_ids_.try_emplace(std::move(key), int32_t(states_.size()));
+  if (added) {
+    StateInfo info;
+    for (int32_t s : stacks) {
+      if (s < 0) {
+        info.complete = true;
+        continue;
+      }
+      info.can_continue = true;
+      if (g_->elements[nodes_[size_t(s)].pos].kind == GrammarElement::Kind::kAnyRest) info.any_rest = info.complete = true;
+    }
+    info.stacks = std::move(stacks);
+    states_.push_back(std::move(info));
+  }
+  return it->second;
+}
+
+int32_t GrammarMatcher::step(int32_t state, uint8_t byte) {
+  if (states_[size_t(state)].next.empty()) states_[size_t(state)].next.assign(256, kUnknown);
+  if (const int32_t known = states_[size_t(state)].next[byte]; known != kUnknown) return known;
+  std::vector<int32_t> out;
+  for (int32_t s : states_[size_t(state)].stacks) {
+    if (s < 0) continue;
+    const StackNode n = nodes_[size_t(s)];
+    const GrammarElement& e = g_->elements[n.pos];
+    if (e.kind == GrammarElement::Kind::kAnyRest) out.push_back(s);
+    else if (e.kind == GrammarElement::Kind::kBytes && g_->byte_sets[e.arg][byte]) expand(n.pos + 1, n.parent, out, 0);
+  }
+  const int32_t next = out.empty() ? kDead : intern_state(std::move(out));
+  states_[size_t(state)].next[byte] = next;  // states_ may have grown: index again
+  return next;
+}
+
+int32_t GrammarMatcher::walk(int32_t state, std::string_view bytes) {
+  for (unsigned char c : bytes) {
+    state = step(state, c);
+    if (state == kDead) return kDead;
+  }
+  return state;
+}
+
+bool GrammarMatcher::accepts_bytes(std::string_view bytes) { return walk(state_, bytes) != kDead; }
+
+bool GrammarMatcher::advance_bytes(std::string_view bytes) {
+  const int32_t s = walk(state_, bytes);
+  if (s == kDead) return false;
+  state_ = s;
+  return true;
+}
+
+bool GrammarMatcher::complete() const { return states_[size_t(state_)].complete; }
+bool GrammarMatcher::can_continue() const { return states_[size_t(state_)].can_continue; }
+bool GrammarMatcher::unconstrained() const { return states_[size_t(state_)].any_rest; }
+
+bool GrammarMatcher::allows(int32_t token) {
+  if (vocab_->is_eog(token)) return complete();
+  const std::string_view b = vocab_->bytes(token);
+  return !b.empty() && walk(state_, b) != kDead;
+}
+
+bool GrammarMatcher::accept(int32_t token) {
+  if (vocab_->is_eog(token)) return complete();
+  const std::string_view b = vocab_->bytes(token);
+  return !b.empty() && advance_bytes(b);
+}
+
+void GrammarMatcher::fill_mask(std::vector<uint8_t>& mask) {
+  const int32_t n = vocab_->n_vocab();
+  if (unconstrained()) {
+    mask.assign(size_t(n), 1);
+    return;
+  }
+  if (auto it = mask_cache_.find(state_); it != mask_cache_.end()) {
+    ++masks_cached_;
+    mask = it->second;
+    return;
+  }
+  ++masks_computed_;
+  mask.assign(size_t(n), 0);
+  const auto& nodes = vocab_->nodes();
+  const auto& toks = vocab_->trie_tokens();
+  std::vector<int32_t> at_depth(1, state_);  // the state after the bytes of the current path
+  for (uint32_t i = 1; i < nodes.size();) {
+    const TokenVocabulary::Node& node = nodes[i];
+    const int32_t s = step(at_depth[node.depth - 1u], node.byte);
+    if (s == kDead) {
+      i = node.end;
+      continue;
+    }
+    if (states_[size_t(s)].any_rest) {  // everything below is allowed
+      for (uint32_t k = node.token_begin; k < nodes[node.end - 1].token_end; ++k) mask[size_t(toks[k])] = 1;
+      i = node.end;
+      continue;
+    }
+    if (at_depth.size() <= node.depth) at_depth.resize(node.depth + 1u);
+    at_depth[node.depth] = s;
+    for (uint32_t k = node.token_begin; k < node.token_end; ++k) mask[size_t(toks[k])] = 1;
+    ++i;
+  }
+  if (complete())
+    for (int32_t e : vocab_->eog_ids()) mask[size_t(e)] = 1;
+  if (mask_cache_.size() >= 32) mask_cache_.clear();  // a few states recur (inside a string); bound the rest
+  mask_cache_.emplace(state_, mask);
+}
+
+}  // namespace agentkv
