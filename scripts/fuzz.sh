@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
-# Builds the libFuzzer targets (GGUF reader, tokenizer input, JSON bodies, byte sizes, HTTP requests)
+# Builds the libFuzzer targets (GGUF reader, tokenizer input, JSON bodies, byte sizes, HTTP requests,
+# JSON Schemas)
 # with clang + ASan/UBSan and runs each for $FUZZ_SECONDS (default 60), seeded from the committed test data;
 # a crash fails the script and leaves its input in build-fuzz/<target>-crash-*. scripts/test.sh runs all
 # of them with FUZZ_SECONDS=20.
-#   scripts/fuzz.sh [target ...]      targets: gguf_fuzz tokenizer_fuzz json_fuzz byte_size_fuzz http_request_fuzz openai_request_fuzz agents_request_fuzz
+#   scripts/fuzz.sh [target ...]      targets: gguf_fuzz tokenizer_fuzz json_fuzz byte_size_fuzz http_request_fuzz openai_request_fuzz agents_request_fuzz json_schema_fuzz
 #   FUZZ_SECONDS=20 scripts/fuzz.sh   each target for 20 s
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/apt_install.sh clang libclang-rt-14-dev
 targets=("$@")
-((${#targets[@]})) || targets=(gguf_fuzz tokenizer_fuzz json_fuzz byte_size_fuzz http_request_fuzz openai_request_fuzz agents_request_fuzz)
+((${#targets[@]})) || targets=(gguf_fuzz tokenizer_fuzz json_fuzz byte_size_fuzz http_request_fuzz openai_request_fuzz agents_request_fuzz json_schema_fuzz)
 CC=clang CXX=clang++ cmake -S . -B build-fuzz -DAGENTKV_FUZZ=ON -DAGENTKV_TESTS=OFF -DAGENTKV_SANITIZE=ON >/dev/null
 cmake --build build-fuzz -j"$(nproc)" --target "${targets[@]}"
 for t in "${targets[@]}"; do
@@ -27,6 +28,8 @@ for t in "${targets[@]}"; do
       printf '{"agents":["a","b"],"shared":"news","kv_sharing":true,"recompute":0.2,"max_tokens":4}' > "$corpus/seed-round"
       printf '{"steps":["Step 1: 2 + 2 = 4"],"prefix":"x"}' > "$corpus/seed-score"
       printf '{"model":"m","system":"s","messages":[{"role":"user","content":"hi"}],"ttl_seconds":5}' > "$corpus/seed-create" ;;
+    json_schema_fuzz)
+      printf '%s' '{"$defs":{"Pet":{"properties":{"name":{"type":"string","maxLength":8},"age":{"anyOf":[{"type":"integer"},{"type":"null"}]}},"required":["name","age"],"type":"object","additionalProperties":false},"Kind":{"enum":["a","b"],"type":"string"}},"properties":{"kind":{"$ref":"#/$defs/Kind"},"pets":{"items":{"$ref":"#/$defs/Pet"},"type":"array","maxItems":3},"zip":{"type":"string","pattern":"^[0-9]{5}(-[0-9]{4})?$"},"born":{"type":"string","format":"date"},"score":{"type":"number"},"tree":{"items":{"$ref":"#"},"type":"array"}},"required":["kind","pets"],"title":"Person","type":"object","additionalProperties":false}' > "$corpus/seed-pydantic" ;;
     http_request_fuzz)
       printf '\x01\x02POST /v1/chat/completions?x=1 HTTP/1.1\r\nHost: h\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}' > "$corpus/seed-post"
       printf '\x07\x00GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\nGET /b HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n' > "$corpus/seed-pipelined" ;;

@@ -5,7 +5,7 @@
 #   3. ThreadSanitizer: the threaded tests (HTTP transport, protocols, thread pool, engine loop; label tsan);
 #   4. every libFuzzer target for $FUZZ_SECONDS (default 20) each, seeded from the committed data.
 # Each tree is built right before its tests run. Budget: under 60 minutes on a 2-core CI machine (2483 s
-# before steps 3 and 4; measured CPU time, cold: TSan build 204 s + tests 35 s, fuzz build 181 s + 7 x 20 s).
+# before steps 3 and 4; measured CPU time, cold: TSan build 204 s + tests 35 s, fuzz build 181 s + 8 x 20 s).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh --no-run
