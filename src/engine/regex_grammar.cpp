@@ -5,8 +5,11 @@
 // ranges (a non-ASCII member is refused); `.`; groups (...), (?:...), (?<name>...); |; the
 // quantifiers ? * + {m} {m,} {m,n}, greedy or lazy (the same strings); ^ at the start and $ at the
 // end of a top-level alternative. Refused: backreferences, lookaround, \b \B, \p{...}, anchors
-// anywhere else, and an unbounded repeat of something that can match the empty string (it would be a
-// left-recursive rule; the build refuses those).
+// anywhere else. Also refused, to keep the matcher's work per byte small (its stacks are expanded
+// along every way through the empty string): a repeat other than ? of something that can match the
+// empty string (unbounded, it would be a left-recursive rule), two alternatives of one group that
+// both can, and nested repeats whose finite upper bounds multiply past max_repeat
+// ((a{1,20}){1,20}); a ? of something that can match the empty string is dropped (same strings).
 //
 // Where this generates fewer strings than the regex matches: \s is ASCII whitespace only (the regex
 // also matches U+00A0, U+2028, U+3000 and a few more), \S is ASCII non-space only, and a negated class
@@ -213,6 +216,7 @@ class PatternCompiler {
   struct Piece {
     Item item;
     bool nullable = false;
+    int weight = 1;  // the product of the finite bounds of the repeats nested in it
   };
   // A status for sequence() (Result needs a value).
   struct Ok {};
@@ -229,7 +233,7 @@ class PatternCompiler {
   }
 
   // Items of one alternative, up to '|', ')' or the end; `nullable` for the whole.
-  Result<Ok> sequence(bool top, Seq& out, bool& anchored_end, bool* nullable = nullptr) {
+  Result<Ok> sequence(bool top, Seq& out, bool& anchored_end, bool* nullable = nullptr, int* weight = nullptr) {
     bool all_nullable = true;
     while (!at_end() && peek() != '|' && peek() != ')') {
       if (peek() == '$') {
@@ -245,6 +249,7 @@ class PatternCompiler {
       AGENTKV_ASSIGN_OR_RETURN(atom, parse_atom());
       AGENTKV_ASSIGN_OR_RETURN(atom, quantified(atom));
       all_nullable = all_nullable && atom.nullable;
+      if (weight) *weight = std::max(*weight, atom.weight);
       out.push_back(atom.item);
     }
     if (nullable) *nullable = all_nullable;
@@ -265,16 +270,18 @@ class PatternCompiler {
     }
     std::vector<Seq> alts;
     bool nullable = false;
+    int weight = 1;
     do {
       Seq seq;
       bool unused = false, seq_nullable = false;
-      AGENTKV_TRY(sequence(false, seq, unused, &seq_nullable));
+      AGENTKV_TRY(sequence(false, seq, unused, &seq_nullable, &weight));
+      if (nullable && seq_nullable) return fail("two alternatives that can both match the empty string are not supported");
       nullable = nullable || seq_nullable;
       alts.push_back(std::move(seq));
     } while (eat('|'));
     if (!eat(')')) return fail("unterminated group");
     --depth_;
-    return Piece{GrammarBuilder::ref(b_.rule("group", std::move(alts))), nullable};
+    return Piece{GrammarBuilder::ref(b_.rule("group", std::move(alts))), nullable, weight};
   }
 
   Result<Piece> parse_atom() {
@@ -455,13 +462,21 @@ class PatternCompiler {
     if (hi >= 0 && hi < lo) return fail("a quantifier {m,n} with n < m");
     if (lo > max_repeat_ || hi > max_repeat_)
       return fail("a repeat bound over max_repeat (" + std::to_string(max_repeat_) + ")");
-    if (hi < 0 && atom.nullable) return fail("an unbounded repeat of what can match the empty string is not supported");
-    const bool nullable = lo == 0 || atom.nullable;
     if (hi == 0) return Piece{GrammarBuilder::ref(b_.rule("empty", {Seq{}})), true};
-    if (lo == 0 && hi == 1) return Piece{GrammarBuilder::ref(b_.optional(atom.item)), true};
-    if (lo == 0 && hi < 0) return Piece{GrammarBuilder::ref(b_.star(atom.item)), true};
-    if (lo == 1 && hi < 0) return Piece{GrammarBuilder::ref(b_.plus(atom.item)), nullable};
-    return Piece{GrammarBuilder::ref(b_.repeat(atom.item, lo, hi)), nullable};
+    // What can match the empty string already is its own `?`; any other repeat of it would give the
+    // matcher many ways through the empty string (exponential in a chain of them).
+    if (atom.nullable && hi == 1) return atom;
+    if (atom.nullable) return fail("a repeat of what can match the empty string is not supported");
+    const int64_t weight = int64_t(atom.weight) * std::max(hi, 1);
+    if (weight > max_repeat_)
+      return fail("nested repeats whose bounds multiply past max_repeat (" + std::to_string(max_repeat_) + ")");
+    const bool nullable = lo == 0;
+    Piece out{GrammarBuilder::ref(0), nullable, int(weight)};
+    if (lo == 0 && hi == 1) out.item = GrammarBuilder::ref(b_.optional(atom.item));
+    else if (lo == 0 && hi < 0) out.item = GrammarBuilder::ref(b_.star(atom.item));
+    else if (lo == 1 && hi < 0) out.item = GrammarBuilder::ref(b_.plus(atom.item));
+    else out.item = GrammarBuilder::ref(b_.repeat(atom.item, lo, hi));
+    return out;
   }
 
   GrammarBuilder& b_;

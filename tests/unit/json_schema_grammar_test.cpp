@@ -254,6 +254,9 @@ TEST(JsonSchemaGrammar, Patterns) {
   expect_accepts(p("^\\s\\S\\w\\W$"), {R"(" a_!")"}, {R"("aa_!")"});
   expect_accepts(p("^\\u00e9\\.$"), {"\"\xC3\xA9.\""}, {"\"\xC3\xA9x\""});
   expect_accepts(p("^[a\\-z]$"), {R"("-")", R"("a")"}, {R"("b")"});
+  expect_accepts(p("^(\\d{1,3}\\.){3}\\d{1,3}$"), {R"("10.0.255.1")"}, {R"("10.0.1")", R"("1000.0.0.1")"});
+  // A ? of what can match the empty string is that thing itself.
+  expect_accepts(p("^(a*b*)?(c|)?$"), {R"("")", R"("aab")", R"("bc")", R"("c")"}, {R"("ba")", R"("cc")"});
 
   auto pattern_refusal = [&](const std::string& pattern, const std::string& what) {
     const std::string e = refusal(p(pattern));
@@ -270,6 +273,11 @@ TEST(JsonSchemaGrammar, Patterns) {
   pattern_refusal("(ab", "unterminated group");
   pattern_refusal("a{1,300}", "max_repeat (256)");
   pattern_refusal("*a", "nothing to repeat");
+  // Shapes that would make the matcher's work per byte explode (many ways through the empty string,
+  // or a product of nested bounds): 2^50 ways for 50 of (a*|b*), 256^2 stacks for the last.
+  pattern_refusal("^(a*|b*)c$", "two alternatives that can both match the empty string");
+  pattern_refusal("^(a?){4}$", "a repeat of what can match the empty string");
+  pattern_refusal("^((a{1,8}){1,8}){1,8}$", "multiply past max_repeat (256)");
 }
 
 TEST(JsonSchemaGrammar, RefusalsNameKeywordAndPath) {
