@@ -2,7 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <unordered_set>
+
+#include "util/monotonic_clock.h"
 
 namespace agentkv {
 
@@ -17,7 +20,30 @@ Status SamplingParams::validate() const {
   return {};
 }
 
-Sampler::Sampler(const SamplingParams& p) : p_(p), rng_(p.seed) {}
+Sampler::Sampler(const SamplingParams& p, std::shared_ptr<const TokenVocabulary> vocab) : p_(p), rng_(p.seed) {
+  if (p_.grammar && vocab) grammar_ = std::make_unique<GrammarMatcher>(p_.grammar, std::move(vocab));
+}
+
+bool Sampler::constrain(float* logits, int32_t n_vocab) {
+  constexpr float kOff = -std::numeric_limits<float>::infinity();
+  if (p_.temperature <= 0.0f) {
+    // Greedy picks the best allowed token, so trying the best few first gives the same token as the
+    // full mask, usually at the cost of one check.
+    for (int tries = 0; tries < 8; ++tries) {
+      const int32_t best = int32_t(std::max_element(logits, logits + n_vocab) - logits);
+      if (logits[best] == kOff) return false;
+      if (grammar_->allows(best)) return true;
+      logits[best] = kOff;
+    }
+  }
+  grammar_->fill_mask(mask_);
+  bool any = false;
+  for (int32_t t = 0; t < n_vocab && t < int32_t(mask_.size()); ++t) {
+    if (!mask_[size_t(t)]) logits[t] = kOff;
+    else any = any || logits[t] != kOff;
+  }
+  return any;
+}
 
 int32_t Sampler::sample(float* logits, int32_t n_vocab, std::span<const int32_t> history) {
   if (p_.repetition_penalty != 1.0f && p_.repetition_last_n > 0) {
@@ -28,6 +54,23 @@ int32_t Sampler::sample(float* logits, int32_t n_vocab, std::span<const int32_t>
       logits[t] = logits[t] > 0 ? logits[t] / p_.repetition_penalty : logits[t] * p_.repetition_penalty;
     }
   }
+  if (grammar_ && !grammar_->unconstrained()) {
+    const double t0 = monotonic_seconds();
+    const bool any = constrain(logits, n_vocab);
+    grammar_seconds_ += monotonic_seconds() - t0;
+    if (!any) return -1;
+  }
+  const int32_t tok = pick(logits, n_vocab);
+  if (grammar_) {
+    const double t0 = monotonic_seconds();
+    const bool ok = grammar_->accept(tok);
+    grammar_seconds_ += monotonic_seconds() - t0;
+    if (!ok) return -1;  // cannot happen: the mask allowed it
+  }
+  return tok;
+}
+
+int32_t Sampler::pick(float* logits, int32_t n_vocab) {
   if (p_.temperature <= 0.0f) {
     // Greedy; ties go to the lowest id, as with llama.cpp's argmax.
     return int32_t(std::max_element(logits, logits + n_vocab) - logits);
