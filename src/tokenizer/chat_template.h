@@ -10,14 +10,25 @@
 
 #include <span>
 #include <string>
+#include <vector>
 
 #include "tokenizer/tokenizer.h"
 #include "util/status.h"
 
 namespace agentkv {
 
+// One call of a tool in an assistant message of the history (OpenAI's tool_calls[i]): arguments is
+// the JSON text exactly as the client sent it.
+struct ChatToolCall {
+  std::string id, name, arguments;
+};
+
+// The optional fields have default initializers so that ChatMessage{role, content} stays warning-free.
 struct ChatMessage {
   std::string role, content;
+  std::string name = {};                      // the speaker's name, when the client gives one
+  std::string tool_call_id = {};              // role "tool": the call this message answers
+  std::vector<ChatToolCall> tool_calls = {};  // role "assistant": the calls it made
 };
 
 enum class ChatFormat { kUnknown, kChatML, kGemma };
