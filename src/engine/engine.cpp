@@ -85,6 +85,9 @@ Status Engine::validate(const RequestParams& p) const {
   if (p.top_logprobs < -1 || p.top_logprobs > opt_.max_top_logprobs)
     return make_error("top_logprobs must be in [0, " + std::to_string(opt_.max_top_logprobs) + "]");
   AGENTKV_TRY(p.sampling.validate());
+  for (const auto& [t, bias] : p.sampling.logit_bias)
+    if (t >= n_vocab)
+      return make_error("logit_bias token id " + std::to_string(t) + " out of range [0, " + std::to_string(n_vocab) + ")");
   // The request must fit the KV budget on its own, or it could never finish (preemption frees
   // other sequences' blocks, not the request's own).
   const int64_t bs = kv_->block_size();

@@ -1,3 +1,4 @@
+// The sampler (engine/sampler.h): logit adjustments in a fixed order, then the pick.
 #include "engine/sampler.h"
 
 #include <algorithm>
@@ -17,6 +18,16 @@ Status SamplingParams::validate() const {
   if (!(repetition_penalty > 0.0f) || repetition_penalty > 100.0f)
     return make_error("repetition_penalty must be in (0, 100]");
   if (repetition_last_n < 0) return make_error("repetition_last_n must be >= 0");
+  if (!(presence_penalty >= -2.0f && presence_penalty <= 2.0f)) return make_error("presence_penalty must be in [-2, 2]");
+  if (!(frequency_penalty >= -2.0f && frequency_penalty <= 2.0f))
+    return make_error("frequency_penalty must be in [-2, 2]");
+  for (size_t i = 0; i < logit_bias.size(); ++i) {
+    const auto [t, b] = logit_bias[i];
+    const std::string at = "logit_bias token id " + std::to_string(t);
+    if (t < 0) return make_error(at + " must be >= 0");
+    if (i > 0 && t <= logit_bias[i - 1].first) return make_error(at + ": ids must be sorted and not repeated");
+    if (!(b >= -100.0f && b <= 100.0f)) return make_error(at + ": the bias must be in [-100, 100]");
+  }
   return {};
 }
 
@@ -46,6 +57,12 @@ bool Sampler::constrain(float* logits, int32_t n_vocab) {
 }
 
 int32_t Sampler::sample(float* logits, int32_t n_vocab, std::span<const int32_t> history) {
+  // In OpenAI's order: the bias first, then the penalties over the tokens generated so far.
+  for (const auto& [t, b] : p_.logit_bias)
+    if (t >= 0 && t < n_vocab) logits[t] += b;
+  const bool openai_penalties = p_.presence_penalty != 0.0f || p_.frequency_penalty != 0.0f;
+  for (const auto& [t, count] : generated_)
+    if (t < n_vocab) logits[t] -= p_.frequency_penalty * float(count) + p_.presence_penalty;
   if (p_.repetition_penalty != 1.0f && p_.repetition_last_n > 0) {
     const size_t n = std::min<size_t>(history.size(), size_t(p_.repetition_last_n));
     std::unordered_set<int32_t> seen(history.end() - n, history.end());
@@ -67,6 +84,7 @@ int32_t Sampler::sample(float* logits, int32_t n_vocab, std::span<const int32_t>
     grammar_seconds_ += monotonic_seconds() - t0;
     if (!ok) return -1;  // cannot happen: the mask allowed it
   }
+  if (openai_penalties) ++generated_[tok];
   return tok;
 }
 
