@@ -23,7 +23,9 @@ for t in "${targets[@]}"; do
     byte_size_fuzz) printf 1.5GiB > "$corpus/seed" ;;
     openai_request_fuzz)
       printf '{"model":"m","messages":[{"role":"user","content":"hi"}],"n":2,"logprobs":true,"top_logprobs":3,"stop":["x"]}' > "$corpus/seed-chat"
-      printf '{"model":"m","prompt":[1,2,3],"max_tokens":5,"stream":true,"stream_options":{"include_usage":true}}' > "$corpus/seed-completion" ;;
+      printf '{"model":"m","prompt":[1,2,3],"max_tokens":5,"stream":true,"stream_options":{"include_usage":true}}' > "$corpus/seed-completion"
+      printf '%s' '{"model":"m","messages":[{"role":"developer","content":"Use tools."},{"role":"user","name":"ann","content":[{"type":"text","text":"Weather?"}]},{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"get_weather","arguments":"{\"city\":\"Oslo\"}"}}]},{"role":"tool","tool_call_id":"c1","content":"-3C"}],"tools":[{"type":"function","function":{"name":"get_weather","description":"d","parameters":{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]},"strict":true}}],"tool_choice":{"type":"function","function":{"name":"get_weather"}},"parallel_tool_calls":false,"presence_penalty":0.5,"frequency_penalty":-1,"logit_bias":{"7":-100},"metadata":{"k":"v"},"x_unknown":1}' > "$corpus/seed-tools"
+      printf '%s' '{"model":"m","messages":[{"role":"user","content":"hi"}],"response_format":{"type":"json_schema","json_schema":{"name":"Person","strict":true,"schema":{"type":"object","properties":{"age":{"type":"integer"}},"required":["age"],"additionalProperties":false}}}}' > "$corpus/seed-response-format" ;;
     agents_request_fuzz)
       printf '{"agents":["a","b"],"shared":"news","kv_sharing":true,"recompute":0.2,"max_tokens":4}' > "$corpus/seed-round"
       printf '{"steps":["Step 1: 2 + 2 = 4"],"prefix":"x"}' > "$corpus/seed-score"

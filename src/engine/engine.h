@@ -144,6 +144,9 @@ class Engine {
   std::vector<float> logits_;
   std::vector<float> scratch_logits_;
   std::vector<int32_t> eog_ids_;
+  // The token bytes grammars are matched against, built on the first constrained request.
+  std::shared_ptr<const TokenVocabulary> grammar_vocab();
+  std::shared_ptr<const TokenVocabulary> grammar_vocab_;
   bool in_step_ = false;
   bool in_deferred_ = false;  // running the work a step deferred
   std::vector<std::function<void()>> deferred_;

@@ -47,6 +47,10 @@ struct EngineMetrics {
   uint64_t tokens_recomputed = 0;     // tokens selectively recomputed (through every layer)
   uint64_t segment_blends = 0;        // requests' runs of segments blended from a master
   uint64_t segment_blend_steps = 0;   // collective steps they took (blends of one step and master share one)
+  // Constrained decoding (engine/grammar_matcher.h): tokens sampled under a grammar and the time the
+  // grammar took for them (masks, checks, advancing).
+  uint64_t grammar_tokens = 0;
+  double grammar_seconds = 0;
   // Gauges.
   int64_t blocks_total = 0;
   int64_t blocks_used = 0;

@@ -1,8 +1,12 @@
+// The sampler (engine/sampler.h): logit adjustments in a fixed order, then the pick.
 #include "engine/sampler.h"
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <unordered_set>
+
+#include "util/monotonic_clock.h"
 
 namespace agentkv {
 
@@ -14,12 +18,51 @@ Status SamplingParams::validate() const {
   if (!(repetition_penalty > 0.0f) || repetition_penalty > 100.0f)
     return make_error("repetition_penalty must be in (0, 100]");
   if (repetition_last_n < 0) return make_error("repetition_last_n must be >= 0");
+  if (!(presence_penalty >= -2.0f && presence_penalty <= 2.0f)) return make_error("presence_penalty must be in [-2, 2]");
+  if (!(frequency_penalty >= -2.0f && frequency_penalty <= 2.0f))
+    return make_error("frequency_penalty must be in [-2, 2]");
+  for (size_t i = 0; i < logit_bias.size(); ++i) {
+    const auto [t, b] = logit_bias[i];
+    const std::string at = "logit_bias token id " + std::to_string(t);
+    if (t < 0) return make_error(at + " must be >= 0");
+    if (i > 0 && t <= logit_bias[i - 1].first) return make_error(at + ": ids must be sorted and not repeated");
+    if (!(b >= -100.0f && b <= 100.0f)) return make_error(at + ": the bias must be in [-100, 100]");
+  }
   return {};
 }
 
-Sampler::Sampler(const SamplingParams& p) : p_(p), rng_(p.seed) {}
+Sampler::Sampler(const SamplingParams& p, std::shared_ptr<const TokenVocabulary> vocab) : p_(p), rng_(p.seed) {
+  if (p_.grammar && vocab) grammar_ = std::make_unique<GrammarMatcher>(p_.grammar, std::move(vocab));
+}
+
+bool Sampler::constrain(float* logits, int32_t n_vocab) {
+  constexpr float kOff = -std::numeric_limits<float>::infinity();
+  if (p_.temperature <= 0.0f) {
+    // Greedy picks the best allowed token, so trying the best few first gives the same token as the
+    // full mask, usually at the cost of one check.
+    for (int tries = 0; tries < 8; ++tries) {
+      const int32_t best = int32_t(std::max_element(logits, logits + n_vocab) - logits);
+      if (logits[best] == kOff) return false;
+      if (grammar_->allows(best)) return true;
+      logits[best] = kOff;
+    }
+  }
+  grammar_->fill_mask(mask_);
+  bool any = false;
+  for (int32_t t = 0; t < n_vocab && t < int32_t(mask_.size()); ++t) {
+    if (!mask_[size_t(t)]) logits[t] = kOff;
+    else any = any || logits[t] != kOff;
+  }
+  return any;
+}
 
 int32_t Sampler::sample(float* logits, int32_t n_vocab, std::span<const int32_t> history) {
+  // In OpenAI's order: the bias first, then the penalties over the tokens generated so far.
+  for (const auto& [t, b] : p_.logit_bias)
+    if (t >= 0 && t < n_vocab) logits[t] += b;
+  const bool openai_penalties = p_.presence_penalty != 0.0f || p_.frequency_penalty != 0.0f;
+  for (const auto& [t, count] : generated_)
+    if (t < n_vocab) logits[t] -= p_.frequency_penalty * float(count) + p_.presence_penalty;
   if (p_.repetition_penalty != 1.0f && p_.repetition_last_n > 0) {
     const size_t n = std::min<size_t>(history.size(), size_t(p_.repetition_last_n));
     std::unordered_set<int32_t> seen(history.end() - n, history.end());
@@ -28,6 +71,24 @@ int32_t Sampler::sample(float* logits, int32_t n_vocab, std::span<const int32_t>
       logits[t] = logits[t] > 0 ? logits[t] / p_.repetition_penalty : logits[t] * p_.repetition_penalty;
     }
   }
+  if (grammar_ && !grammar_->unconstrained()) {
+    const double t0 = monotonic_seconds();
+    const bool any = constrain(logits, n_vocab);
+    grammar_seconds_ += monotonic_seconds() - t0;
+    if (!any) return -1;
+  }
+  const int32_t tok = pick(logits, n_vocab);
+  if (grammar_) {
+    const double t0 = monotonic_seconds();
+    const bool ok = grammar_->accept(tok);
+    grammar_seconds_ += monotonic_seconds() - t0;
+    if (!ok) return -1;  // cannot happen: the mask allowed it
+  }
+  if (openai_penalties) ++generated_[tok];
+  return tok;
+}
+
+int32_t Sampler::pick(float* logits, int32_t n_vocab) {
   if (p_.temperature <= 0.0f) {
     // Greedy; ties go to the lowest id, as with llama.cpp's argmax.
     return int32_t(std::max_element(logits, logits + n_vocab) - logits);

@@ -1,7 +1,9 @@
-// The OpenAI protocol (server/openai_protocol.h): field readers, the one sampling-field parser, the
-// completion request parser and the response / stream-chunk JSON.
+// The OpenAI protocol (server/openai_protocol.h): field readers, messages, the one sampling-field
+// parser, the completion request parser and the response / stream-chunk JSON. tools, tool_choice,
+// response_format and the unknown-field policy are in openai_tool_fields.cpp.
 #include "server/openai_protocol.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <random>
@@ -102,22 +104,67 @@ std::optional<ApiError> content_text(const Json& c, const std::string& param, st
     *out = c.get<std::string>();
     return std::nullopt;
   }
-  if (c.is_array()) {
-    out->clear();
-    for (const Json& part : c) {
-      const Json* type = json_member(part, "type");
-      const Json* text = json_member(part, "text");
-      if (!type || !text || *type != "text" || !text->is_string())
-        return bad(param, "'" + param + "' parts must be {\"type\": \"text\", \"text\": ...}; only text is supported");
-      *out += text->get_ref<const std::string&>();
-    }
-    return std::nullopt;
+  if (!c.is_array()) return bad(param, "'" + param + "' must be a string or an array of text parts");
+  out->clear();
+  for (size_t i = 0; i < c.size(); ++i) {
+    const std::string pp = param + "[" + std::to_string(i) + "]";
+    const Json* type = json_member(c[i], "type");
+    if (!type || !type->is_string()) return bad(pp + ".type", "'" + pp + ".type' is required and must be a string");
+    const std::string& ts = type->get_ref<const std::string&>();
+    if (ts == "image_url" || ts == "input_audio" || ts == "file" || ts == "image" || ts == "audio")
+      return bad(pp, pp + ": '" + ts + "' parts are not supported by agentkv");
+    if (ts != "text") return bad(pp + ".type", "'" + pp + ".type' must be 'text', not '" + ts + "'");
+    const Json* text = json_member(c[i], "text");
+    if (!text || !text->is_string()) return bad(pp + ".text", "'" + pp + ".text' is required and must be a string");
+    *out += text->get_ref<const std::string&>();
   }
-  return bad(param, "'" + param + "' must be a string or an array of text parts");
+  return std::nullopt;
 }
 
+namespace {
+
+// An optional string member (absent or null: *out unchanged).
+std::optional<ApiError> get_string(const Json& obj, const char* key, const std::string& path, std::string* out) {
+  const Json* v = json_member(obj, key);
+  if (!v || v->is_null()) return std::nullopt;
+  if (!v->is_string()) return bad(path, "'" + path + "' must be a string");
+  *out = v->get<std::string>();
+  return std::nullopt;
+}
+
+// An assistant message's "tool_calls": [{"id", "type": "function", "function": {"name", "arguments"}}].
+std::optional<ApiError> parse_tool_calls(const Json& calls, const std::string& p, std::vector<std::string>* ignored,
+                                         std::vector<ChatToolCall>* out) {
+  if (!calls.is_array()) return bad(p, "'" + p + "' must be an array");
+  for (size_t i = 0; i < calls.size(); ++i) {
+    const Json& c = calls[i];
+    const std::string pc = p + "[" + std::to_string(i) + "]";
+    if (!c.is_object()) return bad(pc, "'" + pc + "' must be an object");
+    if (auto e = check_members(c, pc, {"id", "type", "function"}, ignored)) return e;
+    ChatToolCall call;
+    if (auto e = get_string(c, "id", pc + ".id", &call.id)) return e;
+    if (call.id.empty()) return bad(pc + ".id", "'" + pc + ".id' is required and must be a non-empty string");
+    if (const Json* type = json_member(c, "type"); type && !type->is_null() && *type != "function")
+      return bad(pc + ".type", "'" + pc + ".type' must be 'function'");
+    const Json* f = json_member(c, "function");
+    if (!f || !f->is_object()) return bad(pc + ".function", "'" + pc + ".function' is required and must be an object");
+    if (auto e = check_members(*f, pc + ".function", {"name", "arguments"}, ignored)) return e;
+    if (auto e = get_string(*f, "name", pc + ".function.name", &call.name)) return e;
+    if (!valid_function_name(call.name))
+      return bad(pc + ".function.name", "'" + pc + ".function.name' is required and must match [a-zA-Z0-9_-]{1,64}");
+    const Json* args = json_member(*f, "arguments");
+    if (!args || !args->is_string())
+      return bad(pc + ".function.arguments", "'" + pc + ".function.arguments' is required and must be a string (JSON text)");
+    call.arguments = args->get<std::string>();
+    out->push_back(std::move(call));
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
 std::optional<ApiError> parse_messages(const Json* msgs, const std::string& param, const ApiLimits& limits,
-                                       std::vector<ChatMessage>* out) {
+                                       std::vector<ChatMessage>* out, std::vector<std::string>* ignored) {
   if (!msgs || !msgs->is_array() || msgs->empty())
     return bad(param, "'" + param + "' is required and must be a non-empty array");
   size_t bytes = 0;
@@ -125,19 +172,44 @@ std::optional<ApiError> parse_messages(const Json* msgs, const std::string& para
     const Json& m = (*msgs)[i];
     const std::string p = param + "[" + std::to_string(i) + "]";
     if (!m.is_object()) return bad(p, "'" + p + "' must be an object");
-    for (const auto& [k, v] : m.items())
-      if (k != "role" && k != "content" && k != "name") return bad(p + "." + k, "unknown field '" + p + "." + k + "'");
+    for (const char* refused : {"audio", "function_call"})
+      if (const Json* v = json_member(m, refused); v && !v->is_null())
+        return bad(p + "." + refused, "'" + p + "." + refused + "' is not supported by agentkv");
+    // annotations: what the official client echoes back from a reply (URL citations); no meaning as input.
+    if (auto e = check_members(m, p, {"role", "content", "name", "tool_calls", "tool_call_id", "refusal", "audio",
+                                      "function_call", "annotations"}, ignored))
+      return e;
     const Json* role = json_member(m, "role");
     if (!role || !role->is_string()) return bad(p + ".role", "'" + p + ".role' is required");
     const std::string& rs = role->get_ref<const std::string&>();
-    if (rs != "system" && rs != "user" && rs != "assistant" && rs != "developer")
-      return bad(p + ".role", "'" + p + ".role' must be system, developer, user or assistant");
-    const Json* content = json_member(m, "content");
-    if (!content) return bad(p + ".content", "'" + p + ".content' is required");
+    if (rs != "system" && rs != "user" && rs != "assistant" && rs != "developer" && rs != "tool")
+      return bad(p + ".role", "'" + p + ".role' must be system, developer, user, assistant or tool");
     ChatMessage cm;
     cm.role = rs == "developer" ? "system" : rs;
-    if (auto e = content_text(*content, p + ".content", &cm.content)) return e;
+    if (auto e = get_string(m, "name", p + ".name", &cm.name)) return e;
+    const Json* calls = json_member(m, "tool_calls");
+    if (calls && !calls->is_null()) {
+      if (rs != "assistant") return bad(p + ".tool_calls", "'" + p + ".tool_calls' is only allowed on assistant messages");
+      if (auto e = parse_tool_calls(*calls, p + ".tool_calls", ignored, &cm.tool_calls)) return e;
+    }
+    if (const Json* v = json_member(m, "refusal"); v && !v->is_null()) {
+      if (rs != "assistant") return bad(p + ".refusal", "'" + p + ".refusal' is only allowed on assistant messages");
+      if (!v->is_string()) return bad(p + ".refusal", "'" + p + ".refusal' must be a string");
+    }
+    if (const Json* v = json_member(m, "tool_call_id"); v && !v->is_null()) {
+      if (rs != "tool") return bad(p + ".tool_call_id", "'" + p + ".tool_call_id' is only allowed on tool messages");
+      if (auto e = get_string(m, "tool_call_id", p + ".tool_call_id", &cm.tool_call_id)) return e;
+    }
+    if (rs == "tool" && cm.tool_call_id.empty())
+      return bad(p + ".tool_call_id", "'" + p + ".tool_call_id' is required on tool messages (a non-empty string)");
+    const Json* content = json_member(m, "content");
+    if (!content || content->is_null()) {
+      if (cm.tool_calls.empty()) return bad(p + ".content", "'" + p + ".content' is required");
+    } else if (auto e = content_text(*content, p + ".content", &cm.content)) {
+      return e;
+    }
     bytes += cm.content.size();
+    for (const ChatToolCall& c : cm.tool_calls) bytes += c.arguments.size();
     out->push_back(std::move(cm));
   }
   if (bytes > limits.max_prompt_bytes)
@@ -165,6 +237,33 @@ std::optional<ApiError> parse_stop(const Json* stop, const ApiLimits& limits, st
   return std::nullopt;
 }
 
+namespace {
+
+// OpenAI's "logit_bias": {"<token id>": bias in [-100, 100], ...}, into pairs sorted by id. Ids are
+// written in decimal without leading zeros, so two keys never name one token.
+std::optional<ApiError> parse_logit_bias(const Json* lb, const ApiLimits& limits, std::vector<std::pair<int32_t, float>>* out) {
+  if (!lb || lb->is_null()) return std::nullopt;
+  if (!lb->is_object()) return bad("logit_bias", "'logit_bias' must be an object of token ids to numbers");
+  if (lb->size() > limits.max_logit_bias)
+    return bad("logit_bias", "'logit_bias' holds more than " + std::to_string(limits.max_logit_bias) + " entries");
+  for (const auto& [key, v] : lb->items()) {
+    const std::string p = "logit_bias." + key;
+    const bool digits = !key.empty() && key.size() <= 10 && (key == "0" || key[0] != '0') &&
+                        std::all_of(key.begin(), key.end(), [](char c) { return c >= '0' && c <= '9'; });
+    const int64_t id = digits ? std::stoll(key) : -1;
+    if (id < 0 || id > std::numeric_limits<int32_t>::max())
+      return bad(p, "'" + p + "': the keys of 'logit_bias' must be token ids (non-negative integers)");
+    if (!v.is_number()) return bad(p, "'" + p + "' must be a number");
+    const double b = v.get<double>();
+    if (!(b >= -100 && b <= 100)) return bad(p, "'" + p + "' must be in [-100, 100]");
+    out->emplace_back(int32_t(id), float(b));
+  }
+  std::sort(out->begin(), out->end());
+  return std::nullopt;
+}
+
+}  // namespace
+
 std::optional<ApiError> parse_sampling(const Json& body, const ApiLimits& limits, int min_max_tokens, SamplingFields* out) {
   SamplingFields f;
   std::optional<int64_t> mt;
@@ -180,6 +279,12 @@ std::optional<ApiError> parse_sampling(const Json& body, const ApiLimits& limits
   }
   if (auto e = get_seed(body, "seed", &f.seed)) return e;
   if (auto e = parse_stop(json_member(body, "stop"), limits, &f.stop)) return e;
+  std::optional<double> pres, freq;
+  if (auto e = get_number(body, "presence_penalty", -2, 2, &pres)) return e;
+  if (auto e = get_number(body, "frequency_penalty", -2, 2, &freq)) return e;
+  if (pres) f.presence_penalty = float(*pres);
+  if (freq) f.frequency_penalty = float(*freq);
+  if (auto e = parse_logit_bias(json_member(body, "logit_bias"), limits, &f.logit_bias)) return e;
   *out = std::move(f);
   return std::nullopt;
 }
@@ -188,6 +293,9 @@ void apply_sampling(const SamplingFields& s, RequestParams* p) {
   p->sampling.temperature = s.temperature;
   p->sampling.top_p = s.top_p;
   p->sampling.seed = s.seed ? *s.seed : std::random_device{}();
+  p->sampling.presence_penalty = s.presence_penalty;
+  p->sampling.frequency_penalty = s.frequency_penalty;
+  p->sampling.logit_bias = s.logit_bias;
   p->stop = s.stop;
 }
 
@@ -196,18 +304,30 @@ std::optional<ApiError> parse_completion_request(const Json& body, bool chat, co
   if (!body.is_object()) return bad("", "the request body must be a JSON object");
   CompletionRequest r;
   r.chat = chat;
-  static const std::set<std::string> kCommon = {"model", "max_tokens", "temperature", "top_p", "n", "seed",
-                                                "stop", "stream", "stream_options", "user", "logprobs",
-                                                "presence_penalty", "frequency_penalty"};
+  // The second line of kCommon: accepted, and without effect on the output (modalities only as ["text"]).
+  static const std::set<std::string> kCommon = {"model", "max_tokens", "temperature", "top_p", "n", "seed", "stop",
+                                                "stream", "stream_options", "logprobs", "presence_penalty",
+                                                "frequency_penalty", "logit_bias",
+                                                "user", "metadata", "store", "service_tier", "prompt_cache_key",
+                                                "safety_identifier", "verbosity", "reasoning_effort", "modalities"};
   static const std::set<std::string> kChat = {"messages", "top_logprobs", "max_completion_tokens", "kv_sharing",
-                                              "recompute"};
+                                              "recompute", "tools", "tool_choice", "parallel_tool_calls",
+                                              "response_format"};
   static const std::set<std::string> kCompletion = {"prompt", "echo"};
-  static const std::set<std::string> kUnsupported = {"tools", "tool_choice", "functions", "function_call",
-                                                     "response_format", "logit_bias", "best_of", "suffix"};
+  // OpenAI's fields that would change the output and agentkv does not implement.
+  static const std::set<std::string> kUnsupported = {"functions", "function_call", "audio", "prediction",
+                                                     "web_search_options", "best_of", "suffix"};
+  std::vector<std::string>* ignored = limits.strict_api ? nullptr : &r.ignored_fields;
   for (const auto& [key, value] : body.items()) {
     if (kCommon.count(key) || (chat ? kChat : kCompletion).count(key)) continue;
-    if (kUnsupported.count(key)) return bad(key, "'" + key + "' is not supported by agentkv");
-    return bad(key, "unknown field '" + key + "'");
+    // parallel_tool_calls changes nothing without tools, so on completions it is only an unknown field.
+    const bool unsupported = kUnsupported.count(key) > 0,
+               other_endpoint = (chat ? kCompletion : kChat).count(key) > 0 && key != "parallel_tool_calls";
+    if ((unsupported || other_endpoint) && value.is_null()) continue;
+    if (unsupported) return bad(key, "'" + key + "' is not supported by agentkv");
+    if (other_endpoint)
+      return bad(key, "'" + key + "' is a field of " + (chat ? "/v1/completions" : "/v1/chat/completions") + " only");
+    if (auto e = unknown_field(key, ignored)) return e;
   }
   const Json* model = json_member(body, "model");
   if (!model || !model->is_string() || model->get_ref<const std::string&>().empty())
@@ -215,7 +335,9 @@ std::optional<ApiError> parse_completion_request(const Json& body, bool chat, co
   r.model = model->get<std::string>();
 
   if (chat) {
-    if (auto e = parse_messages(json_member(body, "messages"), "messages", limits, &r.messages)) return e;
+    if (auto e = parse_messages(json_member(body, "messages"), "messages", limits, &r.messages, ignored)) return e;
+    if (auto e = parse_tools(body, limits, ignored, &r)) return e;
+    if (auto e = parse_response_format(json_member(body, "response_format"), ignored, &r.response_format)) return e;
     bool sharing = false;
     if (const Json* ks = json_member(body, "kv_sharing"); ks && !ks->is_null()) {
       if (auto e = get_bool(body, "kv_sharing", &sharing)) return e;
@@ -253,12 +375,6 @@ std::optional<ApiError> parse_completion_request(const Json& body, bool chat, co
   if (chat)
     if (auto e = get_int(body, "max_completion_tokens", 0, limits.max_tokens_limit, &mct)) return e;
   if (mct) r.max_tokens = int(*mct);
-  std::optional<double> pres, freq;
-  if (auto e = get_number(body, "presence_penalty", -2, 2, &pres)) return e;
-  if (auto e = get_number(body, "frequency_penalty", -2, 2, &freq)) return e;
-  if ((pres && *pres != 0) || (freq && *freq != 0))
-    return bad(pres && *pres != 0 ? "presence_penalty" : "frequency_penalty",
-               "presence_penalty and frequency_penalty are not supported by agentkv (use 0)");
   if (auto e = get_int(body, "n", 1, limits.max_n, &n)) return e;
   if (n) r.n = int(*n);
 
@@ -280,8 +396,15 @@ std::optional<ApiError> parse_completion_request(const Json& body, bool chat, co
     if (auto e = get_bool(*so, "include_usage", &r.include_usage)) return e;
     if (!r.stream) return bad("stream_options", "'stream_options' needs 'stream': true");
   }
-  if (const Json* user = json_member(body, "user"); user && !user->is_null() && !user->is_string())
-    return bad("user", "'user' must be a string");
+  for (const char* k : {"user", "service_tier", "prompt_cache_key", "safety_identifier", "verbosity", "reasoning_effort"})
+    if (const Json* v = json_member(body, k); v && !v->is_null() && !v->is_string())
+      return bad(k, std::string("'") + k + "' must be a string");
+  if (const Json* v = json_member(body, "metadata"); v && !v->is_null() && !v->is_object())
+    return bad("metadata", "'metadata' must be an object");
+  bool store = false;
+  if (auto e = get_bool(body, "store", &store)) return e;
+  if (const Json* v = json_member(body, "modalities"); v && !v->is_null() && *v != Json::array({"text"}))
+    return bad("modalities", "'modalities' other than [\"text\"] are not supported by agentkv");
   *out = std::move(r);
   return std::nullopt;
 }

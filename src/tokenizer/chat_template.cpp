@@ -1,5 +1,7 @@
 #include "tokenizer/chat_template.h"
 
+#include "tokenizer/chat_tools.h"
+
 namespace agentkv {
 
 namespace {
@@ -81,8 +83,27 @@ ChatFormat detect_chat_format(const Tokenizer& tok) {
   return ChatFormat::kUnknown;
 }
 
+namespace {
+
+// The content of a ChatML template's default system message ("" if none).
+std::string chatml_default_system_content(const Tokenizer& tok) {
+  const std::string block = chatml_default_system(tok.chat_template());
+  const std::string head = "<|im_start|>system\n", tail = "<|im_end|>\n";
+  if (block.size() < head.size() + tail.size() || block.compare(0, head.size(), head) != 0) return {};
+  return block.substr(head.size(), block.size() - head.size() - tail.size());
+}
+
+}  // namespace
+
 Result<std::string> apply_chat_template(const Tokenizer& tok, std::span<const ChatMessage> messages,
-                                        bool add_generation_prompt) {
+                                        bool add_generation_prompt, std::span<const ChatToolDef> tools) {
+  std::vector<ChatMessage> lowered;
+  if (needs_tool_lowering(messages, tools)) {
+    const std::string default_system =
+        detect_chat_format(tok) == ChatFormat::kChatML ? chatml_default_system_content(tok) : std::string();
+    lowered = lower_tool_messages(messages, tools, default_system);
+    messages = lowered;
+  }
   switch (detect_chat_format(tok)) {
     case ChatFormat::kChatML:
       return render_chatml(tok, messages, add_generation_prompt);

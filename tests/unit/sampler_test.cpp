@@ -1,3 +1,4 @@
+// The sampler without a model: greedy and sampled picks, the filters, the penalties and the logit bias.
 #include "engine/sampler.h"
 
 #include <gtest/gtest.h>
@@ -87,6 +88,116 @@ TEST(Sampler, RepetitionPenaltyDividesPositiveAndMultipliesNegative) {
   EXPECT_EQ(s.sample(l.data(), 3, hist), 1);  // 3/2 = 1.5 < 2
   EXPECT_FLOAT_EQ(l[0], 1.5f);
   EXPECT_FLOAT_EQ(l[2], -2.0f);
+}
+
+// Frequency and presence penalties follow OpenAI's formula over the tokens this sampler returned.
+TEST(Sampler, OpenAiPenaltiesCountTheGeneratedTokens) {
+  SamplingParams p;
+  p.frequency_penalty = 0.5f;
+  p.presence_penalty = 0.25f;
+  Sampler s(p);
+  const std::vector<int32_t> prompt = {2, 2, 2};  // the history (prompt) does not count
+  auto l = logits_of({1.0f, 3.0f, 2.0f});
+  EXPECT_EQ(s.sample(l.data(), 3, prompt), 1);
+  EXPECT_FLOAT_EQ(l[2], 2.0f);
+  l = logits_of({1.0f, 3.0f, 2.0f});
+  EXPECT_EQ(s.sample(l.data(), 3, prompt), 1);  // 3 - 0.5 - 0.25 = 2.25 still leads
+  EXPECT_FLOAT_EQ(l[1], 2.25f);
+  l = logits_of({1.0f, 3.0f, 2.0f});
+  EXPECT_EQ(s.sample(l.data(), 3, prompt), 2);  // 3 - 2 * 0.5 - 0.25 = 1.75 < 2
+  EXPECT_FLOAT_EQ(l[1], 1.75f);
+  EXPECT_FLOAT_EQ(l[0], 1.0f);
+  l = logits_of({1.0f, 3.0f, 2.0f});
+  EXPECT_EQ(s.sample(l.data(), 3, prompt), 1);  // 2 - 0.75 = 1.25 < 1.75
+  EXPECT_FLOAT_EQ(l[2], 1.25f);
+  EXPECT_FLOAT_EQ(l[1], 1.75f);
+}
+
+// A negative penalty rewards repeats; presence alone does not grow with the count.
+TEST(Sampler, NegativePresencePenaltyRewardsOnceAToken) {
+  SamplingParams p;
+  p.presence_penalty = -1.0f;
+  Sampler s(p);
+  auto l = logits_of({2.0f, 1.5f});
+  EXPECT_EQ(s.sample(l.data(), 2, {}), 0);
+  for (int i = 0; i < 3; ++i) {
+    l = logits_of({2.0f, 1.5f});
+    EXPECT_EQ(s.sample(l.data(), 2, {}), 0);
+    EXPECT_FLOAT_EQ(l[0], 3.0f);
+    EXPECT_FLOAT_EQ(l[1], 1.5f);
+  }
+}
+
+TEST(Sampler, LogitBiasBansAndForces) {
+  SamplingParams p;
+  p.logit_bias = {{1, -100.0f}};
+  Sampler ban(p);
+  auto l = logits_of({1.0f, 30.0f, 2.0f});
+  EXPECT_EQ(ban.sample(l.data(), 3, {}), 2);
+  EXPECT_FLOAT_EQ(l[1], -70.0f);
+  p.logit_bias = {{0, 100.0f}};
+  p.temperature = 1.0f;
+  p.seed = 3;
+  Sampler force(p);
+  for (int i = 0; i < 200; ++i) {
+    l = logits_of({-20.0f, 10.0f, 12.0f});
+    EXPECT_EQ(force.sample(l.data(), 3, {}), 0);
+  }
+}
+
+// The bias comes before the penalties, which see the biased logit.
+TEST(Sampler, BiasThenPenalties) {
+  SamplingParams p;
+  p.logit_bias = {{0, 5.0f}};
+  p.frequency_penalty = 2.0f;
+  Sampler s(p);
+  auto l = logits_of({0.0f, 4.0f});
+  EXPECT_EQ(s.sample(l.data(), 2, {}), 0);  // 5 > 4
+  EXPECT_FLOAT_EQ(l[0], 5.0f);
+  l = logits_of({0.0f, 4.0f});
+  EXPECT_EQ(s.sample(l.data(), 2, {}), 1);  // 5 - 2 = 3 < 4
+  EXPECT_FLOAT_EQ(l[0], 3.0f);
+}
+
+// With every new field at its default the sampler leaves the logits untouched (greedy and sampled),
+TEST(Sampler, NewFieldsOffChangeNothing) {
+  const auto base = logits_of({0.3f, 1.0f, 0.9f, -0.2f, 0.95f});
+  SamplingParams g;
+  Sampler greedy(g);
+  for (int i = 0; i < 5; ++i) {
+    auto l = base;
+    EXPECT_EQ(greedy.sample(l.data(), 5, {}), 1);
+    EXPECT_EQ(l, base);
+  }
+  SamplingParams p;
+  p.temperature = 0.8f;
+  p.top_k = 3;
+  p.seed = 99;
+  Sampler a(p);
+  for (int i = 0; i < 100; ++i) {
+    auto l = base;
+    const int32_t t = a.sample(l.data(), 5, {});
+    EXPECT_EQ(l, base);
+    EXPECT_TRUE(t == 1 || t == 2 || t == 4);  // top-k 3
+  }
+}
+
+TEST(Sampler, ValidateChecksTheNewFields) {
+  SamplingParams p;
+  p.presence_penalty = 2.5f;
+  EXPECT_NE(p.validate().error().find("presence_penalty"), std::string::npos);
+  p = SamplingParams();
+  p.frequency_penalty = -2.5f;
+  EXPECT_NE(p.validate().error().find("frequency_penalty"), std::string::npos);
+  p = SamplingParams();
+  p.logit_bias = {{3, 1.0f}, {7, 101.0f}};
+  EXPECT_NE(p.validate().error().find("logit_bias token id 7"), std::string::npos);
+  p.logit_bias = {{7, 1.0f}, {3, 1.0f}};
+  EXPECT_NE(p.validate().error().find("logit_bias token id 3"), std::string::npos);
+  p.logit_bias = {{-1, 1.0f}};
+  EXPECT_NE(p.validate().error().find("logit_bias token id -1"), std::string::npos);
+  p.logit_bias = {{0, -100.0f}, {5, 100.0f}};
+  EXPECT_TRUE(p.validate().ok());
 }
 
 TEST(Sampler, ValidateNamesTheBadField) {
