@@ -196,8 +196,13 @@ void Engine::sample_and_emit(RequestState& r, Sequence* s, float* logits) {
   if (tok < 0) {
     // Only a grammar refuses every token (none of the vocabulary continues it): the answer so far
     // is a prefix of a valid one, but nothing valid can follow, so it is an error, not a stop.
-    ev.error = "the grammar of the response format allows no token after " + std::to_string(s->n_generated) +
-               " generated tokens";
+    const GrammarMatcher* g = s->sampler->grammar();
+    ev.error = g && g->overflowed()
+                   ? "the grammar of the response format is too ambiguous to follow (over " +
+                         std::to_string(GrammarMatcher::kMaxStacksPerState) + " alternatives at once) after " +
+                         std::to_string(s->n_generated) + " generated tokens; simplify the schema or pattern"
+                   : "the grammar of the response format allows no token after " + std::to_string(s->n_generated) +
+                         " generated tokens";
     ev.error_code = ErrorCode::kInternal;
     ev.n_generated = s->n_generated;
     finish_sequence(r, s, ev, FinishReason::kError);

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
 #include <numeric>
 
 namespace agentkv {
@@ -80,7 +81,8 @@ std::string_view TokenVocabulary::bytes(int32_t id) const {
 GrammarMatcher::GrammarMatcher(std::shared_ptr<const Grammar> grammar, std::shared_ptr<const TokenVocabulary> vocab)
     : g_(std::move(grammar)), vocab_(std::move(vocab)) {
   std::vector<int32_t> start;
-  for (uint32_t alt : g_->rule_alternatives[g_->root]) expand(alt, -1, start, 0);
+  expanded_.clear();
+  for (uint32_t alt : g_->rule_alternatives[g_->root]) expand_rec(alt, -1, start, 0);
   state_ = intern_state(std::move(start));
 }
 
@@ -91,10 +93,14 @@ int32_t GrammarMatcher::intern_node(uint32_t pos, int32_t parent) {
   return it->second;
 }
 
-void GrammarMatcher::expand(uint32_t pos, int32_t parent, std::vector<int32_t>& out, int depth) {
+void GrammarMatcher::expand_rec(uint32_t pos, int32_t parent, std::vector<int32_t>& out, int depth) {
+  if (!expanded_.insert((uint64_t(pos) << 32) | uint32_t(parent)).second) return;
   // build() refused left recursion, so this ends; the bound only guards against a grammar so deep
   // that the recursion itself would be the problem.
-  if (depth > 4096) return;
+  if (depth > 4096 || nodes_.size() > kMaxNodes || out.size() > kMaxStacksPerState) {
+    overflowed_ = true;
+    return;
+  }
   const GrammarElement& e = g_->elements[pos];
   switch (e.kind) {
     case GrammarElement::Kind::kEnd:
@@ -102,7 +108,7 @@ void GrammarMatcher::expand(uint32_t pos, int32_t parent, std::vector<int32_t>& 
         out.push_back(-1);
       } else {
         const StackNode up = nodes_[size_t(parent)];
-        expand(up.pos, up.parent, out, depth + 1);
+        expand_rec(up.pos, up.parent, out, depth + 1);
       }
       return;
     case GrammarElement::Kind::kBytes:
@@ -113,7 +119,7 @@ void GrammarMatcher::expand(uint32_t pos, int32_t parent, std::vector<int32_t>& 
       // A rule referenced last in its alternative returns straight to the caller's caller, so
       // right recursion (x*, lists) keeps stacks the same height.
       const int32_t ret = g_->elements[pos + 1].kind == GrammarElement::Kind::kEnd ? parent : intern_node(pos + 1, parent);
-      for (uint32_t alt : g_->rule_alternatives[e.arg]) expand(alt, ret, out, depth + 1);
+      for (uint32_t alt : g_->rule_alternatives[e.arg]) expand_rec(alt, ret, out, depth + 1);
       return;
     }
   }
@@ -145,13 +151,16 @@ int32_t GrammarMatcher::step(int32_t state, uint8_t byte) {
   if (states_[size_t(state)].next.empty()) states_[size_t(state)].next.assign(256, kUnknown);
   if (const int32_t known = states_[size_t(state)].next[byte]; known != kUnknown) return known;
   std::vector<int32_t> out;
+  expanded_.clear();  // one expansion for all stacks: what one reached, another need not
   for (int32_t s : states_[size_t(state)].stacks) {
     if (s < 0) continue;
     const StackNode n = nodes_[size_t(s)];
     const GrammarElement& e = g_->elements[n.pos];
     if (e.kind == GrammarElement::Kind::kAnyRest) out.push_back(s);
-    else if (e.kind == GrammarElement::Kind::kBytes && g_->byte_sets[e.arg][byte]) expand(n.pos + 1, n.parent, out, 0);
+    else if (e.kind == GrammarElement::Kind::kBytes && g_->byte_sets[e.arg][byte]) expand_rec(n.pos + 1, n.parent, out, 0);
   }
+  if (out.size() > kMaxStacksPerState || states_.size() >= kMaxStates) overflowed_ = true;
+  if (overflowed_) return kDead;  // and not cached: nothing is allowed any more
   const int32_t next = out.empty() ? kDead : intern_state(std::move(out));
   states_[size_t(state)].next[byte] = next;  // states_ may have grown: index again
   return next;
@@ -165,9 +174,34 @@ int32_t GrammarMatcher::walk(int32_t state, std::string_view bytes) {
   return state;
 }
 
-bool GrammarMatcher::accepts_bytes(std::string_view bytes) { return walk(state_, bytes) != kDead; }
+void GrammarMatcher::compact_if_large() {
+  if (states_.size() < kCompactStates && nodes_.size() < kMaxNodes / 2) return;
+  const std::vector<StackNode> old = std::move(nodes_);
+  const std::vector<int32_t> stacks = states_[size_t(state_)].stacks;
+  nodes_.clear();
+  node_ids_.clear();
+  states_.clear();
+  state_ids_.clear();
+  mask_cache_.clear();
+  std::unordered_map<int32_t, int32_t> moved;  // old node id -> new
+  std::function<int32_t(int32_t)> copy = [&](int32_t id) -> int32_t {
+    if (id < 0) return id;
+    if (auto it = moved.find(id); it != moved.end()) return it->second;
+    const int32_t parent = copy(old[size_t(id)].parent);
+    return moved[id] = intern_node(old[size_t(id)].pos, parent);
+  };
+  std::vector<int32_t> renumbered;
+  for (int32_t s : stacks) renumbered.push_back(copy(s));
+  state_ = intern_state(std::move(renumbered));
+}
+
+bool GrammarMatcher::accepts_bytes(std::string_view bytes) {
+  compact_if_large();
+  return walk(state_, bytes) != kDead;
+}
 
 bool GrammarMatcher::advance_bytes(std::string_view bytes) {
+  compact_if_large();
   const int32_t s = walk(state_, bytes);
   if (s == kDead) return false;
   state_ = s;
@@ -179,12 +213,16 @@ bool GrammarMatcher::can_continue() const { return states_[size_t(state_)].can_c
 bool GrammarMatcher::unconstrained() const { return states_[size_t(state_)].any_rest; }
 
 bool GrammarMatcher::allows(int32_t token) {
+  if (overflowed_) return false;
   if (vocab_->is_eog(token)) return complete();
   const std::string_view b = vocab_->bytes(token);
-  return !b.empty() && walk(state_, b) != kDead;
+  if (b.empty()) return false;
+  compact_if_large();
+  return walk(state_, b) != kDead;
 }
 
 bool GrammarMatcher::accept(int32_t token) {
+  if (overflowed_) return false;
   if (vocab_->is_eog(token)) return complete();
   const std::string_view b = vocab_->bytes(token);
   return !b.empty() && advance_bytes(b);
@@ -192,6 +230,11 @@ bool GrammarMatcher::accept(int32_t token) {
 
 void GrammarMatcher::fill_mask(std::vector<uint8_t>& mask) {
   const int32_t n = vocab_->n_vocab();
+  if (overflowed_) {
+    mask.assign(size_t(n), 0);
+    return;
+  }
+  compact_if_large();
   if (unconstrained()) {
     mask.assign(size_t(n), 1);
     return;

@@ -19,6 +19,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "engine/grammar.h"
@@ -87,6 +88,14 @@ class GrammarMatcher {
   // are allowed from here on, and masks are skipped.
   bool unconstrained() const;
 
+  // A grammar so ambiguous that following it would take more than the matcher's bounds (stacks per
+  // state, stack nodes, states) refuses every byte from then on; this says why.
+  bool overflowed() const { return overflowed_; }
+  // Between operations, caches past kCompactStates states are dropped (all but the current state), so
+  // a long answer stays bounded; within one operation kMaxStates is the limit.
+  static constexpr size_t kMaxStacksPerState = 1024, kMaxNodes = size_t(1) << 20, kMaxStates = size_t(1) << 17,
+                          kCompactStates = size_t(1) << 15;
+
   // Counters for the cost report: full masks computed and served from the cache.
   uint64_t masks_computed() const { return masks_computed_; }
   uint64_t masks_cached() const { return masks_cached_; }
@@ -107,10 +116,15 @@ class GrammarMatcher {
   int32_t intern_node(uint32_t pos, int32_t parent);
   // All stacks reachable from (pos, parent) without consuming a byte, whose top is a byte set (or
   // the empty stack / any-rest), appended to out.
-  void expand(uint32_t pos, int32_t parent, std::vector<int32_t>& out, int depth);
+  // (pos, parent) pairs already expanded in this step are skipped (expanded_), so chains of
+  // optional rules cost linear time, not one path each (2^n for n optional groups).
+  void expand_rec(uint32_t pos, int32_t parent, std::vector<int32_t>& out, int depth);
+  std::unordered_set<uint64_t> expanded_;
   int32_t intern_state(std::vector<int32_t> stacks);
   int32_t step(int32_t state, uint8_t byte);
   int32_t walk(int32_t state, std::string_view bytes);
+  // Drops every state, stack and mask but the current state's (renumbered), when there are many.
+  void compact_if_large();
 
   std::shared_ptr<const Grammar> g_;
   std::shared_ptr<const TokenVocabulary> vocab_;
@@ -121,6 +135,7 @@ class GrammarMatcher {
   int32_t state_ = 0;
   std::unordered_map<int32_t, std::vector<uint8_t>> mask_cache_;
   uint64_t masks_computed_ = 0, masks_cached_ = 0;
+  bool overflowed_ = false;
 };
 
 }  // namespace agentkv

@@ -480,7 +480,13 @@ Json completion_response_json(const CompletionRequest& req, const std::string& i
   Json arr = Json::array();
   for (const ChoiceOutput& c : choices) {
     Json ch = {{"index", c.index}};
-    if (req.chat) {
+    if (req.chat && !c.tool_calls.empty()) {
+      Json calls = Json::array();
+      for (const ChatToolCall& tc : c.tool_calls)
+        calls.push_back({{"id", tc.id}, {"type", "function"}, {"function", {{"name", tc.name}, {"arguments", tc.arguments}}}});
+      ch["message"] = {{"role", "assistant"}, {"content", nullptr}, {"tool_calls", std::move(calls)}};
+      ch["logprobs"] = req.logprobs >= 0 ? chat_logprobs(c) : Json();
+    } else if (req.chat) {
       ch["message"] = {{"role", "assistant"}, {"content", c.text}};
       ch["logprobs"] = req.logprobs >= 0 ? chat_logprobs(c) : Json();
     } else {
@@ -519,6 +525,29 @@ Json stream_chunk_json(const CompletionRequest& req, const std::string& id, int6
   }
   ch["finish_reason"] = finish_reason.empty() ? Json() : Json(finish_reason);
   j["choices"] = Json::array({std::move(ch)});
+  return j;
+}
+
+Json stream_tool_call_chunk_json(const CompletionRequest& req, const std::string& id, int64_t created, int index,
+                                 int call, const std::string* call_id, const std::string* name,
+                                 const std::string& arguments, bool first_of_choice) {
+  Json j = response_head(req, id, created, true);
+  Json fn = Json::object();
+  if (name) fn["name"] = *name;
+  fn["arguments"] = arguments;
+  Json tc = {{"index", call}};
+  if (call_id) {
+    tc["id"] = *call_id;
+    tc["type"] = "function";
+  }
+  tc["function"] = std::move(fn);
+  Json delta = Json::object();
+  if (first_of_choice) {
+    delta["role"] = "assistant";
+    delta["content"] = nullptr;
+  }
+  delta["tool_calls"] = Json::array({std::move(tc)});
+  j["choices"] = Json::array({{{"index", index}, {"delta", std::move(delta)}, {"logprobs", nullptr}, {"finish_reason", nullptr}}});
   return j;
 }
 

@@ -164,6 +164,7 @@ struct ChoiceOutput {
   std::vector<TokenLogprob> logprobs;      // when requested
   std::vector<std::string> token_texts;    // text of each generated token (for logprobs)
   std::vector<std::vector<std::string>> top_texts;  // text of each top token
+  std::vector<ChatToolCall> tool_calls;    // chat: the answer's calls (then content is null)
 };
 
 struct UsageCounts {
@@ -182,6 +183,11 @@ Json stream_chunk_json(const CompletionRequest& req, const std::string& id, int6
                        const std::string& text, const std::string& finish_reason, bool first_of_choice,
                        const TokenLogprob* lp, const std::string* token_text,
                        const std::vector<std::string>* top_texts);
+// A streamed chunk of one tool call (OpenAI's delta.tool_calls[0]): its start carries the id, type
+// and name (call_id and name non-null) with empty arguments; later chunks carry more arguments.
+Json stream_tool_call_chunk_json(const CompletionRequest& req, const std::string& id, int64_t created, int index,
+                                 int call, const std::string* call_id, const std::string* name,
+                                 const std::string& arguments, bool first_of_choice);
 // The final usage-only chunk of a stream (stream_options.include_usage).
 Json stream_usage_chunk_json(const CompletionRequest& req, const std::string& id, int64_t created,
                              const UsageCounts& usage);

@@ -2,6 +2,7 @@
 // logprobs) and GET /v1/models. A completion is one engine request whose events come back through
 // its mailbox; a client that goes away has its request cancelled.
 #include <atomic>
+#include <functional>
 #include <cstdio>
 #include <random>
 
@@ -10,6 +11,8 @@
 #include "server/error_status.h"
 #include "server/mailbox.h"
 #include "server/routes.h"
+#include "server/structured_output.h"
+#include "server/tool_call_stream.h"
 #include "server/turn_builder.h"
 #include "share/turn_pieces.h"
 #include "tokenizer/chat_template.h"
@@ -123,6 +126,30 @@ Result<uint64_t> start_chat_job(ServerState& s, size_t model, ChatSharingRequest
   return id;
 }
 
+// Streams one event's pieces of a choice whose answer may hold tool calls: text as content deltas,
+// calls as tool_calls deltas (OpenAI's shape); the choice's last chunk carries its finish_reason.
+bool stream_tool_deltas(const CompletionRequest& cr, const std::string& rid, int64_t created, int index,
+                        const std::vector<ToolCallStream::Delta>& deltas, const std::string& reason,
+                        std::vector<bool>& started, const std::function<bool(const Json&)>& send) {
+  auto first = [&] {
+    const bool f = !started[size_t(index)];
+    started[size_t(index)] = true;
+    return f;
+  };
+  for (const ToolCallStream::Delta& d : deltas) {
+    Json j;
+    if (d.kind == ToolCallStream::Delta::Kind::kText)
+      j = stream_chunk_json(cr, rid, created, index, d.text, "", first(), nullptr, nullptr, nullptr);
+    else if (d.kind == ToolCallStream::Delta::Kind::kCallStart)
+      j = stream_tool_call_chunk_json(cr, rid, created, index, d.call, &d.id, &d.text, "", first());
+    else
+      j = stream_tool_call_chunk_json(cr, rid, created, index, d.call, nullptr, nullptr, d.text, first());
+    if (!send(j)) return false;
+  }
+  if (reason.empty()) return true;
+  return send(stream_chunk_json(cr, rid, created, index, "", reason, first(), nullptr, nullptr, nullptr));
+}
+
 }  // namespace
 
 void handle_models(const ServerState& s, const HttpRequest& req, HttpResponseWriter& w) {
@@ -135,6 +162,7 @@ void handle_completion(ServerState& s, const HttpRequest& req, HttpResponseWrite
   if (!body) return;
   CompletionRequest cr;
   if (auto e = parse_completion_request(*body, chat, s.opt.limits, &cr)) return reply(w, *e);
+  log_ignored_fields_once(cr.ignored_fields);
   const int mi = s.find_model(cr.model);
   if (mi < 0) return reply(w, unknown_model(cr.model));
   const ServedModel& m = s.models[size_t(mi)];
@@ -143,8 +171,10 @@ void handle_completion(ServerState& s, const HttpRequest& req, HttpResponseWrite
   // Chat sharing (engine/chat_sharing.h): on by default where the server and the model's gate allow.
   ChatSharingReport sharing;
   std::optional<ChatSharingRequest> shared;
+  std::shared_ptr<const Grammar> grammar;  // response_format, tools (server/structured_output.h)
   if (chat) {
-    auto text = apply_chat_template(tok, cr.messages, true);
+    if (auto e = output_grammar(cr, &grammar)) return reply(w, *e);
+    auto text = apply_chat_template(tok, cr.messages, true, offered_tools(cr));
     if (!text.ok()) return reply(w, api_error(text.status_error(), "messages"));
     p.prompt = tok.encode(*text, tok.add_bos_default(), true);
     shared = plan_chat_sharing(s, m, cr, *text, p.prompt, &sharing);
@@ -159,6 +189,7 @@ void handle_completion(ServerState& s, const HttpRequest& req, HttpResponseWrite
                               &p.max_tokens))
     return reply(w, *e);
   apply_sampling(cr, &p);
+  p.sampling.grammar = grammar;
   p.n = cr.n;
   p.top_logprobs = cr.logprobs;
   const int n_prompt = int(p.prompt.size());
@@ -184,6 +215,11 @@ void handle_completion(ServerState& s, const HttpRequest& req, HttpResponseWrite
   std::vector<ChoiceOutput> choices(size_t(cr.n));
   for (int i = 0; i < cr.n; ++i) choices[size_t(i)].index = i;
   std::vector<bool> started(size_t(cr.n), false);
+  // Tool calls: each choice's answer split into text and calls as it streams.
+  std::vector<ToolCallStream> calls;
+  if (chat && calls_allowed(cr))
+    for (int i = 0; i < cr.n; ++i)
+      calls.emplace_back(true, text_allowed(cr), "call_" + rid.substr(rid.find('-') + 1) + "_" + std::to_string(i));
   UsageCounts usage;
   usage.prompt_tokens = n_prompt;
   bool streaming = false;
@@ -217,10 +253,25 @@ void handle_completion(ServerState& s, const HttpRequest& req, HttpResponseWrite
         c.top_texts.push_back(top_texts);
       }
       c.text += ev.text;
+      std::vector<ToolCallStream::Delta> deltas;
+      if (!calls.empty()) {
+        ToolCallStream& tc = calls[size_t(ev.seq_index)];
+        deltas = tc.push(ev.text);
+        if (ev.seq_finished)
+          for (auto& d : tc.finish()) deltas.push_back(std::move(d));
+      }
       std::string reason;
       if (ev.seq_finished) {
         reason = openai_finish_reason(ev.finish_reason);
+        if (!calls.empty() && calls[size_t(ev.seq_index)].has_calls() && reason == "stop") reason = "tool_calls";
         c.finish_reason = reason;
+      }
+      if (streaming && !calls.empty()) {
+        if (!stream_tool_deltas(cr, rid, created, ev.seq_index, deltas, reason, started, send)) {
+          cancel();
+          return;
+        }
+        continue;
       }
       if (streaming && (!ev.text.empty() || ev.seq_finished || (cr.logprobs >= 0 && counted))) {
         const bool first = !started[size_t(ev.seq_index)];
@@ -255,6 +306,11 @@ void handle_completion(ServerState& s, const HttpRequest& req, HttpResponseWrite
     w.end_stream();
     return;
   }
+  for (size_t i = 0; i < calls.size(); ++i)
+    if (calls[i].has_calls()) {
+      choices[i].tool_calls = calls[i].calls();
+      choices[i].text.clear();
+    }
   Json out = completion_response_json(cr, rid, created, choices, usage);
   if (chat) out["kv_sharing"] = chat_sharing_json(sharing);
   w.respond(200, "application/json", dump_json(out));

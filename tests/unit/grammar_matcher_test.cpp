@@ -177,5 +177,33 @@ TEST(GrammarMatcher, RandomVocabularyMasksMatchBruteForce) {
   }
 }
 
+TEST(GrammarMatcher, ChainsOfOptionalGroupsStayCheap) {
+  // (a*b*)? forty times: every byte can be read by any group, and every group can be skipped. Each
+  // step expands each (position, return) pair once, so this is fast and small, not 2^40 paths.
+  GrammarBuilder b;
+  const uint32_t as = b.star(B::byte('a')), bs = b.star(B::byte('b'));
+  const uint32_t group = b.optional(B::ref(b.rule("ab", {{B::ref(as), B::ref(bs)}})));
+  B::Seq all;
+  for (int i = 0; i < 40; ++i) all.push_back(B::ref(group));
+  GrammarMatcher m(b.build(b.rule("root", {all})).value(), nullptr);
+  // "b" then "aab" again and again: one group each, 34 of the 40.
+  for (int i = 0; i < 100; ++i) ASSERT_TRUE(m.advance_bytes(i % 3 ? "a" : "b")) << i;
+  EXPECT_TRUE(m.complete());
+  EXPECT_FALSE(m.overflowed());
+}
+
+TEST(GrammarMatcher, LongAnswersCompactTheirStates) {
+  // [0-9]{0,50000}: every position is a state of its own; past kCompactStates the caches are dropped
+  // and matching goes on from the current state, to the exact bound.
+  GrammarBuilder b;
+  const uint32_t r = b.repeat(B::range('0', '9'), 0, 50000);
+  GrammarMatcher m(b.build(r).value(), nullptr);
+  for (int i = 0; i < 50000; ++i) ASSERT_TRUE(m.advance_bytes("7")) << i;
+  EXPECT_TRUE(m.complete());
+  EXPECT_FALSE(m.can_continue());
+  EXPECT_FALSE(m.accepts_bytes("7"));
+  EXPECT_FALSE(m.overflowed());
+}
+
 }  // namespace
 }  // namespace agentkv
