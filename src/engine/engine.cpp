@@ -1,5 +1,7 @@
 #include "engine/engine.h"
 
+#include "tokenizer/chat_tools.h"
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -188,7 +190,9 @@ void Engine::sample_and_emit(RequestState& r, Sequence* s, float* logits) {
     scratch_logits_.assign(logits, logits + n_vocab);
   }
   const double grammar_before = s->sampler->grammar_seconds();
-  const int32_t tok = s->sampler->sample(logits, n_vocab, s->tokens);
+  const int64_t tokens_left =
+      std::min<int64_t>(r.params.max_tokens - s->n_generated, n_ctx_ - int64_t(s->tokens.size()));
+  const int32_t tok = s->sampler->sample(logits, n_vocab, s->tokens, tokens_left);
   if (s->sampler->grammar()) {
     m_.grammar_seconds += s->sampler->grammar_seconds() - grammar_before;
     ++m_.grammar_tokens;
@@ -230,10 +234,14 @@ void Engine::sample_and_emit(RequestState& r, Sequence* s, float* logits) {
     ++s->n_generated;
     ev.n_generated = s->n_generated;
     ev.text = s->text->push(tok);
+    if (r.params.stop_repeated_tool_calls && !s->text->stopped()) stop_at_repeat_of_last_call(*s->text);
     if (s->text->stopped() || s->sampler->grammar_done())  // a stop string, or the structured value is whole
       finish_sequence(r, s, ev, FinishReason::kStop);
     else if (s->n_generated >= r.params.max_tokens || int64_t(s->tokens.size()) >= n_ctx_)
-      finish_sequence(r, s, ev, FinishReason::kLength);
+      // A structured answer that is whole when the budget ends was not cut: it stops (it could only
+      // have gone on, like a number's further digits, not become valid).
+      finish_sequence(r, s, ev, s->sampler->grammar() && s->sampler->grammar()->complete() ? FinishReason::kStop
+                                                                                           : FinishReason::kLength);
   }
   if (r.cb) r.cb(ev);
   if (ev.request_finished) finished_ids_.push_back(s->request_id);
@@ -263,6 +271,14 @@ void Engine::on_logits(Sequence* s, const float* row) {
     row_copy.assign(row, row + n_vocab);
     sample_and_emit(r, t, row_copy.data());
   }
+}
+
+void Engine::stop_at_repeat_of_last_call(TextStream& text) {
+  const std::string& t = text.text();
+  if (t.size() < kToolCallClose.size() || t.compare(t.size() - kToolCallClose.size(), kToolCallClose.size(), kToolCallClose) != 0)
+    return;
+  const size_t open = t.rfind(kToolCallOpen);
+  if (open != std::string::npos) text.add_stop(std::string(kToolCallSeparator) + t.substr(open));
 }
 
 std::shared_ptr<const TokenVocabulary> Engine::grammar_vocab() {

@@ -2,6 +2,7 @@
 #include "engine/grammar.h"
 
 #include <cstdio>
+#include <algorithm>
 #include <functional>
 #include <unordered_map>
 
@@ -224,6 +225,33 @@ Result<std::shared_ptr<const Grammar>> GrammarBuilder::build(uint32_t root) cons
       }
       g->elements.push_back(GrammarElement{});
     }
+  // Shortest completions: each rule's fewest bytes to a fixed point, then each element's rest of
+  // its alternative, from the back.
+  std::vector<uint32_t> rule_min(n, Grammar::kNever);
+  auto element_min = [&](const GrammarElement& e) -> uint32_t {
+    if (e.kind == GrammarElement::Kind::kBytes) return 1;
+    if (e.kind == GrammarElement::Kind::kRule) return rule_min[e.arg];
+    return 0;
+  };
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (size_t r = 0; r < n; ++r)
+      for (uint32_t start : g->rule_alternatives[r]) {
+        uint64_t sum = 0;
+        for (uint32_t i = start; g->elements[i].kind != GrammarElement::Kind::kEnd; ++i) sum += element_min(g->elements[i]);
+        const uint32_t len = uint32_t(std::min<uint64_t>(sum, Grammar::kNever));
+        if (len < rule_min[r]) {
+          rule_min[r] = len;
+          changed = true;
+        }
+      }
+  }
+  g->min_rest.assign(g->elements.size(), 0);
+  for (size_t i = g->elements.size(); i-- > 0;) {
+    const GrammarElement& e = g->elements[i];
+    if (e.kind == GrammarElement::Kind::kEnd) continue;
+    g->min_rest[i] = uint32_t(std::min<uint64_t>(uint64_t(element_min(e)) + g->min_rest[i + 1], Grammar::kNever));
+  }
   return std::shared_ptr<const Grammar>(std::move(g));
 }
 

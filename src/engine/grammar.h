@@ -39,6 +39,10 @@ struct Grammar {
   std::vector<ByteSet> byte_sets;
   std::vector<std::string> rule_names;                   // for errors and dumps
   uint32_t root = 0;
+  // For each element index: the fewest bytes that finish its alternative from there (kNever when it
+  // cannot finish). The matcher sums these over a stack to know how short a completion can be.
+  std::vector<uint32_t> min_rest;
+  static constexpr uint32_t kNever = uint32_t(1) << 30;
 
   // The grammar in a GBNF-like text, one rule per line (tests and debugging).
   std::string dump() const;

@@ -2,6 +2,7 @@
 #include "engine/grammar_matcher.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <functional>
 #include <numeric>
@@ -89,7 +90,10 @@ GrammarMatcher::GrammarMatcher(std::shared_ptr<const Grammar> grammar, std::shar
 int32_t GrammarMatcher::intern_node(uint32_t pos, int32_t parent) {
   const uint64_t key = (uint64_t(pos) << 32) | uint32_t(parent);
   auto [it, added] = node_ids_.try_emplace(key, int32_t(nodes_.size()));
-  if (added) nodes_.push_back(StackNode{pos, parent});
+  if (added) {
+    const uint64_t rest = uint64_t(g_->min_rest[pos]) + (parent >= 0 ? nodes_[size_t(parent)].min_rest : 0);
+    nodes_.push_back(StackNode{pos, parent, uint32_t(std::min<uint64_t>(rest, Grammar::kNever))});
+  }
   return it->second;
 }
 
@@ -133,13 +137,18 @@ int32_t GrammarMatcher::intern_state(std::vector<int32_t> stacks) {
   auto [it, added] = state_ids_.try_emplace(std::move(key), int32_t(states_.size()));
   if (added) {
     StateInfo info;
+    info.min_rest = Grammar::kNever;
     for (int32_t s : stacks) {
+      info.min_rest = std::min(info.min_rest, s < 0 ? 0u : nodes_[size_t(s)].min_rest);
       if (s < 0) {
         info.complete = true;
         continue;
       }
       info.can_continue = true;
-      if (g_->elements[nodes_[size_t(s)].pos].kind == GrammarElement::Kind::kAnyRest) info.any_rest = info.complete = true;
+      if (g_->elements[nodes_[size_t(s)].pos].kind == GrammarElement::Kind::kAnyRest) {
+        info.any_rest = info.complete = true;
+        info.min_rest = 0;
+      }
     }
     info.stacks = std::move(stacks);
     states_.push_back(std::move(info));
@@ -212,13 +221,14 @@ bool GrammarMatcher::complete() const { return states_[size_t(state_)].complete;
 bool GrammarMatcher::can_continue() const { return states_[size_t(state_)].can_continue; }
 bool GrammarMatcher::unconstrained() const { return states_[size_t(state_)].any_rest; }
 
-bool GrammarMatcher::allows(int32_t token) {
+bool GrammarMatcher::allows(int32_t token, uint32_t max_rest) {
   if (overflowed_) return false;
   if (vocab_->is_eog(token)) return complete();
   const std::string_view b = vocab_->bytes(token);
   if (b.empty()) return false;
   compact_if_large();
-  return walk(state_, b) != kDead;
+  const int32_t s = walk(state_, b);
+  return s != kDead && states_[size_t(s)].min_rest <= max_rest;
 }
 
 bool GrammarMatcher::accept(int32_t token) {
@@ -228,7 +238,7 @@ bool GrammarMatcher::accept(int32_t token) {
   return !b.empty() && advance_bytes(b);
 }
 
-void GrammarMatcher::fill_mask(std::vector<uint8_t>& mask) {
+void GrammarMatcher::fill_mask(std::vector<uint8_t>& mask, uint32_t max_rest) {
   const int32_t n = vocab_->n_vocab();
   if (overflowed_) {
     mask.assign(size_t(n), 0);
@@ -239,9 +249,9 @@ void GrammarMatcher::fill_mask(std::vector<uint8_t>& mask) {
     mask.assign(size_t(n), 1);
     return;
   }
-  if (auto it = mask_cache_.find(state_); it != mask_cache_.end()) {
+  if (auto it = mask_cache_.find(state_); it != mask_cache_.end() && it->second.needs <= max_rest) {
     ++masks_cached_;
-    mask = it->second;
+    mask = it->second.mask;
     return;
   }
   ++masks_computed_;
@@ -249,6 +259,8 @@ void GrammarMatcher::fill_mask(std::vector<uint8_t>& mask) {
   const auto& nodes = vocab_->nodes();
   const auto& toks = vocab_->trie_tokens();
   std::vector<int32_t> at_depth(1, state_);  // the state after the bytes of the current path
+  uint32_t needs = 0;
+  bool over_budget = false;  // a token was left out for the budget: the mask holds for this budget only
   for (uint32_t i = 1; i < nodes.size();) {
     const TokenVocabulary::Node& node = nodes[i];
     const int32_t s = step(at_depth[node.depth - 1u], node.byte);
@@ -256,20 +268,29 @@ void GrammarMatcher::fill_mask(std::vector<uint8_t>& mask) {
       i = node.end;
       continue;
     }
-    if (states_[size_t(s)].any_rest) {  // everything below is allowed
+    if (states_[size_t(s)].any_rest) {  // everything below is allowed (and complete: no budget to keep)
       for (uint32_t k = node.token_begin; k < nodes[node.end - 1].token_end; ++k) mask[size_t(toks[k])] = 1;
       i = node.end;
       continue;
     }
     if (at_depth.size() <= node.depth) at_depth.resize(node.depth + 1u);
     at_depth[node.depth] = s;
-    for (uint32_t k = node.token_begin; k < node.token_end; ++k) mask[size_t(toks[k])] = 1;
+    if (node.token_begin < node.token_end) {
+      const uint32_t rest = states_[size_t(s)].min_rest;
+      if (rest <= max_rest) {
+        needs = std::max(needs, rest);
+        for (uint32_t k = node.token_begin; k < node.token_end; ++k) mask[size_t(toks[k])] = 1;
+      } else {
+        over_budget = true;
+      }
+    }
     ++i;
   }
   if (complete())
     for (int32_t e : vocab_->eog_ids()) mask[size_t(e)] = 1;
+  if (over_budget) return;
   if (mask_cache_.size() >= 32) mask_cache_.clear();  // a few states recur (inside a string); bound the rest
-  mask_cache_.emplace(state_, mask);
+  mask_cache_[state_] = CachedMask{mask, needs};
 }
 
 }  // namespace agentkv

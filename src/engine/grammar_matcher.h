@@ -72,10 +72,16 @@ class GrammarMatcher {
   bool accepts_bytes(std::string_view bytes);
   bool advance_bytes(std::string_view bytes);
 
-  // Token level. An end-of-generation token is allowed only when complete().
-  bool allows(int32_t token);
+  // Token level. An end-of-generation token is allowed only when complete(). max_rest: a token is
+  // allowed only if the answer can still be completed in at most this many bytes after it, so an
+  // answer that has that many tokens left always closes (every byte of JSON has a token of its own,
+  // and generation stops once the grammar is complete).
+  static constexpr uint32_t kNoBudget = Grammar::kNever;
+  bool allows(int32_t token, uint32_t max_rest = kNoBudget);
   // mask[t] = 1 where token t is allowed (mask.size() == n_vocab).
-  void fill_mask(std::vector<uint8_t>& mask);
+  void fill_mask(std::vector<uint8_t>& mask, uint32_t max_rest = kNoBudget);
+  // The fewest bytes that complete the answer from here (0 when complete()).
+  uint32_t min_completion() const { return states_[size_t(state_)].min_rest; }
   // Advances by a token (an end-of-generation token leaves the state as it is). False if refused.
   bool accept(int32_t token);
 
@@ -104,13 +110,19 @@ class GrammarMatcher {
   static constexpr int32_t kDead = -1, kUnknown = -2;
 
   struct StackNode {
-    uint32_t pos;     // index into grammar elements
-    int32_t parent;   // stack node to return to, -1: bottom
+    uint32_t pos;       // index into grammar elements
+    int32_t parent;     // stack node to return to, -1: bottom
+    uint32_t min_rest;  // fewest bytes that empty this stack
   };
   struct StateInfo {
     std::vector<int32_t> stacks;  // sorted stack ids; -1 is the empty (accepted) stack
     std::vector<int32_t> next;    // 256 transitions, kUnknown until first asked
     bool complete = false, can_continue = false, any_rest = false;
+    uint32_t min_rest = 0;        // fewest bytes to a complete answer (the least over its stacks)
+  };
+  struct CachedMask {
+    std::vector<uint8_t> mask;
+    uint32_t needs = 0;  // the largest min_rest after an allowed token: the mask holds for budgets >= this
   };
 
   int32_t intern_node(uint32_t pos, int32_t parent);
@@ -133,7 +145,7 @@ class GrammarMatcher {
   std::vector<StateInfo> states_;
   std::unordered_map<std::string, int32_t> state_ids_;
   int32_t state_ = 0;
-  std::unordered_map<int32_t, std::vector<uint8_t>> mask_cache_;
+  std::unordered_map<int32_t, CachedMask> mask_cache_;
   uint64_t masks_computed_ = 0, masks_cached_ = 0;
   bool overflowed_ = false;
 };

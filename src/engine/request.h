@@ -20,6 +20,10 @@ struct RequestParams {
   int n = 1;                        // parallel samples: the prompt is prefilled once, then forked
   std::vector<std::string> stop;    // stop strings (cut from the text)
   bool ignore_eos = false;
+  // Tool calls in the generic format (tokenizer/chat_tools.h): a call identical to an earlier call of
+  // the same answer ends the answer before it, as a stop string would (a model repeating a call is
+  // looping, and the grammar lets parallel calls go on).
+  bool stop_repeated_tool_calls = false;
   int top_logprobs = -1;            // -1: no logprobs; 0: the chosen token's; k: also the top k
   uint64_t cache_salt = 0;          // isolates prefix-cache entries (e.g. per tenant)
   // Resident contexts (agents). kv_from: a retained KV snapshot (see Engine::retained) to start

@@ -35,7 +35,7 @@ Sampler::Sampler(const SamplingParams& p, std::shared_ptr<const TokenVocabulary>
   if (p_.grammar && vocab) grammar_ = std::make_unique<GrammarMatcher>(p_.grammar, std::move(vocab));
 }
 
-bool Sampler::constrain(float* logits, int32_t n_vocab) {
+bool Sampler::constrain(float* logits, int32_t n_vocab, uint32_t max_rest) {
   constexpr float kOff = -std::numeric_limits<float>::infinity();
   if (p_.temperature <= 0.0f) {
     // Greedy picks the best allowed token, so trying the best few first gives the same token as the
@@ -43,11 +43,11 @@ bool Sampler::constrain(float* logits, int32_t n_vocab) {
     for (int tries = 0; tries < 8; ++tries) {
       const int32_t best = int32_t(std::max_element(logits, logits + n_vocab) - logits);
       if (logits[best] == kOff) return false;
-      if (grammar_->allows(best)) return true;
+      if (grammar_->allows(best, max_rest)) return true;
       logits[best] = kOff;
     }
   }
-  grammar_->fill_mask(mask_);
+  grammar_->fill_mask(mask_, max_rest);
   bool any = false;
   for (int32_t t = 0; t < n_vocab && t < int32_t(mask_.size()); ++t) {
     if (!mask_[size_t(t)]) logits[t] = kOff;
@@ -56,7 +56,7 @@ bool Sampler::constrain(float* logits, int32_t n_vocab) {
   return any;
 }
 
-int32_t Sampler::sample(float* logits, int32_t n_vocab, std::span<const int32_t> history) {
+int32_t Sampler::sample(float* logits, int32_t n_vocab, std::span<const int32_t> history, int64_t tokens_left) {
   // In OpenAI's order: the bias first, then the penalties over the tokens generated so far.
   for (const auto& [t, b] : p_.logit_bias)
     if (t >= 0 && t < n_vocab) logits[t] += b;
@@ -73,7 +73,10 @@ int32_t Sampler::sample(float* logits, int32_t n_vocab, std::span<const int32_t>
   }
   if (grammar_ && !grammar_->unconstrained()) {
     const double t0 = monotonic_seconds();
-    const bool any = constrain(logits, n_vocab);
+    // The bytes the answer may still need after this token: one token can write any one byte.
+    const uint32_t max_rest =
+        uint32_t(std::clamp<int64_t>(tokens_left - 1, 0, int64_t(GrammarMatcher::kNoBudget)));
+    const bool any = constrain(logits, n_vocab, max_rest);
     grammar_seconds_ += monotonic_seconds() - t0;
     if (!any) return -1;
   }

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <random>
 #include <span>
 #include <string>
@@ -46,7 +47,11 @@ class Sampler {
   // Picks the next token from logits[n_vocab]; `history` is the sequence so far (for the repetition
   // penalty). logits is modified in place (bias, penalties, temperature, the grammar's mask). -1: the
   // grammar allows no token here (the sequence cannot go on).
-  int32_t sample(float* logits, int32_t n_vocab, std::span<const int32_t> history);
+  // tokens_left: how many tokens the sequence may still generate, this one included; under a grammar
+  // only tokens after which the answer can still be completed in time are allowed, so a structured
+  // answer closes within max_tokens (GrammarMatcher::allows).
+  int32_t sample(float* logits, int32_t n_vocab, std::span<const int32_t> history,
+                 int64_t tokens_left = std::numeric_limits<int64_t>::max());
 
   // The grammar, where there is one (its state follows every sampled token), and the time spent on
   // it: masks, checks and advancing (the per-token cost of constrained decoding).
@@ -58,7 +63,7 @@ class Sampler {
  private:
   // Restricts logits to the grammar's tokens (greedy: checks the best tokens one by one first; a full
   // mask only when several are refused). False when no token is allowed.
-  bool constrain(float* logits, int32_t n_vocab);
+  bool constrain(float* logits, int32_t n_vocab, uint32_t max_rest);
   // The token from the adjusted logits: the argmax, or a draw at temperature (top-k, min-p, top-p).
   int32_t pick(float* logits, int32_t n_vocab);
 

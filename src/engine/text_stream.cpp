@@ -21,7 +21,6 @@ size_t complete_utf8_prefix(std::string_view s) {
 
 TextStream::TextStream(const Tokenizer& tok, std::vector<std::string> stop) : tok_(tok), stop_(std::move(stop)) {
   std::erase_if(stop_, [](const std::string& s) { return s.empty(); });
-  for (auto& s : stop_) max_stop_ = std::max(max_stop_, s.size());
 }
 
 std::string TextStream::push(int32_t token) {
@@ -39,14 +38,28 @@ std::string TextStream::push(int32_t token) {
     text_.resize(std::max(cut, emitted_));
     stopped_ = true;
   }
-  // Release what is complete UTF-8 and cannot be the start of a stop string.
+  // Release what is complete UTF-8 and cannot be the start of a stop string: hold back the longest
+  // end of the text that begins some stop string.
   size_t safe = stopped_ ? text_.size() : complete_utf8_prefix(text_);
-  if (!stopped_ && max_stop_ > 0)
-    safe = std::min(safe, text_.size() > max_stop_ - 1 ? text_.size() - (max_stop_ - 1) : 0);
+  if (!stopped_) {
+    size_t hold = 0;
+    for (const std::string& st : stop_)
+      for (size_t k = std::min(st.size() - 1, text_.size()); k > hold; --k)
+        if (text_.compare(text_.size() - k, k, st, 0, k) == 0) {
+          hold = k;
+          break;
+        }
+    safe = std::min(safe, text_.size() - hold);
+  }
   if (safe <= emitted_) return {};
   std::string out = text_.substr(emitted_, safe - emitted_);
   emitted_ = safe;
   return out;
+}
+
+void TextStream::add_stop(std::string stop) {
+  if (stop.empty()) return;
+  stop_.push_back(std::move(stop));
 }
 
 std::string TextStream::finish() {

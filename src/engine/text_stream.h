@@ -23,12 +23,13 @@ class TextStream {
   // At the end of the sequence: whatever was held back.
   std::string finish();
   bool stopped() const { return stopped_; }
+  // A stop string from now on (one that must appear after the text so far).
+  void add_stop(std::string stop);
   const std::string& text() const { return text_; }
 
  private:
   const Tokenizer& tok_;
   std::vector<std::string> stop_;
-  size_t max_stop_ = 0;
   std::string text_;
   size_t emitted_ = 0;
   bool stopped_ = false;

@@ -190,6 +190,7 @@ void handle_completion(ServerState& s, const HttpRequest& req, HttpResponseWrite
     return reply(w, *e);
   apply_sampling(cr, &p);
   p.sampling.grammar = grammar;
+  p.stop_repeated_tool_calls = chat && calls_allowed(cr) && cr.parallel_tool_calls;
   p.n = cr.n;
   p.top_logprobs = cr.logprobs;
   const int n_prompt = int(p.prompt.size());

@@ -57,15 +57,25 @@ std::optional<ApiError> call_rule(GrammarBuilder& b, const CompletionRequest& cr
     alternatives.push_back(std::move(s));
   }
   const uint32_t one = b.rule("tool_call", std::move(alternatives));
-  if (!cr.parallel_tool_calls) {
-    *out = one;
-    return std::nullopt;
+  // After a call the answer may end, with or without a newline: a model writes "\n" after a block
+  // out of habit, and if that newline could only start another call, the grammar would force one.
+  // With parallel_tool_calls, the newline may also lead to the next call.
+  Seq next;
+  GrammarBuilder::append_literal(next, kToolCallSeparator);
+  if (cr.parallel_tool_calls) {
+    const uint32_t more = b.declare("more_calls");  // more ::= "\n" call more | "\n" | ε
+    Seq again = next;
+    again.push_back(GrammarBuilder::ref(one));
+    again.push_back(GrammarBuilder::ref(more));
+    b.add_alternative(more, std::move(again));
+    b.add_alternative(more, next);
+    b.add_alternative(more, {});
+    *out = b.rule("tool_calls", {{GrammarBuilder::ref(one), GrammarBuilder::ref(more)}});
+  } else {
+    Seq with_newline{GrammarBuilder::ref(one)};
+    with_newline.insert(with_newline.end(), next.begin(), next.end());
+    *out = b.rule("tool_calls", {std::move(with_newline), {GrammarBuilder::ref(one)}});
   }
-  Seq more;
-  GrammarBuilder::append_literal(more, kToolCallSeparator);
-  more.push_back(GrammarBuilder::ref(one));
-  const uint32_t rest = b.star(b.ref(b.rule("more_calls", {more})));
-  *out = b.rule("tool_calls", {{GrammarBuilder::ref(one), GrammarBuilder::ref(rest)}});
   return std::nullopt;
 }
 

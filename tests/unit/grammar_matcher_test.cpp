@@ -137,6 +137,31 @@ TEST(GrammarMatcher, TokenMasksMatchBruteForce) {
   EXPECT_FALSE(m.allows(13));  // a token with no bytes is never allowed
 }
 
+TEST(GrammarMatcher, BudgetLeavesOnlyTokensThatCanStillClose) {
+  auto vocab = small_vocab();
+  GrammarMatcher m(braces_digits(), vocab);
+  EXPECT_EQ(m.min_completion(), 3u);  // "{" digit "}"
+  ASSERT_TRUE(m.advance_bytes("{1"));
+  EXPECT_EQ(m.min_completion(), 1u);
+  auto id = [&](std::string_view piece) {
+    for (int32_t i = 1; i < vocab->n_vocab(); ++i)
+      if (vocab->bytes(i) == piece) return i;
+    return -1;
+  };
+  EXPECT_TRUE(m.allows(id("2"), 1));   // then "}" still fits
+  EXPECT_FALSE(m.allows(id("2"), 0));  // nothing may follow it: only a closing token
+  EXPECT_TRUE(m.allows(id("2}"), 0));
+  EXPECT_TRUE(m.allows(id("}"), 0));
+  std::vector<uint8_t> mask;
+  m.fill_mask(mask, 0);
+  for (int32_t t = 0; t < vocab->n_vocab(); ++t)
+    EXPECT_EQ(mask[size_t(t)] != 0, m.allows(t, 0)) << vocab->bytes(t);
+  m.fill_mask(mask);  // no budget: the cached mask of a budget-limited walk is not reused
+  EXPECT_TRUE(mask[size_t(id("2"))]);
+  m.fill_mask(mask, 0);
+  EXPECT_FALSE(mask[size_t(id("2"))]);
+}
+
 TEST(GrammarMatcher, RandomVocabularyMasksMatchBruteForce) {
   // Random byte strings over a small alphabet against a grammar of nested brackets and digits.
   std::mt19937 rng(7);
