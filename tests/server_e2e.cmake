@@ -49,3 +49,9 @@ agentkv_e2e_test(server.prm_score_e2e prm_score_e2e.py 900)
 # byte of difference is not shared. One test for both models (the servers are shared per model inside the
 # file); on a fresh machine the servers first run the chat-sharing quality gate, hence the long timeout.
 agentkv_e2e_test(server.chat_sharing_e2e chat_sharing_e2e.py 2400)
+
+# Structured outputs and tool calls (issue 15) on both models: chat.completions.parse with three pydantic
+# models for 20 prompts each, json_object, tool_choice required / named, a round trip and streamed call
+# deltas, LangChain and the OpenAI Agents SDK end to end (all pinned in tests/e2e/requirements.txt),
+# unsupported schema keywords, and --strict-api.
+agentkv_e2e_test(server.structured_e2e structured_e2e.py 1800)

@@ -38,13 +38,26 @@ Sampler::Sampler(const SamplingParams& p, std::shared_ptr<const TokenVocabulary>
 bool Sampler::constrain(float* logits, int32_t n_vocab, uint32_t max_rest) {
   constexpr float kOff = -std::numeric_limits<float>::infinity();
   if (p_.temperature <= 0.0f) {
-    // Greedy picks the best allowed token, so trying the best few first gives the same token as the
-    // full mask, usually at the cost of one check.
-    for (int tries = 0; tries < 8; ++tries) {
-      const int32_t best = int32_t(std::max_element(logits, logits + n_vocab) - logits);
-      if (logits[best] == kOff) return false;
-      if (grammar_->allows(best, max_rest)) return true;
-      logits[best] = kOff;
+    // Greedy picks the best allowed token, so checking the best few first gives the same token as the
+    // full mask, usually at the cost of one check. They are found in one pass (ties: the lower id
+    // first, as argmax takes it); refused ones are masked so the argmax lands on the allowed one.
+    constexpr int kTries = 8;
+    std::pair<float, int32_t> top[kTries];
+    int n = 0;
+    for (int32_t t = 0; t < n_vocab; ++t) {
+      const float v = logits[t];
+      if (n == kTries && !(v > top[n - 1].first)) continue;
+      int k = n < kTries ? n++ : n - 1;
+      while (k > 0 && v > top[k - 1].first) {
+        top[k] = top[k - 1];
+        --k;
+      }
+      top[k] = {v, t};
+    }
+    for (int k = 0; k < n; ++k) {
+      if (top[k].first == kOff) return false;
+      if (grammar_->allows(top[k].second, max_rest)) return true;
+      logits[top[k].second] = kOff;
     }
   }
   grammar_->fill_mask(mask_, max_rest);

@@ -105,6 +105,12 @@ std::optional<ApiError> unknown_field(const std::string& path, std::vector<std::
   std::string kind = field_kind(path);
   for (const std::string& f : *ignored)
     if (f == kind) return std::nullopt;
+  // Frameworks add a few fields; a body of thousands of made-up keys is not a framework, and
+  // remembering them all would cost time and memory per key.
+  constexpr size_t kMaxIgnored = 64;
+  if (ignored->size() >= kMaxIgnored)
+    return bad(path, "the request has more than " + std::to_string(kMaxIgnored) + " fields agentkv does not know (the " +
+                         std::to_string(kMaxIgnored + 1) + "th: '" + path + "')");
   ignored->push_back(std::move(kind));
   return std::nullopt;
 }

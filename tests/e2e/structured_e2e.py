@@ -325,3 +325,7 @@ def test_strict_api_refuses_unknown_fields(servers):
         client.chat.completions.create(model="smollm2", messages=[{"role": "user", "content": "hi"}], max_tokens=2,
                                        extra_body={"frobnicate": True})
     assert "frobnicate" in str(e.value), e.value
+    with pytest.raises(openai.BadRequestError) as e:
+        client.chat.completions.create(model="smollm2", max_tokens=2,
+                                       messages=[{"role": "user", "content": "hi", "mood": "happy"}])
+    assert "mood" in str(e.value), e.value

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <map>
+#include <random>
 #include <vector>
 
 namespace agentkv {
@@ -207,6 +208,74 @@ TEST(Sampler, ValidateNamesTheBadField) {
   p = SamplingParams();
   p.temperature = -1.0f;
   EXPECT_NE(p.validate().error().find("temperature"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace agentkv
+
+namespace agentkv {
+namespace {
+
+// Digits in brackets: root ::= "[" [0-9]{1,3} "]", over a vocabulary of pieces that fit or not.
+std::shared_ptr<const Grammar> bracket_digits() {
+  GrammarBuilder b;
+  GrammarBuilder::Seq s{GrammarBuilder::byte('[')};
+  s.push_back(GrammarBuilder::ref(b.repeat(GrammarBuilder::range('0', '9'), 1, 3)));
+  s.push_back(GrammarBuilder::byte(']'));
+  return b.build(b.rule("root", {s})).value();
+}
+
+TEST(Sampler, GrammarGreedyIsTheArgmaxOfTheMask) {
+  const std::vector<std::string> pieces{"", "[", "]", "1", "23", "[4", "5]", "x", "[]", "678", "9]", "]]", "a1"};
+  auto vocab = TokenVocabulary::from_pieces(pieces, {0});
+  std::mt19937 rng(3);
+  std::normal_distribution<float> noise;
+  for (int trial = 0; trial < 200; ++trial) {
+    SamplingParams p;
+    p.grammar = bracket_digits();
+    Sampler s(p, vocab);
+    GrammarMatcher ref(p.grammar, vocab);
+    std::vector<int32_t> out;
+    for (int step = 0; step < 8; ++step) {
+      std::vector<float> l(pieces.size());
+      for (float& v : l) v = noise(rng);
+      // The reference: the argmax over the full mask (lowest id on ties).
+      std::vector<uint8_t> mask;
+      ref.fill_mask(mask);
+      int32_t want = -1;
+      for (int32_t t = 0; t < int32_t(l.size()); ++t)
+        if (mask[size_t(t)] && (want < 0 || l[size_t(t)] > l[size_t(want)])) want = t;
+      const int32_t got = s.sample(l.data(), int32_t(l.size()), out);
+      ASSERT_EQ(got, want) << "trial " << trial << " step " << step;
+      if (got < 0 || got == 0) break;  // nothing allowed, or the end
+      ASSERT_TRUE(ref.accept(got));
+      out.push_back(got);
+      if (s.grammar_done()) break;
+    }
+  }
+}
+
+TEST(Sampler, GrammarSampledTokensAlwaysFitAndCloseInBudget) {
+  const std::vector<std::string> pieces{"", "[", "]", "1", "23", "[4", "5]", "x", "[]", "678", "9]", "]]", "a1"};
+  auto vocab = TokenVocabulary::from_pieces(pieces, {0});
+  for (uint64_t seed = 0; seed < 100; ++seed) {
+    SamplingParams p;
+    p.grammar = bracket_digits();
+    p.temperature = 1.5f;
+    p.seed = seed;
+    Sampler s(p, vocab);
+    std::string text;
+    std::vector<int32_t> out;
+    const int budget = 3;  // "[", a digit, "]" at the least
+    for (int step = 0; step < budget && !s.grammar_done(); ++step) {
+      std::vector<float> l(pieces.size(), 0.0f);
+      const int32_t t = s.sample(l.data(), int32_t(l.size()), out, budget - step);
+      ASSERT_GT(t, 0) << "seed " << seed;
+      text += pieces[size_t(t)];
+      out.push_back(t);
+    }
+    EXPECT_TRUE(s.grammar()->complete()) << "seed " << seed << ": '" << text << "'";
+  }
 }
 
 }  // namespace
