@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
-#include <functional>
 #include <numeric>
 
 namespace agentkv {
@@ -192,15 +191,20 @@ void GrammarMatcher::compact_if_large() {
   states_.clear();
   state_ids_.clear();
   mask_cache_.clear();
-  std::unordered_map<int32_t, int32_t> moved;  // old node id -> new
-  std::function<int32_t(int32_t)> copy = [&](int32_t id) -> int32_t {
-    if (id < 0) return id;
-    if (auto it = moved.find(id); it != moved.end()) return it->second;
-    const int32_t parent = copy(old[size_t(id)].parent);
-    return moved[id] = intern_node(old[size_t(id)].pos, parent);
-  };
+  std::unordered_map<int32_t, int32_t> moved{{-1, -1}};  // old node id -> new
+  std::vector<int32_t> chain;
   std::vector<int32_t> renumbered;
-  for (int32_t s : stacks) renumbered.push_back(copy(s));
+  for (int32_t s : stacks) {
+    // Up the stack to a node already moved (or the bottom), then re-intern back down: no
+    // recursion, however deep the stack (a JSON answer nested thousands deep).
+    chain.clear();
+    for (int32_t id = s; !moved.count(id); id = old[size_t(id)].parent) chain.push_back(id);
+    for (size_t k = chain.size(); k-- > 0;) {
+      const StackNode& n = old[size_t(chain[k])];
+      moved[chain[k]] = intern_node(n.pos, moved.at(n.parent));
+    }
+    renumbered.push_back(moved.at(s));
+  }
   state_ = intern_state(std::move(renumbered));
 }
 

@@ -230,5 +230,21 @@ TEST(GrammarMatcher, LongAnswersCompactTheirStates) {
   EXPECT_FALSE(m.overflowed());
 }
 
+TEST(GrammarMatcher, DeeplyNestedAnswersCompactWithoutRecursion) {
+  // [[[[...]]]] 40000 deep: past kCompactStates the stacks, 40000 nodes tall, are renumbered.
+  GrammarBuilder b;
+  const uint32_t value = b.declare("value");
+  b.add_alternative(value, {B::byte('['), B::ref(value), B::byte(']')});
+  b.add_alternative(value, {B::byte('0')});
+  GrammarMatcher m(b.build(value).value(), nullptr);
+  constexpr int kDepth = 40000;
+  for (int i = 0; i < kDepth; ++i) ASSERT_TRUE(m.advance_bytes("[")) << i;
+  EXPECT_EQ(m.min_completion(), uint32_t(kDepth) + 1);
+  ASSERT_TRUE(m.advance_bytes("0"));
+  for (int i = 0; i < kDepth; ++i) ASSERT_TRUE(m.advance_bytes("]")) << i;
+  EXPECT_TRUE(m.complete());
+  EXPECT_FALSE(m.can_continue());
+}
+
 }  // namespace
 }  // namespace agentkv
