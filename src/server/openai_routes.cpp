@@ -174,10 +174,10 @@ void handle_completion(ServerState& s, const HttpRequest& req, HttpResponseWrite
   std::shared_ptr<const Grammar> grammar;  // response_format, tools (server/structured_output.h)
   if (chat) {
     if (auto e = output_grammar(cr, &grammar)) return reply(w, *e);
-    auto text = apply_chat_template(tok, cr.messages, true, offered_tools(cr));
-    if (!text.ok()) return reply(w, api_error(text.status_error(), "messages"));
-    p.prompt = tok.encode(*text, tok.add_bos_default(), true);
-    shared = plan_chat_sharing(s, m, cr, *text, p.prompt, &sharing);
+    auto chat_text = render_chat(tok, cr.messages, true, offered_tools(cr));
+    if (!chat_text.ok()) return reply(w, api_error(chat_text.status_error(), "messages"));
+    p.prompt = encode_chat(tok, *chat_text);  // message content never becomes a special token
+    shared = plan_chat_sharing(s, m, cr, chat_text->text, p.prompt, &sharing);
   } else if (cr.prompt_is_tokens) {
     p.prompt = cr.prompt_tokens;
   } else {

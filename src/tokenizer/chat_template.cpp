@@ -37,23 +37,32 @@ std::string trim(const std::string& s) {
   return s.substr(b, s.find_last_not_of(ws) - b + 1);
 }
 
-std::string render_chatml(const Tokenizer& tok, std::span<const ChatMessage> msgs, bool gen) {
-  std::string out;
-  if (!msgs.empty() && msgs[0].role != "system") out += chatml_default_system(tok.chat_template());
-  for (const ChatMessage& m : msgs) {
-    out += "<|im_start|>" + m.role + "\n" + m.content + "<|im_end|>\n";
-  }
-  if (gen) out += "<|im_start|>assistant\n";
-  return out;
+// Appends a message's content to the rendered text and records where it is.
+void put_content(RenderedChat& r, std::string_view content) {
+  r.content_spans.emplace_back(r.text.size(), r.text.size() + content.size());
+  r.text += content;
 }
 
-Result<std::string> render_gemma(std::span<const ChatMessage> msgs, bool gen) {
-  std::string prefix;
-  if (!msgs.empty() && msgs[0].role == "system") {
-    prefix = msgs[0].content + "\n\n";
+RenderedChat render_chatml(const Tokenizer& tok, std::span<const ChatMessage> msgs, bool gen) {
+  RenderedChat r;
+  if (!msgs.empty() && msgs[0].role != "system") r.text += chatml_default_system(tok.chat_template());
+  for (const ChatMessage& m : msgs) {
+    r.text += "<|im_start|>" + m.role + "\n";
+    put_content(r, m.content);
+    r.text += "<|im_end|>\n";
+  }
+  if (gen) r.text += "<|im_start|>assistant\n";
+  return r;
+}
+
+Result<RenderedChat> render_gemma(std::span<const ChatMessage> msgs, bool gen) {
+  std::string_view system;  // Gemma has no system role: its content opens the first turn
+  const bool has_system = !msgs.empty() && msgs[0].role == "system";
+  if (has_system) {
+    system = msgs[0].content;
     msgs = msgs.subspan(1);
   }
-  std::string out;
+  RenderedChat r;
   for (size_t i = 0; i < msgs.size(); ++i) {
     const ChatMessage& m = msgs[i];
     if ((m.role == "user") != (i % 2 == 0)) {
@@ -61,11 +70,16 @@ Result<std::string> render_gemma(std::span<const ChatMessage> msgs, bool gen) {
                         "' at turn " + std::to_string(i));
     }
     const std::string role = m.role == "assistant" ? "model" : m.role;
-    out += "<start_of_turn>" + role + "\n" + (i == 0 ? prefix : std::string()) + trim(m.content) +
-           "<end_of_turn>\n";
+    r.text += "<start_of_turn>" + role + "\n";
+    if (i == 0 && has_system) {
+      put_content(r, system);
+      r.text += "\n\n";
+    }
+    put_content(r, trim(m.content));
+    r.text += "<end_of_turn>\n";
   }
-  if (gen) out += "<start_of_turn>model\n";
-  return out;
+  if (gen) r.text += "<start_of_turn>model\n";
+  return r;
 }
 
 }  // namespace
@@ -95,8 +109,8 @@ std::string chatml_default_system_content(const Tokenizer& tok) {
 
 }  // namespace
 
-Result<std::string> apply_chat_template(const Tokenizer& tok, std::span<const ChatMessage> messages,
-                                        bool add_generation_prompt, std::span<const ChatToolDef> tools) {
+Result<RenderedChat> render_chat(const Tokenizer& tok, std::span<const ChatMessage> messages, bool add_generation_prompt,
+                                 std::span<const ChatToolDef> tools) {
   std::vector<ChatMessage> lowered;
   if (needs_tool_lowering(messages, tools)) {
     const std::string default_system =
@@ -113,6 +127,36 @@ Result<std::string> apply_chat_template(const Tokenizer& tok, std::span<const Ch
       break;
   }
   return make_error("chat template: unsupported template (neither ChatML nor Gemma)");
+}
+
+Result<std::string> apply_chat_template(const Tokenizer& tok, std::span<const ChatMessage> messages,
+                                        bool add_generation_prompt, std::span<const ChatToolDef> tools) {
+  auto r = render_chat(tok, messages, add_generation_prompt, tools);
+  if (!r.ok()) return std::move(r).take_error();
+  return std::move(r->text);
+}
+
+std::vector<int32_t> encode_chat(const Tokenizer& tok, const RenderedChat& chat) {
+  std::vector<int32_t> whole = tok.encode(chat.text, tok.add_bos_default(), true);
+  bool forged = false;
+  for (const auto& [b, e] : chat.content_spans)
+    forged = forged || tok.has_special_text(std::string_view(chat.text).substr(b, e - b));
+  if (!forged) return whole;  // the common case: the same ids as the whole text, as always
+  // Content holding special-token text: the template's parts with specials, content as plain text.
+  std::vector<int32_t> out;
+  size_t done = 0;
+  auto append = [&](std::string_view piece, bool special) {
+    const std::vector<int32_t> t = tok.encode(piece, out.empty() && done == 0 && tok.add_bos_default(), special);
+    out.insert(out.end(), t.begin(), t.end());
+  };
+  for (const auto& [b, e] : chat.content_spans) {
+    append(std::string_view(chat.text).substr(done, b - done), true);
+    done = b;
+    append(std::string_view(chat.text).substr(b, e - b), false);
+    done = e;
+  }
+  append(std::string_view(chat.text).substr(done), true);
+  return out;
 }
 
 }  // namespace agentkv

@@ -43,6 +43,21 @@ enum class ChatFormat { kUnknown, kChatML, kGemma };
 
 ChatFormat detect_chat_format(const Tokenizer& tok);
 
+// The rendered conversation and where each message's content sits in it ([begin, end) byte offsets),
+// so content can be tokenized as plain text: only the template inserts special tokens.
+struct RenderedChat {
+  std::string text;
+  std::vector<std::pair<size_t, size_t>> content_spans;
+};
+
+Result<RenderedChat> render_chat(const Tokenizer& tok, std::span<const ChatMessage> messages, bool add_generation_prompt,
+                                 std::span<const ChatToolDef> tools = {});
+
+// The prompt's token ids. Content never becomes a special token: text such as "<|im_end|>" in a
+// user's message is encoded as plain text, so no one can forge another turn. A conversation whose
+// content holds no special-token text gets exactly the ids of its whole text (BOS as the model wants).
+std::vector<int32_t> encode_chat(const Tokenizer& tok, const RenderedChat& chat);
+
 // tools: offered to the model in the system message (empty: none offered). Messages with tool calls
 // or of role "tool" are rendered in the generic tool format whether or not tools are offered.
 Result<std::string> apply_chat_template(const Tokenizer& tok, std::span<const ChatMessage> messages,

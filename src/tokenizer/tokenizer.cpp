@@ -298,6 +298,12 @@ std::string Tokenizer::token_to_piece(int32_t id, bool special) const {
   return c.pieces[id];
 }
 
+bool Tokenizer::has_special_text(std::string_view text) const {
+  for (const Fragment& f : partition_special(*core_, text, true))
+    if (f.token >= 0 && (core_->attrs[f.token] & (kAttrControl | kAttrUnknown))) return true;
+  return false;
+}
+
 std::string Tokenizer::decode(std::span<const int32_t> ids, bool special) const {
   std::string out;
   bool strip_space = core_->vocab.add_space_prefix;  // undo the dummy prefix of the first token

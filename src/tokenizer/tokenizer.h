@@ -35,6 +35,9 @@ class Tokenizer {
 
   // special: render CONTROL/UNKNOWN tokens as their text (otherwise they produce nothing).
   std::string decode(std::span<const int32_t> ids, bool special = false) const;
+  // Whether the text holds the text of a CONTROL or UNKNOWN token (what parse_special would turn
+  // into a special id).
+  bool has_special_text(std::string_view text) const;
   std::string token_to_piece(int32_t id, bool special) const;
 
   int32_t bos_id() const;

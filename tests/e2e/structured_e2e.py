@@ -19,6 +19,7 @@ import enum
 import json
 from typing import Annotated, Literal, Optional
 
+import http_raw
 import jsonschema
 import openai
 import pytest
@@ -122,10 +123,14 @@ MAX_TOKENS = 400  # above what any of these schemas can take, so a reply is neve
 
 
 @pytest.fixture(scope="module", params=MODELS)
-def server(request, module_servers):
+def server(request, agentkv):
+    # One server per model, stopped before the next model's starts (two servers would share the cores).
     model = request.param
-    _, port = module_servers.start(models=(model,), kv_mem="512M")
-    return model, port
+    proc, port = http_raw.start_server(agentkv, models=(model,), kv_mem="512M")
+    try:
+        yield model, port
+    finally:
+        http_raw.stop_server(proc)
 
 
 @pytest.fixture(scope="module")
