@@ -4,6 +4,7 @@
 // operations never interleave on one agent and nothing is lost when one fails.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <mutex>
@@ -32,17 +33,27 @@ struct Agent {
   std::vector<std::string> segments;
 };
 
+// The bytes of text an agent holds: its messages' contents and tool-call arguments, its last answer
+// and its rounds' shared segments (what the server-wide text budget counts).
+size_t agent_text_bytes(const Agent& a);
+
 class AgentRegistry {
  public:
-  explicit AgentRegistry(size_t max_agents) : max_agents_(max_agents) {}
+  // max_text_bytes: the budget of agent_text_bytes over all agents held.
+  explicit AgentRegistry(size_t max_agents, size_t max_text_bytes = SIZE_MAX)
+      : max_agents_(max_agents), max_text_bytes_(max_text_bytes) {}
 
-  // Assigns a fresh id ("agent-…") and stores the agent; 429 when the registry is full.
+  // Assigns a fresh id ("agent-…") and stores the agent; 429 when the registry is full or the agent's
+  // text would pass the budget.
   std::optional<ApiError> add(Agent* a);
   // Marks every listed agent busy and copies them out, all or none: 404 names an unknown id, 409 a
   // busy one.
   std::optional<ApiError> acquire(const std::vector<std::string>& ids, std::vector<Agent>* out);
   // Ends an operation on an acquired agent: stores `a` (its new state) and clears busy.
   void finish(const Agent& a);
+  // finish() for an operation that added text: when the new state would pass the text budget,
+  // nothing is stored (the agent keeps its old state, idle) and the error is 429.
+  std::optional<ApiError> finish_grown(const Agent& a);
   // Ends an operation that changed nothing.
   void abandon(const std::string& id);
   // Removes an idle agent (404 unknown, 409 busy); the caller releases its KV.
@@ -56,9 +67,13 @@ class AgentRegistry {
   std::vector<Agent> list() const;
   size_t size() const;
   size_t count_on_model(size_t model) const;
+  size_t text_bytes() const;  // agent_text_bytes over all agents held
 
  private:
-  size_t max_agents_;
+  std::optional<ApiError> over_text_budget(size_t bytes) const;  // mu_ held; bytes: the total it would be
+
+  size_t max_agents_, max_text_bytes_;
+  size_t text_bytes_ = 0;  // agent_text_bytes over agents_
   mutable std::mutex mu_;
   std::map<std::string, Agent> agents_;
   uint64_t counter_ = 0;

@@ -29,6 +29,10 @@ struct AgentLimits {
   size_t max_agents = 4096;
   size_t max_round_agents = 1024;
   size_t max_score_steps = 256;  // candidate steps in one score request
+  // Text an agent holds (messages, tool-call arguments, round segments; agent_text_bytes): per agent
+  // (413 when an append or a create would pass it) and over all agents (429).
+  size_t max_agent_text_bytes = size_t(4) << 20;
+  size_t max_resident_text_bytes = size_t(256) << 20;
 };
 
 struct AgentCreateRequest {

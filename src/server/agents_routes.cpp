@@ -11,6 +11,35 @@ namespace agentkv {
 
 namespace {
 
+// An agent's conversation must stay within the per-agent text limit and fit its model's context
+// (else it could never answer): checked when it grows, 413 naming the limit. A history whose bytes
+// alone need more tokens than the context (Tokenizer::min_tokens) is refused before tokenizing;
+// with `exact` it is then tokenized, work bounded by the context rather than the history.
+std::optional<ApiError> check_history(const ServerState& s, const Agent& a, bool exact) {
+  const size_t bytes = agent_text_bytes(a), limit = s.opt.agent_limits.max_agent_text_bytes;
+  if (bytes > limit)
+    return api_error(ErrorCode::kTooLarge, "the agent's messages would hold " + std::to_string(bytes) +
+                                               " bytes, over the limit of " + std::to_string(limit) + " per agent",
+                     "messages");
+  const ServedModel& m = s.models[a.model];
+  const int n_ctx = m.engine->n_ctx();
+  size_t rendered = 0;  // bytes every rendering holds: each content, trimmed (templates may trim)
+  for (const ChatMessage& msg : a.messages) {
+    const size_t b = msg.content.find_first_not_of(" \t\n\r\f\v");
+    if (b != std::string::npos) rendered += msg.content.find_last_not_of(" \t\n\r\f\v") + 1 - b;
+  }
+  if (const int64_t least = m.lm->tokenizer->min_tokens(rendered); least >= n_ctx)
+    return api_error(ErrorCode::kTooLarge, "the agent's context has at least " + std::to_string(least) +
+                                               " tokens; the model's context is " + std::to_string(n_ctx),
+                     "messages");
+  if (!exact) return std::nullopt;
+  auto tokens = agent_context_tokens(*m.lm->tokenizer, a.messages, a.segments, true);
+  if (!tokens.ok()) return api_error(tokens.status_error(), "messages");
+  if (Status st = check_context(int64_t(tokens->size()), n_ctx, "the agent's context"); !st.ok())
+    return api_error(st.status_error(), "messages");
+  return std::nullopt;
+}
+
 void create_agent(ServerState& s, const HttpRequest& req, HttpResponseWriter& w) {
   auto body = parse_body(req, w, false);
   if (!body) return;
@@ -28,6 +57,7 @@ void create_agent(ServerState& s, const HttpRequest& req, HttpResponseWriter& w)
   a.messages = std::move(cr.messages);
   a.created = int64_t(unix_seconds());
   a.ttl_s = cr.ttl_s;
+  if (auto e = check_history(s, a, !cr.prefill)) return reply(w, *e);
   if (cr.prefill && !a.messages.empty()) {
     // Compute the context now and keep it.
     const ServedModel& m = s.models[a.model];
@@ -58,8 +88,12 @@ void append_messages(ServerState& s, const std::string& id, const HttpRequest& r
   if (auto e = s.agents->acquire({id}, &as)) return reply(w, *e);
   Agent& a = as[0];
   a.messages.insert(a.messages.end(), msgs.begin(), msgs.end());
+  if (auto e = check_history(s, a, true)) {
+    s.agents->abandon(id);
+    return reply(w, *e);
+  }
   a.expires_at = unix_seconds() + a.ttl_s;
-  s.agents->finish(a);
+  if (auto e = s.agents->finish_grown(a)) return reply(w, *e);
   w.respond(200, "application/json", dump_json(agent_json(s.view(a))));
 }
 
@@ -71,6 +105,10 @@ void respond_agent(ServerState& s, const std::string& id, const HttpRequest& req
   std::vector<Agent> as;
   if (auto e = s.agents->acquire({id}, &as)) return reply(w, *e);
   as[0].messages.insert(as[0].messages.end(), rr.messages.begin(), rr.messages.end());
+  if (auto e = check_history(s, as[0], false)) {  // run_turns tokenizes what passes this
+    s.agents->abandon(id);
+    return reply(w, *e);
+  }
   std::vector<TurnAnswer> answers;
   if (!run_turns(s, as, rr.gen, w, &answers)) return;
   const Agent& a = as[0];

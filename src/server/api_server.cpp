@@ -2,6 +2,7 @@
 // the agents' TTL sweeper and the router. The routes themselves are in server/*_routes.cpp.
 #include "server/api_server.h"
 
+#include <algorithm>
 #include <cstdio>
 
 #include "prm/calibration_file.h"
@@ -20,6 +21,13 @@ bool same_secret(const std::string& a, const std::string& b) {
   for (size_t i = 0; i < a.size(); ++i) diff |= unsigned(uint8_t(a[i]) ^ uint8_t(b.empty() ? 0 : b[i % b.size()]));
   return diff == 0;
 }
+
+// Bodies above kLargeBodyBytes are admitted kMaxLargeBodies at a time (503 with Retry-After beyond),
+// and scanned (json_longest_array) before any route builds their tree: a JSON array's tree costs
+// ~19 times its text for token ids, so one 8 MB body would add ~155 MB. Smaller bodies cannot hold
+// an array longer than any context, nor cost more than a few MB.
+constexpr size_t kLargeBodyBytes = size_t(64) << 10;
+constexpr int kMaxLargeBodies = 4;
 
 }  // namespace
 
@@ -73,7 +81,12 @@ Result<std::unique_ptr<ApiServer>> ApiServer::create(const std::vector<std::stri
   ho.port = opt.port;
   ho.limits.max_body_bytes = opt.max_body_bytes;
   s->http_ = std::make_unique<HttpServer>(ho);
-  s->s_.agents = std::make_unique<AgentRegistry>(opt.agent_limits.max_agents);
+  s->s_.agents = std::make_unique<AgentRegistry>(opt.agent_limits.max_agents,
+                                                   opt.agent_limits.max_resident_text_bytes);
+  // No field takes more elements than the longest context (token ids, messages, content parts: each
+  // at least a token) or a round's agents and a score's steps.
+  s->max_array_elements_ = std::max(opt.agent_limits.max_round_agents, opt.agent_limits.max_score_steps);
+  for (const ServedModel& m : s->s_.models) s->max_array_elements_ = std::max(s->max_array_elements_, size_t(m.engine->n_ctx()));
   return s;
 }
 
@@ -151,6 +164,29 @@ void ApiServer::handle(const HttpRequest& req, HttpResponseWriter& w) {
       return reply(w, ApiError{401, "missing or wrong API key (send Authorization: Bearer KEY)", "",
                                "authentication_error"});
   }
+  if (req.body.size() > kLargeBodyBytes) {
+    if (large_bodies_.fetch_add(1) >= kMaxLargeBodies) {
+      --large_bodies_;
+      const ApiError busy{503, "the server is handling its maximum of " + std::to_string(kMaxLargeBodies) +
+                                   " request bodies over " + std::to_string(kLargeBodyBytes) + " bytes; retry", ""};
+      w.respond(busy.status, "application/json", error_json(busy), {{"Retry-After", "1"}});
+      return;
+    }
+    struct Release {
+      std::atomic<int>& n;
+      ~Release() { --n; }
+    } release{large_bodies_};
+    if (json_longest_array(req.body, max_array_elements_) > max_array_elements_)
+      return reply(w, ApiError{413, "the body holds an array of more than " + std::to_string(max_array_elements_) +
+                                        " elements; no field takes that many (a prompt or messages longer than the context cannot run)",
+                                ""});
+    return route(req, w);
+  }
+  route(req, w);
+}
+
+void ApiServer::route(const HttpRequest& req, HttpResponseWriter& w) {
+  const std::string& path = req.path;
   if (path == "/v1/models") return handle_models(s_, req, w);
   if (path == "/metrics") return handle_metrics(s_, req, w);
   if (path == "/v1/agents" || path.rfind("/v1/agents/", 0) == 0) return handle_agents(s_, req, w);

@@ -4,6 +4,7 @@
 // and wait on a mailbox (server/mailbox.h).
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <memory>
 #include <mutex>
@@ -31,9 +32,15 @@ class ApiServer {
   Status load_verify_heads();
   // The router: authentication, then the route file of the path.
   void handle(const HttpRequest& req, HttpResponseWriter& w);
+  // The route file of the path (after authentication and the admission of large bodies).
+  void route(const HttpRequest& req, HttpResponseWriter& w);
   // Releases (through an engine job) the contexts of agents whose TTL ran out.
   void sweep_agents_loop();
 
+  // The admission of large bodies (api_server.cpp): how many are being handled now, and the most
+  // elements a body's array may hold.
+  std::atomic<int> large_bodies_{0};
+  size_t max_array_elements_ = 0;
   ServerState s_;
   std::unique_ptr<HttpServer> http_;
   std::mutex sweep_mu_;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <limits>
 
 #include "tokenizer/tokenizer_core.h"
 #include "tokenizer/unicode.h"
@@ -146,6 +147,18 @@ char byte_of_token(const std::string& text) {
   return static_cast<char>(std::strtol(hex.c_str(), nullptr, 16));
 }
 
+// A byte offset where the smollm pre-tokenizer always splits and UTF-8 decoding is unchanged, so
+// that encoding [0, i) and [i, end) on their own gives the tokens of the whole: before an ASCII digit
+// (every number is a piece of its own), or before " x" (x an ASCII letter) after a character that is
+// not whitespace (" ?\p{L}+" starts there). The byte before is ASCII, so no character straddles it.
+bool bpe_safe_cut(std::string_view s, size_t i) {
+  if (i == 0 || i + 1 >= s.size() || static_cast<uint8_t>(s[i - 1]) >= 0x80) return false;
+  if (s[i] >= '0' && s[i] <= '9') return true;
+  const char next = s[i + 1];
+  return s[i] == ' ' && ((next >= 'a' && next <= 'z') || (next >= 'A' && next <= 'Z')) &&
+         !unicode::is_whitespace(static_cast<uint8_t>(s[i - 1]));
+}
+
 template <size_t N>
 bool text_in(std::string_view text, const std::string_view (&list)[N]) {
   return std::find(std::begin(list), std::end(list), text) != std::end(list);
@@ -266,15 +279,52 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::create(VocabData vocab) {
       c.pieces[i] = std::string(1, byte_of_token(tokens[i]));
     }  // UNUSED / UNDEFINED tokens render as nothing
   }
+  // min_tokens' bound holds when every byte has a token of its own or a fallback (so no text
+  // vanishes): a token then covers at most its text's bytes (byte-level and "\xE2\x96\x81" escapes
+  // only lengthen the text) and <unk> at most one 4-byte character.
+  size_t longest = 4;
+  for (const std::string& t : tokens) longest = std::max(longest, t.size());
+  bool every_byte = true;
+  for (int b = 0; b < 256 && every_byte; ++b) {
+    const uint8_t byte = static_cast<uint8_t>(b);
+    std::vector<int32_t> ids;
+    if (c.kind == Kind::kSpm) spm_encode_fragment(c, std::string_view(reinterpret_cast<const char*>(&byte), 1), false, ids);
+    every_byte = c.kind == Kind::kBpe ? c.lookup(unicode::byte_to_utf8(byte)) >= 0 : !ids.empty();
+  }
+  tok->max_token_bytes_ = every_byte ? longest : 0;
   return tok;
 }
 
 std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_bos, bool parse_special) const {
-  const TokenizerCore& c = *core_;
   std::vector<int32_t> out;
+  encode_into(text, add_bos, parse_special, std::numeric_limits<size_t>::max(), out);
+  return out;
+}
+
+std::optional<std::vector<int32_t>> Tokenizer::encode_within(std::string_view text, bool add_bos, bool parse_special,
+                                                             int64_t max_tokens) const {
+  if (max_tokens < 0 || min_tokens(text.size()) > max_tokens) return std::nullopt;
+  std::vector<int32_t> out;
+  if (!encode_into(text, add_bos, parse_special, size_t(max_tokens), out)) return std::nullopt;
+  return out;
+}
+
+int64_t Tokenizer::min_tokens(size_t bytes) const {
+  if (max_token_bytes_ == 0) return 0;
+  return int64_t((bytes + max_token_bytes_ - 1) / max_token_bytes_);
+}
+
+bool Tokenizer::encode_into(std::string_view text, bool add_bos, bool parse_special, size_t limit,
+                            std::vector<int32_t>& out) const {
+  // With a limit, long BPE fragments are encoded in pieces of about this many bytes, cut where the
+  // result is the same (bpe_safe_cut), and the count checked after each.
+  constexpr size_t kPieceBytes = 4096;
+  const TokenizerCore& c = *core_;
+  const bool bounded = limit != std::numeric_limits<size_t>::max();
   if (add_bos && c.vocab.bos >= 0) out.push_back(c.vocab.bos);
   bool prev_special = true;  // SentencePiece dummy prefix goes before the first raw fragment
   for (const Fragment& f : partition_special(c, text, parse_special)) {
+    if (out.size() > limit) return false;
     if (f.token >= 0) {
       out.push_back(f.token);
       prev_special = true;
@@ -282,13 +332,22 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_bos, bool
     }
     const std::string_view raw = text.substr(f.offset, f.length);
     if (c.kind == Kind::kBpe) {
-      bpe_encode_fragment(c, raw, out);
+      size_t done = 0;
+      while (bounded && raw.size() - done > 2 * kPieceBytes && out.size() <= limit) {
+        size_t cut = done + kPieceBytes;
+        while (cut < raw.size() && !bpe_safe_cut(raw, cut)) ++cut;
+        if (cut >= raw.size()) break;
+        bpe_encode_fragment(c, raw.substr(done, cut - done), out);
+        done = cut;
+      }
+      if (out.size() > limit) return false;
+      bpe_encode_fragment(c, raw.substr(done), out);
     } else {
       spm_encode_fragment(c, raw, c.vocab.add_space_prefix && prev_special, out);
     }
     prev_special = false;
   }
-  return out;
+  return out.size() <= limit;
 }
 
 std::string Tokenizer::token_to_piece(int32_t id, bool special) const {

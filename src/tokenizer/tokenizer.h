@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -32,6 +33,15 @@ class Tokenizer {
   // parse_special: also recognise CONTROL/UNKNOWN token texts such as "<|im_start|>";
   // USER_DEFINED token texts are always recognised.
   std::vector<int32_t> encode(std::string_view text, bool add_bos, bool parse_special) const;
+  // encode()'s tokens when there are at most max_tokens of them, else nullopt: refused unread when
+  // the text has more bytes than max_tokens tokens can cover (min_tokens), else encoding stops soon
+  // after the count passes the limit, so text over a model's context costs about a context's worth
+  // of tokenization, not the whole text's.
+  std::optional<std::vector<int32_t>> encode_within(std::string_view text, bool add_bos, bool parse_special,
+                                                    int64_t max_tokens) const;
+  // A lower bound on the tokens of any text of `bytes` bytes (no token covers more bytes than the
+  // longest token text); 0 for a vocabulary where some byte encodes to nothing.
+  int64_t min_tokens(size_t bytes) const;
 
   // special: render CONTROL/UNKNOWN tokens as their text (otherwise they produce nothing).
   std::string decode(std::span<const int32_t> ids, bool special = false) const;
@@ -57,7 +67,11 @@ class Tokenizer {
 
  private:
   Tokenizer();
+  // Appends text's tokens to out, stopping (false) once out holds more than `limit`.
+  bool encode_into(std::string_view text, bool add_bos, bool parse_special, size_t limit,
+                   std::vector<int32_t>& out) const;
   std::unique_ptr<TokenizerCore> core_;
+  size_t max_token_bytes_ = 0;  // the most bytes one token covers; 0: no bound (see min_tokens)
 };
 
 // Turns a stream of generated ids into text without ever emitting a partial UTF-8 character:

@@ -2,9 +2,11 @@
 // their insertion order, integers are exact int64 / uint64 (a seed or a token id never passes through a
 // double), doubles print shortest round-trip. This header adds only what the project needs on top:
 //  - parse_json: a bounded, never-throwing parser for untrusted text (request bodies, files);
-//  - dump_json:  a never-throwing writer that never writes NaN or Inf.
+//  - dump_json:  a never-throwing writer that never writes NaN or Inf;
+//  - json_longest_array: a pass that builds nothing, to refuse a body before its tree is built.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -24,6 +26,13 @@ using Json = nlohmann::ordered_json;
 // and takes the last value. Linear in the input, however many keys an object has. Never throws; the
 // error names the problem and the byte offset.
 Result<Json> parse_json(std::string_view text, int max_depth = 64);
+
+// The element count of the longest array in `text`, counted by a SAX pass that builds no values
+// (memory in the nesting depth only), stopping at limit + 1 once an array passes `limit`. A tree of
+// a JSON array costs 16-48 bytes per element however short its text ("1," is 2 bytes), so a server
+// scans a large body with this before parse_json. Malformed text counts what came before the error
+// (parse_json reports it); nesting deeper than 256 stops the count there.
+size_t json_longest_array(std::string_view text, size_t limit);
 
 // Compact text of j. A non-finite number (NaN, Inf) is written as null, never as nan/inf: JSON has no
 // such numbers, and a reply must not be lost for one missing metric. Invalid UTF-8 in a string is
@@ -156,7 +165,58 @@ class BoundedBuilder {
   std::string error_;
 };
 
+// json_longest_array's handler: one count per open array or object (objects' are not counted).
+class ArrayCounter {
+ public:
+  explicit ArrayCounter(size_t limit) : limit_(limit) {}
+  bool null() { return value(); }
+  bool boolean(bool) { return value(); }
+  bool number_integer(Json::number_integer_t) { return value(); }
+  bool number_unsigned(Json::number_unsigned_t) { return value(); }
+  bool number_float(Json::number_float_t, const std::string&) { return value(); }
+  bool string(std::string&) { return value(); }
+  bool binary(Json::binary_t&) { return false; }
+  bool start_object(std::size_t) { return open(false); }
+  bool start_array(std::size_t) { return open(true); }
+  bool end_object() { return close(); }
+  bool end_array() { return close(); }
+  bool key(std::string&) { return true; }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) { return false; }
+  size_t longest() const { return longest_; }
+
+ private:
+  struct Open {
+    bool array;
+    size_t count;
+  };
+  bool value() {
+    if (stack_.empty() || !stack_.back().array) return true;
+    longest_ = std::max(longest_, ++stack_.back().count);
+    return longest_ <= limit_;
+  }
+  bool open(bool array) {
+    if (!value() || stack_.size() >= 256) return false;
+    stack_.push_back(Open{array, 0});
+    return true;
+  }
+  bool close() {
+    stack_.pop_back();
+    return true;
+  }
+  size_t limit_, longest_ = 0;
+  std::vector<Open> stack_;
+};
+
 }  // namespace json_detail
+
+inline size_t json_longest_array(std::string_view text, size_t limit) {
+  json_detail::ArrayCounter counter(limit);
+  try {
+    Json::sax_parse(text.data(), text.data() + text.size(), &counter);
+  } catch (const Json::exception&) {
+  }
+  return counter.longest();
+}
 
 inline Result<Json> parse_json(std::string_view text, int max_depth) {
   json_detail::BoundedBuilder builder(max_depth);

@@ -182,6 +182,43 @@ TEST(AgentRegistry, AcquireIsAllOrNoneAndBusyAgentsCannotBeTouched) {
   EXPECT_EQ(reg.remove(a.id, &removed)->status, 404);
 }
 
+// The server-wide text budget (issue 21): agents' text is counted through add, finish, remove and
+// expiry, and growth past the budget is refused with the agent left as it was.
+TEST(AgentRegistry, TextBudgetOverAllAgents) {
+  AgentRegistry reg(10, 100);
+  Agent a, b;
+  a.messages = {ChatMessage{"user", std::string(60, 'x')}};
+  ASSERT_FALSE(reg.add(&a));
+  EXPECT_EQ(reg.text_bytes(), 60u);
+  b.messages = {ChatMessage{"user", std::string(50, 'y')}};
+  auto full = reg.add(&b);
+  ASSERT_TRUE(full);
+  EXPECT_EQ(full->status, 429);
+  EXPECT_NE(full->message.find("budget of 100 bytes"), std::string::npos) << full->message;
+  b.messages[0].content.resize(40);
+  ASSERT_FALSE(reg.add(&b));
+  EXPECT_EQ(reg.text_bytes(), 100u);
+
+  std::vector<Agent> got;
+  ASSERT_FALSE(reg.acquire({a.id}, &got));
+  got[0].messages.push_back(ChatMessage{"user", "z"});
+  auto over = reg.finish_grown(got[0]);
+  ASSERT_TRUE(over);
+  EXPECT_EQ(over->status, 429);
+  EXPECT_EQ(reg.get(a.id)->messages.size(), 1u) << "a refused append stores nothing";
+  EXPECT_FALSE(reg.get(a.id)->busy);
+  ASSERT_FALSE(reg.acquire({a.id}, &got));
+  got[0].messages[0].content.resize(10);
+  got[0].last_answer = "abcde";
+  EXPECT_FALSE(reg.finish_grown(got[0]));
+  EXPECT_EQ(reg.text_bytes(), 55u);
+  Agent removed;
+  ASSERT_FALSE(reg.remove(b.id, &removed));
+  EXPECT_EQ(reg.text_bytes(), 15u);
+  EXPECT_EQ(reg.take_expired(1e18).size(), 1u);
+  EXPECT_EQ(reg.text_bytes(), 0u);
+}
+
 TEST(AgentRegistry, CapacityAndExpiry) {
   AgentRegistry reg(2);
   Agent a, b, c;

@@ -5,8 +5,11 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
+#include <fstream>
 #include <iterator>
 #include <limits>
+#include <string>
 
 namespace agentkv {
 namespace {
@@ -84,6 +87,42 @@ TEST(Json, ObjectWithManyKeysParses) {
 
 TEST(Json, DumpEscapesAndReplacesInvalidUtf8) {
   EXPECT_EQ(dump_json(Json(std::string("a\"b\\\t\x01\xff", 7))), "\"a\\\"b\\\\\\t\\u0001\xEF\xBF\xBD\"");
+}
+
+// Peak resident memory in KiB since the last reset (Linux: /proc/self/status VmHWM; writing 5 to
+// clear_refs resets it); -1 where unavailable.
+long peak_rss_kib(bool reset) {
+  if (reset) std::ofstream("/proc/self/clear_refs") << "5";
+  std::ifstream in("/proc/self/status");
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("VmHWM:", 0) == 0) return std::stol(line.substr(6));
+  return -1;
+}
+
+TEST(Json, LongestArrayCountsWithoutBuilding) {
+  EXPECT_EQ(json_longest_array(R"({"a":[1,2,3],"b":[[1,2],[{"x":[1,2,3,4]}]]})", 100), 4u);
+  EXPECT_EQ(json_longest_array(R"({"k1":1,"k2":2,"k3":3})", 100), 0u);  // members are not elements
+  EXPECT_EQ(json_longest_array("[1,2,3,4,5,6]", 3), 4u);                // stops at limit + 1
+  EXPECT_EQ(json_longest_array("[1,2,3,", 100), 3u);                    // malformed: what came before
+  EXPECT_EQ(json_longest_array(std::string(100000, '['), 100), 1u);     // deep nesting stops the count
+
+  // An 8 MB body of token ids (issue 21): the scan refuses it in O(depth) memory, where the tree
+  // would cost hundreds of MB.
+  std::string body = R"({"model":"smollm2","prompt":[)";
+  size_t ids = 1;
+  for (; body.size() < (size_t(8) << 20); ++ids) body += "1,";
+  body += "1]}";
+  const long before = peak_rss_kib(true);
+  EXPECT_EQ(json_longest_array(body, 8192), 8193u);
+  const long scanned = peak_rss_kib(false);
+  if (before < 0 || scanned < before) GTEST_SKIP() << "no VmHWM reset here";
+  EXPECT_LT(scanned - before, 1024) << "the scan grew peak RSS by " << scanned - before << " KiB";
+  EXPECT_EQ(json_longest_array(body, size_t(1) << 30), ids);
+  peak_rss_kib(true);
+  const long base = peak_rss_kib(false);
+  ASSERT_TRUE(parse_json(body).ok());
+  std::printf("8 MB of token ids: scan +%ld KiB peak RSS, parse_json tree +%ld KiB\n", scanned - before,
+              peak_rss_kib(false) - base);
 }
 
 TEST(Json, NumbersPrintShortest) {

@@ -171,6 +171,42 @@ TEST(TokenizerSpecial, EndOfGenerationByText) {
   EXPECT_FALSE(t->is_eog('a'));
 }
 
+// encode_within is encode when the text fits, and refuses (early) when it does not: texts with and
+// without the cuts it encodes pieces at (digits, " word"), special tokens and invalid UTF-8, at
+// every limit around the true count.
+TEST(TokenizerBounded, EncodeWithinIsEncodeOrRefusesOverTheLimit) {
+  auto t = make(bpe_vocab({"he", "hel", "hell", "hello", " w", " wo", "or", "ld", " world"},
+                          {"h e", "he l", "hel l", "hell o", "\xC4\xA0 w", "o r", "l d", "\xC4\xA0w or", "\xC4\xA0wor ld"},
+                          {{"<|c|>", TokenType::kControl}}));
+  std::string big;
+  for (int i = 0; i < 3000; ++i) big += "hello world 12 <|c|>x\xff ";
+  std::string letters(20000, 'h');  // no place to cut: one fragment
+  for (const std::string& text : {std::string("hello world"), big, letters, big + letters + big}) {
+    for (bool special : {false, true}) {
+      const std::vector<int32_t> want = t->encode(text, false, special);
+      const int64_t n = int64_t(want.size());
+      for (int64_t limit : {n, n + 1, n + 100000}) {
+        auto got = t->encode_within(text, false, special, limit);
+        ASSERT_TRUE(got.has_value()) << limit;
+        EXPECT_EQ(*got, want);
+      }
+      for (int64_t limit : {int64_t(0), n / 2, n - 1}) EXPECT_FALSE(t->encode_within(text, false, special, limit).has_value());
+    }
+  }
+  // No token here covers more than 6 bytes, so 1 MB cannot be 100 tokens (refused unread).
+  EXPECT_EQ(t->min_tokens(600), 100);
+  EXPECT_FALSE(t->encode_within(std::string(1 << 20, 'h'), false, false, 100).has_value());
+}
+
+// A vocabulary where some byte has no token cannot bound tokens by bytes (that byte vanishes).
+TEST(TokenizerBounded, NoByteBoundWhenAByteHasNoToken) {
+  VocabData v = bpe_vocab({}, {});
+  v.tokens[int('q')] = "[EMPTY]";
+  auto t = make(std::move(v));
+  EXPECT_EQ(t->min_tokens(1000), 0);
+  EXPECT_TRUE(t->encode_within(std::string(1000, 'q'), false, false, 0).has_value());
+}
+
 TEST(TokenizerUnicode, LenientDecodingRules) {
   EXPECT_EQ(unicode::decode("\xC0\x80"), (std::vector<uint32_t>{0}));
   EXPECT_EQ(unicode::decode("\xED\xA0\x80"), (std::vector<uint32_t>{0xD800}));
