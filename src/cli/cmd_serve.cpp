@@ -101,7 +101,8 @@ int cmd_serve(int argc, char** argv) {
   p.add_int("--max-connections-per-client", &per_client,
             "most open connections from one client address (429 beyond)", 1, 1 << 20);
   p.add_float("--header-timeout", &transport.header_timeout_s,
-              "seconds a request's line and headers may take from their first byte (then 408)", 0.1, 3600);
+              "seconds a request's line and headers may take, from the connect or (on a kept-alive connection) their "
+              "first byte; then 408", 0.1, 3600);
   p.add_float("--body-min-rate", &transport.body_min_rate,
               "bytes/s a request body must average once " + std::to_string(int(transport.body_grace_s)) +
                   " s have passed since its head (then 408); 0: no minimum",
@@ -187,14 +188,14 @@ int cmd_serve(int argc, char** argv) {
   if (Status st = (*server)->start(); !st.ok()) return cli_fail(st.error());
   std::signal(SIGTERM, on_signal);
   std::signal(SIGINT, on_signal);
-  std::string names;
-  for (const std::string& m : models) names += (names.empty() ? "" : ",") + m;
-  std::fprintf(stderr, "agentkv: serving %s on http://%s:%d\n", names.c_str(), host.c_str(), (*server)->port());
   if (opt.api_key.empty() && !loopback_host(host))
     std::fprintf(stderr,
                  "agentkv: WARNING: listening on %s, beyond this machine, WITHOUT an API key: anyone who can reach "
                  "the port can use it (set --api-key-file or $AGENTKV_API_KEY)\n",
                  host.c_str());
+  std::string names;
+  for (const std::string& m : models) names += (names.empty() ? "" : ",") + m;
+  std::fprintf(stderr, "agentkv: serving %s on http://%s:%d\n", names.c_str(), host.c_str(), (*server)->port());
   std::fflush(stderr);
   while (!g_stop) {
     struct timespec ts{0, 100 * 1000 * 1000};

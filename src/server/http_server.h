@@ -87,7 +87,8 @@ struct HttpServerOptions {
   int max_connections_per_client = 64;  // the same per client address (429 when none of its own can go)
   double idle_timeout_s = 30;      // a keep-alive connection waits this long for a request's first byte; and
                                    // a request is dropped (408) after this long without a byte
-  double header_timeout_s = 10;    // the request line and headers must be complete this long after their first byte
+  double header_timeout_s = 10;    // the request line and headers must be complete this long after the connect
+                                   // (or, on a kept-alive connection, their first byte)
   double body_min_rate = 1024;     // bytes/s: a body must average at least this (0: no rate), ...
   double body_grace_s = 10;        // ... enforced once this long has passed since its head arrived
   double send_timeout_s = 30;      // a write that makes no progress this long fails
