@@ -99,7 +99,8 @@ int cmd_serve(int argc, char** argv) {
             "most open connections; at the cap the longest-idle keep-alive (then the slowest unfinished "
             "request) is closed for a newcomer, else it gets 503", 1, 1 << 20);
   p.add_int("--max-connections-per-client", &per_client,
-            "most open connections from one client address (429 beyond)", 1, 1 << 20);
+            "most open connections from one client address (429 beyond); behind a proxy, whose "
+            "address all clients share, raise it to --max-connections", 1, 1 << 20);
   p.add_float("--header-timeout", &transport.header_timeout_s,
               "seconds a request's line and headers may take, from the connect or (on a kept-alive connection) their "
               "first byte; then 408", 0.1, 3600);

@@ -84,7 +84,9 @@ struct HttpServerOptions {
   std::string host = "127.0.0.1";  // IPv4 or IPv6 literal, or a name getaddrinfo resolves
   int port = 0;                    // 0: an ephemeral port; port() reports it
   int max_connections = 256;       // at the cap an idle or unfinished connection is closed, or the new one gets 503
-  int max_connections_per_client = 64;  // the same per client address (429 when none of its own can go)
+  // The same per client address (429 when none of its own can go): half the cap, so one address never
+  // holds every slot. Behind a proxy every client shares its address: raise it to max_connections there.
+  int max_connections_per_client = 128;
   double idle_timeout_s = 30;      // a keep-alive connection waits this long for a request's first byte; and
                                    // a request is dropped (408) after this long without a byte
   double header_timeout_s = 10;    // the request line and headers must be complete this long after the connect
