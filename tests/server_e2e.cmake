@@ -55,3 +55,8 @@ agentkv_e2e_test(server.chat_sharing_e2e chat_sharing_e2e.py 2400)
 # deltas, LangChain and the OpenAI Agents SDK end to end (all pinned in tests/e2e/requirements.txt),
 # unsupported schema keywords, and --strict-api.
 agentkv_e2e_test(server.structured_e2e structured_e2e.py 1800)
+
+# Hostile clients and careless operators (issue 21): a 30 s soak of 300 slowloris and 300 idle sockets beside an
+# openai client whose every request is answered, half-closed requests answered, Bearer in any case, empty
+# --api-key / --host refused, the key from a file or the environment, SIGTERM draining.
+agentkv_e2e_test(server.hostile_e2e hostile_e2e.py 600)

@@ -1,7 +1,18 @@
-// agentkv serve: the OpenAI-compatible HTTP server command; its flags become ServeOptions (server/server_state.h).
+// agentkv serve: the OpenAI-compatible HTTP server command; its flags become ServeOptions (server/server_state.h)
+// and the transport's HttpServerOptions (connection caps, timeouts, drain). Careless settings that would
+// open the server are refused: an empty --host or API key (an unset shell variable) is an error, not
+// "every interface" or "no auth".
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 
 #include "cli/arg_parser.h"
 #include "cli/commands.h"
@@ -15,11 +26,60 @@ namespace agentkv {
 namespace {
 volatile std::sig_atomic_t g_stop = 0;
 void on_signal(int) { g_stop = 1; }
+
+// A string no argv element can hold (C strings end at NUL): tells "--api-key not given" from --api-key "".
+const std::string kNotGiven(1, '\0');
+
+// The key in an --api-key-file: a regular file of at most 4 KiB, trailing whitespace dropped.
+Result<std::string> read_key_file(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) return make_error("--api-key-file " + path + ": " + std::strerror(errno));
+  struct stat st {};
+  std::string key(4097, '\0');
+  ssize_t n = -1;
+  if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) n = ::read(fd, key.data(), key.size());
+  const int err = errno;
+  ::close(fd);
+  if (!S_ISREG(st.st_mode)) return make_error("--api-key-file " + path + ": not a regular file");
+  if (n < 0) return make_error("--api-key-file " + path + ": " + std::strerror(err));
+  if (n > 4096) return make_error("--api-key-file " + path + ": longer than 4096 bytes; not a key");
+  key.resize(size_t(n));
+  while (!key.empty() && std::strchr(" \t\r\n", key.back()) != nullptr) key.pop_back();
+  return key;
+}
+
+// Whether a --host value only listens on this machine (127.0.0.0/8, ::1, localhost).
+bool loopback_host(const std::string& host) {
+  in_addr v4{};
+  in6_addr v6{};
+  if (::inet_pton(AF_INET, host.c_str(), &v4) == 1) return (ntohl(v4.s_addr) >> 24) == 127;
+  if (::inet_pton(AF_INET6, host.c_str(), &v6) == 1) return IN6_IS_ADDR_LOOPBACK(&v6);
+  return host == "localhost";
+}
+
+// The API key from --api-key, --api-key-file or $AGENTKV_API_KEY (in that order; the flags together are
+// ambiguous). Empty: no key. A source that is given but empty is an error.
+Result<std::string> api_key_from(const std::string& flag, const std::string& file) {
+  if (flag != kNotGiven && !file.empty()) return make_error("give the API key once: --api-key or --api-key-file");
+  std::string key, from;
+  if (flag != kNotGiven) {
+    key = flag, from = "--api-key";
+  } else if (!file.empty()) {
+    AGENTKV_ASSIGN_OR_RETURN(key, read_key_file(file));
+    from = "--api-key-file " + file;
+  } else if (const char* env = std::getenv("AGENTKV_API_KEY")) {
+    key = env, from = "AGENTKV_API_KEY";
+  } else {
+    return std::string();
+  }
+  if (key.empty()) return make_error(from + " is empty: that would serve without authentication; give a key, or leave it out");
+  return key;
+}
 }  // namespace
 
 int cmd_serve(int argc, char** argv) {
   std::vector<std::string> models = {"smollm2"};
-  std::string host = "127.0.0.1", api_key, kv_mem;
+  std::string host = "127.0.0.1", api_key, api_key_file, kv_mem;
   int64_t port = 8080, threads = 0, max_tokens = 4096, max_body = 8 << 20;
   int64_t max_agents = int64_t(AgentLimits{}.max_agents);
   ArgParser p("serve", "OpenAI-compatible HTTP server (POST /v1/chat/completions, /v1/completions; GET /v1/models, /health, /metrics).");
@@ -28,7 +88,32 @@ int cmd_serve(int argc, char** argv) {
              "request's \"model\" picks)");
   p.add_string("--host", &host, "address to bind (127.0.0.1 unless told otherwise)");
   p.add_int("--port", &port, "port (0 = any free port, printed at start)", 0, 65535);
-  p.add_string("--api-key", &api_key, "require Authorization: Bearer KEY on every endpoint but /health");
+  p.add_string("--api-key", &api_key,
+               "require Authorization: Bearer KEY on every endpoint but /health (visible in ps: prefer "
+               "--api-key-file or $AGENTKV_API_KEY); an empty key is refused");
+  api_key = kNotGiven;  // after add_string, so --help shows no default
+  p.add_string("--api-key-file", &api_key_file, "read the API key from this file (trailing whitespace dropped)");
+  HttpServerOptions transport;
+  int64_t max_connections = transport.max_connections, per_client = transport.max_connections_per_client;
+  p.add_int("--max-connections", &max_connections,
+            "most open connections; at the cap the longest-idle keep-alive (then the slowest unfinished "
+            "request) is closed for a newcomer, else it gets 503", 1, 1 << 20);
+  p.add_int("--max-connections-per-client", &per_client,
+            "most open connections from one client address (429 beyond); behind a proxy, whose "
+            "address all clients share, raise it to --max-connections", 1, 1 << 20);
+  p.add_float("--header-timeout", &transport.header_timeout_s,
+              "seconds a request's line and headers may take, from the connect or (on a kept-alive connection) their "
+              "first byte; then 408", 0.1, 3600);
+  p.add_float("--body-min-rate", &transport.body_min_rate,
+              "bytes/s a request body must average once " + std::to_string(int(transport.body_grace_s)) +
+                  " s have passed since its head (then 408); 0: no minimum",
+              0, 1e12);
+  p.add_float("--idle-timeout", &transport.idle_timeout_s,
+              "seconds a keep-alive connection waits for its next request, and a request may go without a byte", 0.1,
+              86400);
+  p.add_float("--drain-timeout", &transport.drain_timeout_s,
+              "on SIGTERM/SIGINT, seconds running requests may take to finish (new ones get 503) before they are cut",
+              0, 86400);
   p.add_string("--kv-mem", &kv_mem, "KV budget per model in bytes, e.g. 2G (default: a quarter of RAM split between models)");
   p.add_int("-t,--threads", &threads, "threads (0 = all cores)", 0, 1024);
   p.add_int("--max-tokens", &max_tokens, "largest max_tokens a request may ask for", 1, 1 << 20);
@@ -55,6 +140,11 @@ int cmd_serve(int argc, char** argv) {
                "verify heads from agentkv fit-prm (comma-separated files), used by POST /v1/agents/{id}/score on the "
                "model each was fitted on; other models score zero-shot");
   if (auto rc = p.parse_command(argc, argv)) return *rc;
+  if (host.empty()) return cli_fail("--host is empty; give an address (0.0.0.0 or :: listens on every interface)");
+  auto key = api_key_from(api_key, api_key_file);
+  if (!key.ok()) return cli_fail(key.error());
+  transport.max_connections = int(max_connections);
+  transport.max_connections_per_client = int(per_client);
   if (round_sharing != "on" && round_sharing != "off")
     return cli_fail("--round-sharing: '" + round_sharing + "' is not on or off");
   if (chat_sharing != "on" && chat_sharing != "off")
@@ -62,7 +152,7 @@ int cmd_serve(int argc, char** argv) {
   ServeOptions opt;
   opt.host = host;
   opt.port = int(port);
-  opt.api_key = api_key;
+  opt.api_key = *key;
   opt.threads = int(threads);
   opt.limits.max_tokens_limit = int(max_tokens);
   opt.max_body_bytes = size_t(max_body);
@@ -94,11 +184,16 @@ int cmd_serve(int argc, char** argv) {
     std::fprintf(stderr, "agentkv: chat-sharing quality gate for %s: %s\n", lm.name.c_str(), g->summary().c_str());
     return std::make_pair(g->pass, g->summary());
   };
-  auto server = ApiServer::create(models, opt);
+  auto server = ApiServer::create(models, opt, transport);
   if (!server.ok()) return cli_fail(server.error());
   if (Status st = (*server)->start(); !st.ok()) return cli_fail(st.error());
   std::signal(SIGTERM, on_signal);
   std::signal(SIGINT, on_signal);
+  if (opt.api_key.empty() && !loopback_host(host))
+    std::fprintf(stderr,
+                 "agentkv: WARNING: listening on %s, beyond this machine, WITHOUT an API key: anyone who can reach "
+                 "the port can use it (set --api-key-file or $AGENTKV_API_KEY)\n",
+                 host.c_str());
   std::string names;
   for (const std::string& m : models) names += (names.empty() ? "" : ",") + m;
   std::fprintf(stderr, "agentkv: serving %s on http://%s:%d\n", names.c_str(), host.c_str(), (*server)->port());
@@ -107,7 +202,8 @@ int cmd_serve(int argc, char** argv) {
     struct timespec ts{0, 100 * 1000 * 1000};
     nanosleep(&ts, nullptr);
   }
-  std::fprintf(stderr, "agentkv: shutting down\n");
+  std::fprintf(stderr, "agentkv: shutting down (running requests may take up to %g s)\n", transport.drain_timeout_s);
+  std::fflush(stderr);
   (*server)->stop();
   return 0;
 }

@@ -31,9 +31,26 @@ constexpr int kMaxLargeBodies = 4;
 
 }  // namespace
 
+Result<std::optional<std::string>> bearer_token(const HttpRequest& req) {
+  const std::string* value = nullptr;
+  for (const auto& [name, v] : req.headers) {
+    if (name != "authorization") continue;
+    if (value != nullptr) return make_error("two Authorization headers; send one");
+    value = &v;
+  }
+  if (value == nullptr) return std::optional<std::string>();
+  const std::string_view text = *value;
+  const size_t space = text.find(' ');
+  if (space == std::string_view::npos || !http_iequals(text.substr(0, space), "bearer"))
+    return std::optional<std::string>();
+  const size_t token = text.find_first_not_of(' ', space);
+  return std::optional<std::string>(token == std::string_view::npos ? "" : std::string(text.substr(token)));
+}
+
 ApiServer::~ApiServer() { stop(); }
 
-Result<std::unique_ptr<ApiServer>> ApiServer::create(const std::vector<std::string>& models, const ServeOptions& opt) {
+Result<std::unique_ptr<ApiServer>> ApiServer::create(const std::vector<std::string>& models, const ServeOptions& opt,
+                                                     HttpServerOptions transport) {
   if (models.empty()) return make_error("serve needs at least one -m MODEL");
   std::unique_ptr<ApiServer> s(new ApiServer());
   s->s_.opt = opt;
@@ -76,11 +93,10 @@ Result<std::unique_ptr<ApiServer>> ApiServer::create(const std::vector<std::stri
   std::vector<Engine*> engines;
   for (ServedModel& m : s->s_.models) engines.push_back(m.engine.get());
   s->s_.loop = std::make_unique<EngineLoop>(std::move(engines));
-  HttpServerOptions ho;
-  ho.host = opt.host;
-  ho.port = opt.port;
-  ho.limits.max_body_bytes = opt.max_body_bytes;
-  s->http_ = std::make_unique<HttpServer>(ho);
+  transport.host = opt.host;
+  transport.port = opt.port;
+  transport.limits.max_body_bytes = opt.max_body_bytes;
+  s->http_ = std::make_unique<HttpServer>(std::move(transport));
   s->s_.agents = std::make_unique<AgentRegistry>(opt.agent_limits.max_agents,
                                                    opt.agent_limits.max_resident_text_bytes);
   // No field takes more elements than the longest context (token ids, messages, content parts: each
@@ -158,9 +174,10 @@ void ApiServer::sweep_agents_loop() {
 void ApiServer::handle(const HttpRequest& req, HttpResponseWriter& w) {
   const std::string& path = req.path;
   if (path == "/health") return handle_health(req, w);
+  auto credentials = bearer_token(req);
+  if (!credentials.ok()) return reply(w, ApiError{400, credentials.error(), "authorization"});
   if (!s_.opt.api_key.empty()) {
-    const std::string* auth = req.header("authorization");
-    if (!auth || !same_secret(*auth, "Bearer " + s_.opt.api_key))
+    if (!*credentials || !same_secret(**credentials, s_.opt.api_key))
       return reply(w, ApiError{401, "missing or wrong API key (send Authorization: Bearer KEY)", "",
                                "authentication_error"});
   }

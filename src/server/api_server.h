@@ -8,6 +8,7 @@
 #include <condition_variable>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -16,13 +17,21 @@
 
 namespace agentkv {
 
+// The token of the request's "Authorization: Bearer TOKEN" (the scheme case-insensitive, RFC 7235 2.1);
+// nullopt when there is none or another scheme; an error for two Authorization headers (which one
+// counts would be ambiguous).
+Result<std::optional<std::string>> bearer_token(const HttpRequest& req);
+
 class ApiServer {
  public:
-  static Result<std::unique_ptr<ApiServer>> create(const std::vector<std::string>& models, const ServeOptions& opt);
+  // transport: the connection caps, timeouts and drain time; its host, port and body limit are opt's.
+  static Result<std::unique_ptr<ApiServer>> create(const std::vector<std::string>& models, const ServeOptions& opt,
+                                                   HttpServerOptions transport = {});
   ~ApiServer();
 
   Status start();
-  // Graceful: stops accepting, cancels what is still running (clients get their stream ended), joins.
+  // Graceful: drains (running requests may finish up to the transport's drain_timeout_s while new ones
+  // get 503), cancels what is still running (clients get their stream ended), joins.
   void stop();
   int port() const { return http_->port(); }
 

@@ -40,6 +40,8 @@ class HttpParser {
   const HttpError& error() const { return error_; }
   // Bytes of an unfinished request are buffered (a stalled client, as opposed to an idle one).
   bool mid_request() const;
+  // The head of the request in progress is complete and its body is still arriving.
+  bool in_body() const { return !failed() && state_ == State::kBody; }
   // True once per request whose head asked "Expect: 100-continue" and whose body is still pending;
   // the server then sends "100 Continue" (curl waits a second for it before sending large bodies).
   bool take_continue_request();

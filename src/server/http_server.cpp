@@ -1,5 +1,6 @@
 #include "server/http_server.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -156,12 +157,18 @@ bool HttpResponseWriter::client_gone() {
   if (broken_) return true;
   pollfd p{fd_, static_cast<short>(POLLIN | POLLRDHUP), 0};
   if (::poll(&p, 1, 0) <= 0) return false;
-  if (p.revents & (POLLHUP | POLLRDHUP | POLLERR | POLLNVAL)) return true;
-  if (p.revents & POLLIN) {
-    char c;
-    const ssize_t n = ::recv(fd_, &c, 1, MSG_PEEK | MSG_DONTWAIT);
-    // More bytes (a pipelined request) mean the client is still there; EOF or an error mean gone.
-    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) return true;
+  // POLLHUP: both directions are shut (a reset after a write, or stop() cutting the socket).
+  if (p.revents & (POLLHUP | POLLERR | POLLNVAL)) return true;
+  if (!(p.revents & (POLLIN | POLLRDHUP))) return false;
+  char c;
+  const ssize_t n = ::recv(fd_, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+  if (n > 0) return false;  // a pipelined request: the client is still there
+  if (n < 0) return errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR;  // ECONNRESET
+  // EOF: half-closed (still reading) or gone. Only a write tells which; a stream's writes do, and before
+  // any response the interim 100 does (HTTP/1.0 has no 1xx: such a client is taken to be reading).
+  if (state_ == State::kNone && http11_ && !probed_) {
+    probed_ = true;
+    if (!send_all("HTTP/1.1 100 Continue\r\n\r\n")) return true;
   }
   return false;
 }
@@ -236,21 +243,22 @@ Status HttpServer::start(HttpHandler handler) {
 void HttpServer::stop() {
   if (stopping_.exchange(true)) return;
   if (wake_pipe_[1] >= 0) {
-    const char c = 'x';
+    const char c = 'x';  // idle connections wake and close; the accept thread answers newcomers 503
     [[maybe_unused]] const ssize_t n = ::write(wake_pipe_[1], &c, 1);
   }
-  if (accept_thread_.joinable()) accept_thread_.join();
-  if (listen_fd_ >= 0) ::close(listen_fd_);  // new connections are refused from here on
-  listen_fd_ = -1;
   {
     std::unique_lock<std::mutex> lock(mu_);
-    const auto deadline = after_seconds(options_.stop_timeout_s);
+    const auto deadline = after_seconds(options_.drain_timeout_s);
     cv_.wait_until(lock, deadline, [&] { return active_.load() == 0; });
     // Handlers still running past the deadline: cut their sockets so writes fail and client_gone() is true.
     for (auto& c : connections_) {
       if (c->fd >= 0) ::shutdown(c->fd, SHUT_RDWR);
     }
   }
+  stop_accepting_ = true;
+  if (accept_thread_.joinable()) accept_thread_.join();
+  if (listen_fd_ >= 0) ::close(listen_fd_);  // new connections are refused from here on
+  listen_fd_ = -1;
   for (auto& c : connections_) {
     if (c->thread.joinable()) c->thread.join();
   }
@@ -274,25 +282,88 @@ void HttpServer::reap_finished() {
   for (auto& c : finished) c->thread.join();
 }
 
+namespace {
+
+// The peer's address without its port: what the per-client cap counts.
+std::string peer_address(const sockaddr_storage& a) {
+  char text[INET6_ADDRSTRLEN] = "";
+  if (a.ss_family == AF_INET6) {
+    ::inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6*>(&a)->sin6_addr, text, sizeof text);
+  } else if (a.ss_family == AF_INET) {
+    ::inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(&a)->sin_addr, text, sizeof text);
+  }
+  return text;
+}
+
+// Answers an error on a connection that will carry nothing else, and ends our side of it.
+void refuse(int fd, int status, const std::string& message) {
+  HttpResponseWriter w(fd, 1, /*keep_alive=*/false, /*head_request=*/false);
+  w.respond(status, "application/json", http_error_json(message, "server_error"));
+  ::shutdown(fd, SHUT_WR);
+}
+
+}  // namespace
+
+bool HttpServer::evict_one(const std::string* client) {
+  Connection* victim = nullptr;
+  for (auto& c : connections_) {
+    if (c->done || c->evicted || c->fd < 0 || c->phase == Phase::kHandler) continue;
+    if (client != nullptr && c->client != *client) continue;
+    // Idle before unfinished heads before unfinished bodies; within each, the one waiting longest.
+    if (victim == nullptr || c->phase < victim->phase ||
+        (c->phase == victim->phase && c->since < victim->since)) {
+      victim = c.get();
+    }
+  }
+  if (victim == nullptr) return false;
+  victim->evicted = true;
+  ++evicting_;
+  ::shutdown(victim->fd, SHUT_RD);  // wakes its thread's poll; its write side stays for the 503
+  return true;
+}
+
+bool HttpServer::admit(const std::string& client, int& status, std::string& message) {
+  if (stopping_.load()) {
+    status = 503;
+    message = "server is shutting down; retry later";
+    return false;
+  }
+  int from_client = 0;
+  for (const auto& c : connections_) from_client += !c->done && !c->evicted && c->client == client;
+  if (from_client >= options_.max_connections_per_client && !evict_one(&client)) {
+    status = 429;
+    message = "too many connections from " + client + " (the limit is " +
+              std::to_string(options_.max_connections_per_client) + "); retry later";
+    return false;
+  }
+  if (active_.load() - evicting_ >= options_.max_connections && !evict_one(nullptr)) {
+    status = 503;
+    message = "server is at its connection limit (" + std::to_string(options_.max_connections) + "); retry later";
+    return false;
+  }
+  return true;
+}
+
 void HttpServer::accept_loop() {
-  // Rejected (503) sockets linger here until the client closes or a short deadline passes, so the
-  // 503 is not lost to a reset caused by request bytes we never read.
+  // Refused sockets linger here until the client closes or a short deadline passes, so the answer is
+  // not lost to a reset caused by request bytes we never read.
   struct Rejected {
     int fd;
     Clock::time_point deadline;
   };
   std::vector<Rejected> rejected;
   std::vector<pollfd> fds;
-  while (!stopping_.load()) {
+  while (!stop_accepting_.load()) {
     reap_finished();
-    fds.assign({{wake_pipe_[0], POLLIN, 0}, {listen_fd_, POLLIN, 0}});
-    int timeout_ms = 500;
+    // While draining the wake pipe stays readable: poll on a short timeout instead.
+    const bool draining = stopping_.load();
+    fds.assign({{listen_fd_, POLLIN, 0}, {draining ? -1 : wake_pipe_[0], POLLIN, 0}});
+    int timeout_ms = draining ? 50 : 500;
     for (const Rejected& r : rejected) {
       fds.push_back({r.fd, POLLIN, 0});
       timeout_ms = std::min(timeout_ms, ms_until(r.deadline));
     }
     if (::poll(fds.data(), fds.size(), timeout_ms) < 0 && errno != EINTR) break;
-    if (fds[0].revents != 0) break;
     for (size_t i = rejected.size(); i-- > 0;) {
       bool done = Clock::now() >= rejected[i].deadline;
       if (fds[2 + i].revents != 0) {
@@ -305,31 +376,39 @@ void HttpServer::accept_loop() {
         rejected.erase(rejected.begin() + static_cast<std::ptrdiff_t>(i));
       }
     }
-    if (!(fds[1].revents & POLLIN)) continue;
-    const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+    if (!(fds[0].revents & POLLIN)) continue;
+    sockaddr_storage peer{};
+    socklen_t peer_len = sizeof peer;
+    const int fd = ::accept4(listen_fd_, reinterpret_cast<sockaddr*>(&peer), &peer_len, SOCK_CLOEXEC);
     if (fd < 0) continue;  // EAGAIN, ECONNABORTED, EMFILE: try again on the next poll
     const int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     set_send_timeout(fd, options_.send_timeout_s);
 
+    const std::string client = peer_address(peer);
+    int status = 503;
+    std::string message = "cannot start a connection thread; retry later";
     bool accepted = false;
-    if (active_.load() < options_.max_connections) {
+    {
       std::lock_guard<std::mutex> lock(mu_);
-      auto conn = std::make_unique<Connection>();
-      conn->fd = fd;
-      Connection* c = conn.get();
-      try {
-        ++active_;
-        c->thread = std::thread(&HttpServer::serve, this, c, fd);
-        connections_.push_back(std::move(conn));
-        accepted = true;
-      } catch (const std::exception&) {
-        --active_;  // no thread: answer 503 below
+      if (admit(client, status, message)) {
+        auto conn = std::make_unique<Connection>();
+        conn->fd = fd;
+        conn->client = client;
+        Connection* c = conn.get();
+        try {
+          ++active_;
+          c->thread = std::thread(&HttpServer::serve, this, c, fd);
+          connections_.push_back(std::move(conn));
+          accepted = true;
+        } catch (const std::exception&) {
+          --active_;  // no thread: refused below
+        }
       }
     }
     if (!accepted) {
       set_send_timeout(fd, 1.0);
-      reject(fd);
+      refuse(fd, status, message);
       if (rejected.size() >= 64) {
         ::close(rejected.front().fd);
         rejected.erase(rejected.begin());
@@ -340,18 +419,17 @@ void HttpServer::accept_loop() {
   for (const Rejected& r : rejected) ::close(r.fd);
 }
 
-void HttpServer::reject(int fd) {
-  HttpResponseWriter w(fd, 1, /*keep_alive=*/false, /*head_request=*/false);
-  w.respond(503, "application/json",
-            http_error_json("server is at its connection limit (" + std::to_string(options_.max_connections) +
-                                "); retry later",
-                            "server_error"));
-  ::shutdown(fd, SHUT_WR);
+bool HttpServer::enter(Connection* conn, Phase phase) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (conn->evicted) return false;
+  conn->phase = phase;
+  conn->since = Clock::now();
+  return true;
 }
 
 void HttpServer::serve(Connection* conn, int fd) {
   bool linger = false;
-  serve_requests(fd, linger);
+  serve_requests(conn, fd, linger);
   close_connection(conn, fd, linger);
 }
 
@@ -374,16 +452,32 @@ void HttpServer::close_connection(Connection* conn, int fd, bool linger) {
   ::close(fd);
   conn->fd = -1;
   conn->done = true;
+  if (conn->evicted) --evicting_;
   --active_;
   cv_.notify_all();
 }
 
-void HttpServer::serve_requests(int fd, bool& linger) {
+void HttpServer::serve_requests(Connection* conn, int fd, bool& linger) {
   HttpParser parser(options_.limits);
   std::vector<char> buf(64 * 1024);
-  auto deadline = after_seconds(options_.idle_timeout_s);
+  Phase phase = Phase::kHead;  // from the connect: see Phase
+  bool fresh = true;           // no byte yet
+  Clock::time_point phase_start = Clock::now(), last_byte = phase_start;
+  double body_bytes = 0;
+  // Whether a request has begun: only then is there someone to answer when the connection must end.
+  const auto begun = [&] { return phase != Phase::kIdle && !fresh; };
+  // An evicted or draining connection ends: a request begun is answered 503, an idle one just closes.
+  const auto make_room = [&](const char* why) {
+    if (!begun()) return;
+    HttpResponseWriter w(fd, 1, false, false);
+    w.respond(503, "application/json", http_error_json(why, "server_error"));
+    linger = true;
+  };
   while (true) {
     while (auto req = parser.next_request()) {
+      const bool evicted = !enter(conn, Phase::kHandler);
+      phase = Phase::kHandler;
+      if (evicted) return make_room("server is at its connection limit; retry later");
       HttpResponseWriter w(fd, req->version_minor, req->keep_alive, req->method == "HEAD", &stopping_);
       bool threw = false;
       try {
@@ -410,7 +504,6 @@ void HttpServer::serve_requests(int fd, bool& linger) {
         linger = !w.failed();
         return;
       }
-      deadline = after_seconds(options_.idle_timeout_s);
     }
     if (parser.failed()) {
       HttpResponseWriter w(fd, 1, /*keep_alive=*/false, /*head_request=*/false);
@@ -418,20 +511,54 @@ void HttpServer::serve_requests(int fd, bool& linger) {
       linger = true;
       return;
     }
-    if (stopping_.load()) return;
+    // The phase of what is buffered now (a pipelined request may already have begun).
+    const Phase now = !parser.mid_request() && !fresh ? Phase::kIdle
+                      : parser.in_body()                ? Phase::kBody
+                                                        : Phase::kHead;
+    if (now != phase) {
+      const bool evicted = !enter(conn, now);
+      phase = now;
+      phase_start = last_byte = Clock::now();
+      body_bytes = 0;
+      if (evicted) return make_room("server is at its connection limit; retry later");
+    }
+    if (stopping_.load()) return make_room("server is shutting down; retry later");
     if (parser.take_continue_request()) {
       HttpResponseWriter w(fd, 1, true, false);
       if (!w.respond(100, "", "")) return;
     }
 
+    // The earliest deadline of the phase: idle keep-alive, the head's, the body's minimum rate.
+    Clock::time_point deadline = last_byte + std::chrono::milliseconds(static_cast<long long>(options_.idle_timeout_s * 1000));
+    const char* late = "timed out waiting for the rest of the request";
+    const auto at = [&](double seconds) {
+      return phase_start + std::chrono::milliseconds(static_cast<long long>(seconds * 1000));
+    };
+    if (phase == Phase::kHead && at(options_.header_timeout_s) < deadline) {
+      deadline = at(options_.header_timeout_s);
+      late = "the request head did not arrive in time";
+    }
+    if (phase == Phase::kBody && options_.body_min_rate > 0) {
+      const auto rate_deadline = at(std::max(options_.body_grace_s, body_bytes / options_.body_min_rate));
+      if (rate_deadline < deadline) {
+        deadline = rate_deadline;
+        late = "the request body arrived too slowly";
+      }
+    }
     pollfd p[2] = {{fd, POLLIN, 0}, {wake_pipe_[0], POLLIN, 0}};
     const int ready = ::poll(p, 2, ms_until(deadline));
     if (ready < 0 && errno == EINTR) continue;
-    if (ready < 0 || p[1].revents != 0) return;
+    if (ready < 0) return;
+    if (p[1].revents != 0) return make_room("server is shutting down; retry later");
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (conn->evicted) return make_room("server is at its connection limit; retry later");
+    }
     if (ready == 0) {
-      if (parser.mid_request()) {
+      if (Clock::now() < deadline) continue;  // poll's millisecond rounding woke us early
+      if (begun()) {
         HttpResponseWriter w(fd, 1, false, false);
-        w.respond(408, "application/json", http_error_json("timed out waiting for the rest of the request"));
+        w.respond(408, "application/json", http_error_json(late));
         linger = true;
       }
       return;
@@ -447,8 +574,10 @@ void HttpServer::serve_requests(int fd, bool& linger) {
       return;
     }
     if (n <= 0) return;
+    fresh = false;
+    if (phase == Phase::kBody) body_bytes += static_cast<double>(n);
     parser.feed(std::string_view(buf.data(), static_cast<size_t>(n)));
-    deadline = after_seconds(options_.idle_timeout_s);
+    last_byte = Clock::now();
   }
 }
 

@@ -1,7 +1,12 @@
-// A small threaded HTTP/1.1 server: one accept thread, one thread per connection (at most
-// max_connections; beyond that a connection gets 503 and is closed). Handlers run on the connection
-// thread and answer through HttpResponseWriter, either with one response or a stream (chunked for
-// HTTP/1.1, close-delimited for 1.0). Transport only: routing and the OpenAI API live above it.
+// A small threaded HTTP/1.1 server: one accept thread, one thread per connection. Handlers run on the
+// connection thread and answer through HttpResponseWriter, either with one response or a stream
+// (chunked for HTTP/1.1, close-delimited for 1.0). Transport only: routing and the OpenAI API live above it.
+// Hostile clients cannot hold the slots (issue 21): a request head must arrive within a deadline and a
+// body at a minimum average rate (an idle timer that every byte resets is not enough against slowloris);
+// at the connection cap, or a client address's cap, the connection that waits longest without running
+// a handler is closed first (idle keep-alive ones before unfinished requests), and only when none can go
+// does the newcomer get 503 (429 for its address's cap). stop() drains: running handlers may finish up
+// to drain_timeout_s while new connections and requests get 503.
 // Our own rather than a library's: Debian 12's cpp-httplib (0.11.4) predates fixes this server relies
 // on: detecting a client that disconnects during a non-streamed request (so its generation is
 // cancelled and its KV freed), a limit on the number of header fields, and rejecting the
@@ -10,6 +15,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <functional>
 #include <list>
@@ -44,7 +50,10 @@ class HttpResponseWriter {
   bool write(std::string_view data);
   bool end_stream();
   // Non-blocking: has the peer closed or reset the connection (even while nothing is written)?
-  // A client that only half-closes (shutdown(SHUT_WR)) after its request counts as gone too.
+  // A client that only half-closes (shutdown(SHUT_WR), as `nc -N` does) after its request is still
+  // there and gets its answer. The server cannot tell that EOF from a full close, so on the first EOF
+  // before an HTTP/1.1 response has started it sends an interim "100 Continue" (clients must accept
+  // 1xx, RFC 9110 15.2): a peer that fully closed answers it with a reset, which the next call sees.
   bool client_gone();
 
   bool started() const { return state_ != State::kNone; }
@@ -65,6 +74,7 @@ class HttpResponseWriter {
   const std::atomic<bool>* stopping_;
   bool chunked_ = false;
   bool broken_ = false;
+  bool probed_ = false;  // the "100 Continue" probe after an EOF was sent
   State state_ = State::kNone;
 };
 
@@ -73,10 +83,18 @@ using HttpHandler = std::function<void(const HttpRequest&, HttpResponseWriter&)>
 struct HttpServerOptions {
   std::string host = "127.0.0.1";  // IPv4 or IPv6 literal, or a name getaddrinfo resolves
   int port = 0;                    // 0: an ephemeral port; port() reports it
-  int max_connections = 256;       // more concurrent connections get 503 and are closed
-  double idle_timeout_s = 30;      // idle keep-alive connections and stalled partial requests are dropped
+  int max_connections = 256;       // at the cap an idle or unfinished connection is closed, or the new one gets 503
+  // The same per client address (429 when none of its own can go): half the cap, so one address never
+  // holds every slot. Behind a proxy every client shares its address: raise it to max_connections there.
+  int max_connections_per_client = 128;
+  double idle_timeout_s = 30;      // a keep-alive connection waits this long for a request's first byte; and
+                                   // a request is dropped (408) after this long without a byte
+  double header_timeout_s = 10;    // the request line and headers must be complete this long after the connect
+                                   // (or, on a kept-alive connection, their first byte)
+  double body_min_rate = 1024;     // bytes/s: a body must average at least this (0: no rate), ...
+  double body_grace_s = 10;        // ... enforced once this long has passed since its head arrived
   double send_timeout_s = 30;      // a write that makes no progress this long fails
-  double stop_timeout_s = 10;      // stop() waits this long for running handlers, then cuts their sockets
+  double drain_timeout_s = 30;     // stop() waits this long for running handlers, then cuts their sockets
   HttpLimits limits;
 };
 
@@ -89,25 +107,40 @@ class HttpServer {
 
   // Binds, listens and starts the accept thread. Error e.g. "cannot bind 127.0.0.1:8080: Address already in use".
   Status start(HttpHandler handler);
-  // Stops accepting, closes idle connections, lets running handlers finish (up to stop_timeout_s; after
-  // that their sockets are shut down so writes fail and client_gone() turns true), joins every thread.
-  // Idempotent; must not be called from a handler.
+  // Drains: closes idle connections, answers new connections and new requests 503, lets running
+  // handlers finish (up to drain_timeout_s; after that their sockets are shut down so writes fail and
+  // client_gone() turns true), then stops accepting and joins every thread. Idempotent; must not be
+  // called from a handler.
   void stop();
 
   int port() const { return port_; }
   int active_connections() const { return active_.load(); }
 
  private:
+  // What a connection is doing, in the order in which connections are closed at a cap. A new connection
+  // is in kHead from the start (its head's deadline runs from the connect), so a fresh client is never
+  // taken for an idle keep-alive one.
+  enum class Phase { kIdle, kHead, kBody, kHandler };
   struct Connection {
     std::thread thread;
-    int fd = -1;  // -1 once the connection thread closed it (guarded by mu_)
+    std::string client;  // the peer's address, for the per-client cap
+    // Guarded by mu_.
+    int fd = -1;  // -1 once the connection thread closed it
+    Phase phase = Phase::kHead;
+    std::chrono::steady_clock::time_point since = std::chrono::steady_clock::now();  // of the phase
+    bool evicted = false;  // closed to make room: the thread answers 503 (or nothing when idle) and ends
     bool done = false;
   };
   void accept_loop();
+  // Under mu_: whether a connection from `client` may be served now, closing an idle or unfinished one
+  // if that makes room; otherwise the status and message of the refusal.
+  bool admit(const std::string& client, int& status, std::string& message);
+  bool evict_one(const std::string* client);
+  // The connection thread moves to a phase; false once the connection was evicted.
+  bool enter(Connection* conn, Phase phase);
   void serve(Connection* conn, int fd);
-  void serve_requests(int fd, bool& linger);
+  void serve_requests(Connection* conn, int fd, bool& linger);
   void close_connection(Connection* conn, int fd, bool linger);
-  void reject(int fd);
   void reap_finished();
 
   HttpServerOptions options_;
@@ -115,8 +148,10 @@ class HttpServer {
   int listen_fd_ = -1;
   int wake_pipe_[2] = {-1, -1};  // written once by stop(); every poll() watches the read end
   int port_ = 0;
-  std::atomic<bool> stopping_{false};
+  std::atomic<bool> stopping_{false};       // draining: new connections and requests get 503
+  std::atomic<bool> stop_accepting_{false};  // the drain is over: the accept thread ends
   std::atomic<int> active_{0};
+  int evicting_ = 0;  // connections evicted whose threads have not closed them yet (guarded by mu_)
   std::thread accept_thread_;
   std::mutex mu_;
   std::condition_variable cv_;

@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -15,6 +16,7 @@
 #include <string>
 #include <thread>
 
+#include "server/api_server.h"
 #include "util/json.h"
 
 namespace agentkv {
@@ -27,8 +29,15 @@ using namespace std::chrono_literals;
 // instead of hanging it.
 class TestClient {
  public:
-  explicit TestClient(int port) {
+  // from: a loopback source address (127.0.0.2, ...) to act as another client for the per-client cap.
+  explicit TestClient(int port, const char* from = nullptr) {
     fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    if (from != nullptr) {
+      sockaddr_in src{};
+      src.sin_family = AF_INET;
+      ::inet_pton(AF_INET, from, &src.sin_addr);
+      ::bind(fd_, reinterpret_cast<sockaddr*>(&src), sizeof src);
+    }
     sockaddr_in a{};
     a.sin_family = AF_INET;
     a.sin_port = htons(static_cast<uint16_t>(port));
@@ -45,6 +54,12 @@ class TestClient {
   }
   bool send(const std::string& s) { return ::send(fd_, s.data(), s.size(), MSG_NOSIGNAL) == ssize_t(s.size()); }
   void shutdown_write() { ::shutdown(fd_, SHUT_WR); }
+  // The server sent something (or closed) within ms.
+  bool readable(int ms) {
+    if (pos_ < buf_.size()) return true;
+    pollfd p{fd_, POLLIN, 0};
+    return ::poll(&p, 1, ms) > 0;
+  }
 
   struct Response {
     int status = 0;
@@ -90,6 +105,13 @@ class TestClient {
       while (read_byte(c)) r.body += c;
     }
     r.status = status;
+    return r;
+  }
+
+  // The final response: interim 1xx ones (the half-close probe's 100 Continue) are skipped.
+  Response read_final_response() {
+    Response r = read_response();
+    while (r.status >= 100 && r.status < 200) r = read_response();
     return r;
   }
 
@@ -518,7 +540,7 @@ TEST(HttpServer, StopWaitsForARunningHandlerAndJoinsEveryThread) {
 
 TEST(HttpServer, StopCutsAHandlerThatOutlivesTheDeadline) {
   HttpServerOptions opts;
-  opts.stop_timeout_s = 0.2;
+  opts.drain_timeout_s = 0.2;
   HttpServer server(opts);
   std::atomic<bool> entered{false};
   std::atomic<bool> saw_gone{false};
@@ -531,6 +553,194 @@ TEST(HttpServer, StopCutsAHandlerThatOutlivesTheDeadline) {
   ASSERT_TRUE(eventually([&] { return entered.load(); }));
   server.stop();
   EXPECT_TRUE(saw_gone.load());
+}
+
+// A client that sends its whole request and then shuts its write side (nc -N) is still reading: a
+// handler that keeps checking client_gone() (as the mailbox does every 200 ms) answers it, plain or
+// streamed. Only a full close or a reset is "gone" (ClientGoneIsSeenWithoutWriting).
+TEST(HttpServer, HalfClosedClientGetsItsAnswerPlainOrStreamed) {
+  std::atomic<int> saw_gone{0};
+  HttpServer server;
+  ASSERT_TRUE(server.start([&](const HttpRequest& req, HttpResponseWriter& w) {
+    const auto until = std::chrono::steady_clock::now() + 600ms;
+    const bool stream = req.path == "/stream";
+    if (stream) w.start_stream(200, "text/event-stream");
+    while (std::chrono::steady_clock::now() < until) {
+      saw_gone += w.client_gone();
+      if (stream) w.write("data: token\n\n");
+      std::this_thread::sleep_for(20ms);
+    }
+    if (!stream) w.respond(200, "text/plain", "answer");
+  }).ok());
+  for (const std::string path : {"/plain", "/stream"}) {
+    TestClient c(server.port());
+    ASSERT_TRUE(c.send(get(path)));
+    c.shutdown_write();
+    auto r = c.read_final_response();
+    EXPECT_EQ(r.status, 200) << path;
+    if (path == "/plain") {
+      EXPECT_EQ(r.body, "answer");
+    } else {
+      EXPECT_GE(r.chunks.size(), 5u);
+    }
+    EXPECT_TRUE(c.closed_by_server()) << path;
+  }
+  EXPECT_EQ(saw_gone.load(), 0);
+}
+
+// Slowloris: one byte every 100 ms keeps resetting an idle timer, but the head has its own deadline.
+TEST(HttpServer, RequestHeadMustArriveWithinItsDeadline) {
+  HttpServerOptions opts;
+  opts.header_timeout_s = 0.5;
+  HttpServer server(opts);
+  std::atomic<int> calls{0};
+  ASSERT_TRUE(server.start(counting_handler(calls)).ok());
+  TestClient c(server.port());
+  const auto t0 = std::chrono::steady_clock::now();
+  ASSERT_TRUE(c.send("GET / HTTP/1.1\r\nX-Slow: "));
+  for (int i = 0; i < 100 && !c.readable(100); ++i) ASSERT_TRUE(c.send("a"));
+  auto r = c.read_response();
+  EXPECT_EQ(r.status, 408);
+  EXPECT_NE(r.body.find("head did not arrive in time"), std::string::npos) << r.body;
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 5s);
+  EXPECT_EQ(calls.load(), 0);
+}
+
+// A body must average body_min_rate once its grace has passed; a fast one is unaffected.
+TEST(HttpServer, RequestBodyMustArriveAtAMinimumRate) {
+  HttpServerOptions opts;
+  opts.body_min_rate = 1000;
+  opts.body_grace_s = 0.5;
+  HttpServer server(opts);
+  ASSERT_TRUE(server.start(echo_handler()).ok());
+  TestClient c(server.port());
+  const auto t0 = std::chrono::steady_clock::now();
+  ASSERT_TRUE(c.send("POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 100000\r\n\r\n"));
+  for (int i = 0; i < 100 && !c.readable(100); ++i) ASSERT_TRUE(c.send(std::string(10, 'x')));  // 100 B/s
+  auto r = c.read_response();
+  EXPECT_EQ(r.status, 408);
+  EXPECT_NE(r.body.find("body arrived too slowly"), std::string::npos) << r.body;
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 5s);
+
+  TestClient fast(server.port());
+  ASSERT_TRUE(fast.send("POST /f HTTP/1.1\r\nHost: h\r\nContent-Length: 100000\r\n\r\n" + std::string(100000, 'y')));
+  EXPECT_EQ(fast.read_response().status, 200);
+}
+
+// At the cap, idle keep-alive connections (the longest idle first) make room, then unfinished requests
+// (answered 503); only connections running a handler keep a newcomer out.
+TEST(HttpServer, IdleThenUnfinishedConnectionsMakeRoomAtTheCap) {
+  HttpServerOptions opts;
+  opts.max_connections = 3;
+  HttpServer server(opts);
+  ASSERT_TRUE(server.start(echo_handler()).ok());
+  std::vector<std::unique_ptr<TestClient>> idle;
+  for (int i = 0; i < 3; ++i) {
+    idle.push_back(std::make_unique<TestClient>(server.port()));
+    ASSERT_TRUE(idle.back()->send(get("/warm")));
+    ASSERT_EQ(idle.back()->read_response().status, 200);  // then idles on keep-alive
+  }
+  TestClient newcomer(server.port());
+  ASSERT_TRUE(newcomer.send(get("/new")));
+  EXPECT_EQ(newcomer.read_response().status, 200);
+  EXPECT_TRUE(idle[0]->closed_by_server());  // the longest idle went
+  EXPECT_FALSE(idle[1]->readable(100));
+
+  // Slowloris heads: three unfinished requests fill the cap; a newcomer still gets in.
+  std::vector<std::unique_ptr<TestClient>> slow;
+  for (int i = 0; i < 3; ++i) {
+    slow.push_back(std::make_unique<TestClient>(server.port()));
+    ASSERT_TRUE(slow.back()->send("GET / HTTP/1.1\r\nX-Slow: "));
+  }
+  std::this_thread::sleep_for(300ms);  // their bytes are read: a connection that sent none is closed silently
+  TestClient second(server.port());
+  ASSERT_TRUE(second.send(get("/second")));
+  EXPECT_EQ(second.read_response().status, 200);
+  bool a_slow_one_got_503 = false;
+  for (auto& c : slow)
+    if (c->readable(1000)) a_slow_one_got_503 = a_slow_one_got_503 || c->read_response().status == 503;
+  EXPECT_TRUE(a_slow_one_got_503);
+}
+
+// One address may hold max_connections_per_client; more get 429 unless one of its own is idle, and
+// another address is not affected.
+TEST(HttpServer, ConnectionsPerClientAddressAreCapped) {
+  HttpServerOptions opts;
+  opts.max_connections_per_client = 2;
+  HttpServer server(opts);
+  std::atomic<int> entered{0};
+  std::atomic<bool> release{false};
+  ASSERT_TRUE(server.start([&](const HttpRequest& req, HttpResponseWriter& w) {
+    if (req.path == "/hold") {
+      ++entered;
+      eventually([&] { return release.load(); });
+    }
+    w.respond(200, "text/plain", "ok");
+  }).ok());
+  TestClient a(server.port()), b(server.port());
+  ASSERT_TRUE(a.send(get("/hold")));
+  ASSERT_TRUE(b.send(get("/hold")));
+  ASSERT_TRUE(eventually([&] { return entered.load() == 2; }));
+  TestClient third(server.port());
+  ASSERT_TRUE(third.send(get("/")));
+  auto r = third.read_response();
+  EXPECT_EQ(r.status, 429);
+  EXPECT_NE(r.body.find("too many connections from 127.0.0.1"), std::string::npos) << r.body;
+  TestClient other(server.port(), "127.0.0.2");
+  ASSERT_TRUE(other.connected());
+  ASSERT_TRUE(other.send(get("/")));
+  EXPECT_EQ(other.read_response().status, 200);
+  release = true;
+  EXPECT_EQ(a.read_response().status, 200);
+  EXPECT_EQ(b.read_response().status, 200);
+  // Both of 127.0.0.1's connections are idle now: a third one takes the place of one of them.
+  TestClient fourth(server.port());
+  ASSERT_TRUE(fourth.send(get("/")));
+  EXPECT_EQ(fourth.read_response().status, 200);
+}
+
+// stop() drains: a running handler finishes, while a new connection is answered 503 until it does.
+TEST(HttpServer, DrainAnswersNewRequests503WhileRunningOnesFinish) {
+  HttpServerOptions opts;
+  opts.drain_timeout_s = 20;
+  HttpServer server(opts);
+  std::atomic<bool> entered{false}, release{false};
+  ASSERT_TRUE(server.start([&](const HttpRequest&, HttpResponseWriter& w) {
+    entered = true;
+    eventually([&] { return release.load(); });
+    w.respond(200, "text/plain", "finished");
+  }).ok());
+  TestClient busy(server.port());
+  ASSERT_TRUE(busy.send(get("/")));
+  ASSERT_TRUE(eventually([&] { return entered.load(); }));
+  std::thread stopper([&] { server.stop(); });
+  std::this_thread::sleep_for(200ms);
+  TestClient late(server.port());
+  ASSERT_TRUE(late.connected());
+  ASSERT_TRUE(late.send(get("/")));
+  auto r = late.read_response();
+  EXPECT_EQ(r.status, 503);
+  EXPECT_NE(r.body.find("shutting down"), std::string::npos) << r.body;
+  release = true;
+  stopper.join();
+  EXPECT_EQ(busy.read_response().body, "finished");
+}
+
+TEST(ApiAuth, BearerSchemeIsCaseInsensitiveAndOneHeaderOnly) {
+  HttpRequest req;
+  EXPECT_FALSE(bearer_token(req)->has_value());
+  for (const char* value : {"Bearer k1", "bearer k1", "BEARER   k1"}) {
+    req.headers = {{"authorization", value}};
+    auto t = bearer_token(req);
+    ASSERT_TRUE(t.ok());
+    EXPECT_EQ(t->value_or("-"), "k1") << value;
+  }
+  req.headers = {{"authorization", "Basic k1"}};
+  EXPECT_FALSE(bearer_token(req)->has_value());
+  req.headers = {{"authorization", "Bearer k1"}, {"authorization", "Bearer k2"}};
+  auto two = bearer_token(req);
+  ASSERT_FALSE(two.ok());
+  EXPECT_NE(two.error().find("two Authorization headers"), std::string::npos);
 }
 
 }  // namespace
