@@ -126,6 +126,11 @@ Result<uint64_t> start_chat_job(ServerState& s, size_t model, ChatSharingRequest
   return id;
 }
 
+// A prompt whose tokenization stopped past the context (413; its exact length is not known).
+ApiError over_context(const std::string& what, const std::string& param, int n_ctx) {
+  return api_error(ErrorCode::kTooLarge, what + " holds more tokens than the model's context of " + std::to_string(n_ctx), param);
+}
+
 // Streams one event's pieces of a choice whose answer may hold tool calls: text as content deltas,
 // calls as tool_calls deltas (OpenAI's shape); the choice's last chunk carries its finish_reason.
 bool stream_tool_deltas(const CompletionRequest& cr, const std::string& rid, int64_t created, int index,
@@ -176,12 +181,17 @@ void handle_completion(ServerState& s, const HttpRequest& req, HttpResponseWrite
     if (auto e = output_grammar(cr, &grammar)) return reply(w, *e);
     auto chat_text = render_chat(tok, cr.messages, true, offered_tools(cr));
     if (!chat_text.ok()) return reply(w, api_error(chat_text.status_error(), "messages"));
-    p.prompt = encode_chat(tok, *chat_text);  // message content never becomes a special token
+    // Message content never becomes a special token; tokenizing stops once past the context.
+    auto ids = encode_chat(tok, *chat_text, m.engine->n_ctx());
+    if (!ids) return reply(w, over_context("the messages", "messages", m.engine->n_ctx()));
+    p.prompt = std::move(*ids);
     shared = plan_chat_sharing(s, m, cr, chat_text->text, p.prompt, &sharing);
   } else if (cr.prompt_is_tokens) {
     p.prompt = cr.prompt_tokens;
   } else {
-    p.prompt = tok.encode(cr.prompt, tok.add_bos_default(), false);
+    auto ids = tok.encode_within(cr.prompt, tok.add_bos_default(), false, m.engine->n_ctx());
+    if (!ids) return reply(w, over_context("the prompt", "prompt", m.engine->n_ctx()));
+    p.prompt = std::move(*ids);
   }
   // OpenAI's defaults: 16 tokens for completions; chat runs to the end of the context.
   if (auto e = fit_max_tokens("the prompt", chat ? "messages" : "prompt", int64_t(p.prompt.size()), m.engine->n_ctx(),

@@ -136,12 +136,12 @@ Result<std::string> apply_chat_template(const Tokenizer& tok, std::span<const Ch
   return std::move(r->text);
 }
 
-std::vector<int32_t> encode_chat(const Tokenizer& tok, const RenderedChat& chat) {
-  std::vector<int32_t> whole = tok.encode(chat.text, tok.add_bos_default(), true);
+std::optional<std::vector<int32_t>> encode_chat(const Tokenizer& tok, const RenderedChat& chat, int64_t max_tokens) {
   bool forged = false;
   for (const auto& [b, e] : chat.content_spans)
     forged = forged || tok.has_special_text(std::string_view(chat.text).substr(b, e - b));
-  if (!forged) return whole;  // the common case: the same ids as the whole text, as always
+  // The common case: the same ids as the whole text, as always.
+  if (!forged) return tok.encode_within(chat.text, tok.add_bos_default(), true, max_tokens);
   // Content holding special-token text: the template's parts with specials, content as plain text.
   std::vector<int32_t> out;
   size_t done = 0;
@@ -156,6 +156,7 @@ std::vector<int32_t> encode_chat(const Tokenizer& tok, const RenderedChat& chat)
     done = e;
   }
   append(std::string_view(chat.text).substr(done), true);
+  if (int64_t(out.size()) > max_tokens) return std::nullopt;
   return out;
 }
 

@@ -9,6 +9,9 @@
 //     <bos> is not part of the text: encode with add_bos_default().
 #pragma once
 
+#include <cstdint>
+#include <limits>
+#include <optional>
 #include <span>
 #include <string>
 #include <utility>
@@ -56,7 +59,9 @@ Result<RenderedChat> render_chat(const Tokenizer& tok, std::span<const ChatMessa
 // The prompt's token ids. Content never becomes a special token: text such as "<|im_end|>" in a
 // user's message is encoded as plain text, so no one can forge another turn. A conversation whose
 // content holds no special-token text gets exactly the ids of its whole text (BOS as the model wants).
-std::vector<int32_t> encode_chat(const Tokenizer& tok, const RenderedChat& chat);
+// nullopt: more than max_tokens (encoding stops soon after the limit: Tokenizer::encode_within).
+std::optional<std::vector<int32_t>> encode_chat(const Tokenizer& tok, const RenderedChat& chat,
+                                                int64_t max_tokens = std::numeric_limits<int64_t>::max());
 
 // tools: offered to the model in the system message (empty: none offered). Messages with tool calls
 // or of role "tool" are rendered in the generic tool format whether or not tools are offered.
