@@ -24,7 +24,7 @@ void emit(std::vector<ToolCallStream::Delta>& out, ToolCallStream::Delta::Kind k
 }  // namespace
 
 ToolCallStream::ToolCallStream(bool calls_allowed, bool text_allowed, std::string id_prefix)
-    : calls_allowed_(calls_allowed), text_allowed_(text_allowed || !calls_allowed), id_prefix_(std::move(id_prefix)),
+    : text_allowed_(text_allowed || !calls_allowed), id_prefix_(std::move(id_prefix)),
       state_(calls_allowed ? State::kStart : State::kText) {}
 
 void ToolCallStream::to_text(std::vector<Delta>& out) {

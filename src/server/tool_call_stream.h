@@ -45,7 +45,7 @@ class ToolCallStream {
   void feed(char c, std::vector<Delta>& out);
   void to_text(std::vector<Delta>& out);  // the answer is text after all: release what was held
 
-  bool calls_allowed_, text_allowed_;
+  bool text_allowed_;
   std::string id_prefix_;
   State state_;
   std::string raw_, held_;   // held_: bytes not yet released (a literal being matched)
