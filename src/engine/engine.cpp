@@ -1,11 +1,10 @@
 #include "engine/engine.h"
 
-#include "tokenizer/chat_tools.h"
-
 #include <algorithm>
 #include <cmath>
 #include <limits>
 
+#include "tokenizer/chat_tools.h"
 #include "util/monotonic_clock.h"
 
 namespace agentkv {
