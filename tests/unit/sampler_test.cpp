@@ -225,8 +225,11 @@ std::shared_ptr<const Grammar> bracket_digits() {
   return b.build(b.rule("root", {s})).value();
 }
 
+// Pieces that fit the grammar, span its boundaries or fit nowhere; token 0 ends generation.
+const std::vector<std::string> kBracketPieces{"", "[", "]", "1", "23", "[4", "5]", "x", "[]", "678", "9]", "]]", "a1"};
+
 TEST(Sampler, GrammarGreedyIsTheArgmaxOfTheMask) {
-  const std::vector<std::string> pieces{"", "[", "]", "1", "23", "[4", "5]", "x", "[]", "678", "9]", "]]", "a1"};
+  const std::vector<std::string>& pieces = kBracketPieces;
   auto vocab = TokenVocabulary::from_pieces(pieces, {0});
   std::mt19937 rng(3);
   std::normal_distribution<float> noise;
@@ -256,7 +259,7 @@ TEST(Sampler, GrammarGreedyIsTheArgmaxOfTheMask) {
 }
 
 TEST(Sampler, GrammarSampledTokensAlwaysFitAndCloseInBudget) {
-  const std::vector<std::string> pieces{"", "[", "]", "1", "23", "[4", "5]", "x", "[]", "678", "9]", "]]", "a1"};
+  const std::vector<std::string>& pieces = kBracketPieces;
   auto vocab = TokenVocabulary::from_pieces(pieces, {0});
   for (uint64_t seed = 0; seed < 100; ++seed) {
     SamplingParams p;
