@@ -13,15 +13,33 @@
 namespace agentkv {
 
 namespace {
-// How long a worker spins for the next job before sleeping: long enough to bridge the gaps between
-// the parallel regions of one forward pass, short enough not to burn a core when idle.
-constexpr auto kSpin = std::chrono::microseconds(300);
+// How long a thread spins for the next region (or for the last pieces of one) before it sleeps: long
+// enough to bridge the gaps between the regions of one forward pass, short enough not to hold a core
+// that another runnable thread wants. Spinning yields the core every few microseconds meanwhile.
+constexpr auto kSpin = std::chrono::microseconds(200);
+constexpr int kPausesPerCheck = 64;
+
+uint64_t generation_of(uint64_t ticket) { return ticket >> 32; }
+
+// Spins until done() or kSpin has passed, yielding between bursts of pauses. True when done() held.
+template <class Done>
+bool spin_until(Done done) {
+  const auto deadline = std::chrono::steady_clock::now() + kSpin;
+  for (int spins = 1;; ++spins) {
+    if (done()) return true;
+    AGENTKV_CPU_RELAX();
+    if (spins % kPausesPerCheck == 0) {
+      if (std::chrono::steady_clock::now() > deadline) return false;
+      std::this_thread::yield();
+    }
+  }
+}
 }  // namespace
 
 ThreadPool::ThreadPool(int n_threads) {
   if (n_threads <= 0) n_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   n_threads_ = n_threads;
-  for (int i = 1; i < n_threads_; ++i) threads_.emplace_back([this, i] { worker(i); });
+  for (int i = 1; i < n_threads_; ++i) threads_.emplace_back([this] { worker(); });
 }
 
 ThreadPool::~ThreadPool() {
@@ -33,27 +51,41 @@ ThreadPool::~ThreadPool() {
   for (auto& t : threads_) t.join();
 }
 
-void ThreadPool::worker(int index) {
-  uint64_t seen = 0;
+void ThreadPool::worker() {
+  uint64_t seen = generation_of(ticket_.load(std::memory_order_acquire));
   for (;;) {
-    // Spin, then sleep, until a new generation (job) or stop.
-    auto deadline = std::chrono::steady_clock::now() + kSpin;
-    int spins = 0;
-    while (generation_.load(std::memory_order_acquire) == seen && !stop_.load(std::memory_order_acquire)) {
-      AGENTKV_CPU_RELAX();
-      if (++spins % 64 == 0 && std::chrono::steady_clock::now() > deadline) {
-        std::unique_lock<std::mutex> lock(mu_);
-        sleeping_.fetch_add(1);
-        cv_start_.wait(lock, [&] { return stop_.load() || generation_.load() != seen; });
-        sleeping_.fetch_sub(1);
-        break;
-      }
+    auto new_region = [&] {
+      return stop_.load(std::memory_order_acquire) ||
+             generation_of(ticket_.load(std::memory_order_acquire)) != seen;
+    };
+    if (!spin_until(new_region)) {
+      std::unique_lock<std::mutex> lock(mu_);
+      sleeping_.fetch_add(1);
+      cv_start_.wait(lock, new_region);
+      sleeping_.fetch_sub(1);
     }
     if (stop_.load(std::memory_order_acquire)) return;
-    seen = generation_.load(std::memory_order_acquire);
-    const std::function<void(int, int)>* job = job_;
-    (*job)(index, n_threads_);
-    pending_.fetch_sub(1, std::memory_order_acq_rel);
+    seen = generation_of(ticket_.load(std::memory_order_acquire));
+    work_on(seen);
+  }
+}
+
+void ThreadPool::work_on(uint64_t generation) {
+  const uint32_t n = static_cast<uint32_t>(n_threads_);
+  uint64_t t = ticket_.load(std::memory_order_acquire);
+  for (;;) {
+    if (generation_of(t) != generation || static_cast<uint32_t>(t) >= n) return;
+    // Read before the claim: job_ only changes once every piece of this region is finished, and then
+    // the claim below fails because the ticket moved on.
+    const std::function<void(int, int)>* job = job_.load(std::memory_order_acquire);
+    if (!ticket_.compare_exchange_weak(t, t + 1, std::memory_order_acq_rel, std::memory_order_acquire)) continue;
+    (*job)(static_cast<int>(static_cast<uint32_t>(t)), n_threads_);
+    // seq_cst with the caller's caller_sleeping_ store: either it sees the count or we see it sleeping.
+    if (done_.fetch_add(1) + 1 == n_threads_ && caller_sleeping_.load()) {
+      std::lock_guard<std::mutex> lock(mu_);
+      cv_done_.notify_one();
+    }
+    t = ticket_.load(std::memory_order_acquire);
   }
 }
 
@@ -62,17 +94,24 @@ void ThreadPool::run(const std::function<void(int, int)>& fn) {
     fn(0, 1);
     return;
   }
-  job_ = &fn;
-  pending_.store(n_threads_ - 1, std::memory_order_release);
+  done_.store(0, std::memory_order_relaxed);
+  job_.store(&fn, std::memory_order_relaxed);
+  const uint64_t generation = (generation_of(ticket_.load(std::memory_order_relaxed)) + 1) & 0xffffffffu;
   {
-    // The lock orders the generation bump against a worker that is about to sleep.
+    // The lock orders the new region against a worker that is about to sleep.
     std::lock_guard<std::mutex> lock(mu_);
-    generation_.fetch_add(1, std::memory_order_acq_rel);
+    ticket_.store(generation << 32, std::memory_order_release);
   }
   if (sleeping_.load() > 0) cv_start_.notify_all();
-  fn(0, n_threads_);
-  while (pending_.load(std::memory_order_acquire) != 0) AGENTKV_CPU_RELAX();
-  job_ = nullptr;
+  work_on(generation);
+  // Every piece is claimed; wait for the ones other threads are still computing.
+  auto finished = [&] { return done_.load() == n_threads_; };
+  if (!spin_until(finished)) {
+    std::unique_lock<std::mutex> lock(mu_);
+    caller_sleeping_.store(true);
+    cv_done_.wait(lock, finished);
+    caller_sleeping_.store(false);
+  }
 }
 
 void ThreadPool::parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
