@@ -53,8 +53,8 @@ std::optional<ApiError> AgentRegistry::acquire(const std::vector<std::string>& i
   std::lock_guard<std::mutex> lock(mu_);
   for (const std::string& id : ids) {
     auto it = agents_.find(id);
-    if (it == agents_.end()) return api_error(ErrorCode::kNotFound, "agent '" + id + "' does not exist (deleted or expired?)", "agent");
-    if (it->second.busy) return api_error(ErrorCode::kConflict, "agent '" + id + "' is busy with another request", "agent");
+    if (it == agents_.end()) return api_error(ErrorCode::kNotFound, "agent '" + excerpt(id) + "' does not exist (deleted or expired?)", "agent");
+    if (it->second.busy) return api_error(ErrorCode::kConflict, "agent '" + excerpt(id) + "' is busy with another request", "agent");
   }
   out->clear();
   for (const std::string& id : ids) {
@@ -97,8 +97,8 @@ void AgentRegistry::abandon(const std::string& id) {
 std::optional<ApiError> AgentRegistry::remove(const std::string& id, Agent* removed) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = agents_.find(id);
-  if (it == agents_.end()) return api_error(ErrorCode::kNotFound, "agent '" + id + "' does not exist (deleted or expired?)", "agent");
-  if (it->second.busy) return api_error(ErrorCode::kConflict, "agent '" + id + "' is busy with another request", "agent");
+  if (it == agents_.end()) return api_error(ErrorCode::kNotFound, "agent '" + excerpt(id) + "' does not exist (deleted or expired?)", "agent");
+  if (it->second.busy) return api_error(ErrorCode::kConflict, "agent '" + excerpt(id) + "' is busy with another request", "agent");
   text_bytes_ -= agent_text_bytes(it->second);
   *removed = std::move(it->second);
   agents_.erase(it);

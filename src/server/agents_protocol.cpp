@@ -13,7 +13,7 @@ ApiError bad(const std::string& param, const std::string& msg) { return ApiError
 std::optional<ApiError> only_fields(const Json& body, const std::set<std::string>& allowed) {
   if (!body.is_object()) return bad("", "the request body must be a JSON object");
   for (const auto& [key, value] : body.items())
-    if (!allowed.count(key)) return bad(key, "unknown field '" + key + "'");
+    if (!allowed.count(key)) return bad(excerpt(key), "unknown field '" + excerpt(key) + "'");
   return std::nullopt;
 }
 
@@ -24,6 +24,13 @@ std::optional<ApiError> get_string(const Json& body, const char* key, size_t max
   if (v->get_ref<const std::string&>().size() > max_bytes)
     return bad(key, std::string("'") + key + "' is over " + std::to_string(max_bytes) + " bytes");
   *out = v->get<std::string>();
+  return std::nullopt;
+}
+
+// An optional agent name (server/openai_protocol.h: check_speaker_name).
+std::optional<ApiError> get_name(const Json& body, std::string* out) {
+  if (auto e = get_string(body, "name", 64, out)) return e;
+  if (const Json* v = json_member(body, "name"); v && !v->is_null()) return check_speaker_name(*out, "name");
   return std::nullopt;
 }
 
@@ -51,7 +58,7 @@ std::optional<ApiError> parse_agent_create(const Json& body, const ApiLimits& li
   if (!model || !model->is_string() || model->get_ref<const std::string&>().empty())
     return bad("model", "'model' is required and must be a non-empty string");
   r.model = model->get<std::string>();
-  if (auto e = get_string(body, "name", 256, &r.name)) return e;
+  if (auto e = get_name(body, &r.name)) return e;
   std::string system;
   if (auto e = get_string(body, "system", limits.max_prompt_bytes, &system)) return e;
   if (!system.empty()) r.messages.push_back(ChatMessage{"system", system});
@@ -93,7 +100,7 @@ std::optional<ApiError> parse_agent_respond(const Json& body, const ApiLimits& l
 std::optional<ApiError> parse_agent_fork(const Json& body, const AgentLimits& al, AgentForkRequest* out) {
   if (auto e = only_fields(body, {"name", "ttl_seconds"})) return e;
   AgentForkRequest r;
-  if (auto e = get_string(body, "name", 256, &r.name)) return e;
+  if (auto e = get_name(body, &r.name)) return e;
   if (auto e = get_ttl(body, al, &r.ttl_s)) return e;
   *out = std::move(r);
   return std::nullopt;
@@ -153,7 +160,7 @@ std::optional<ApiError> parse_round(const Json& body, const ApiLimits& limits, c
   for (const Json& a : *agents) {
     if (!a.is_string() || a.get_ref<const std::string&>().empty()) return bad("agents", "'agents' must hold agent id strings");
     const std::string& id = a.get_ref<const std::string&>();
-    if (!seen.insert(id).second) return bad("agents", "agent '" + id + "' is listed twice");
+    if (!seen.insert(id).second) return bad("agents", "agent '" + excerpt(id) + "' is listed twice");
     r.agents.push_back(id);
   }
   if (const Json* shared = json_member(body, "shared"); shared && !shared->is_null()) {

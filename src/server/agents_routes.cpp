@@ -94,6 +94,7 @@ void append_messages(ServerState& s, const std::string& id, const HttpRequest& r
   }
   a.expires_at = unix_seconds() + a.ttl_s;
   if (auto e = s.agents->finish_grown(a)) return reply(w, *e);
+  a.busy = false;  // finished: the reply shows the agent as the registry now holds it, idle
   w.respond(200, "application/json", dump_json(agent_json(s.view(a))));
 }
 
@@ -184,17 +185,17 @@ void handle_agents(ServerState& s, const HttpRequest& req, HttpResponseWriter& w
     rest = rest.substr(0, slash);
   }
   const std::string& id = rest;
-  if (id.empty()) return reply(w, api_error(ErrorCode::kNotFound, "no route for " + req.method + " " + path));
+  if (id.empty()) return reply(w, api_error(ErrorCode::kNotFound, "no route for " + excerpt(req.method) + " " + excerpt(path)));
   if (action.empty()) {
     if (req.method == "DELETE") return delete_agent(s, id, w);
     if (req.method != "GET") return reply(w, ApiError{405, "use GET or DELETE /v1/agents/{id}", ""});
     auto a = s.agents->get(id);
-    if (!a) return reply(w, api_error(ErrorCode::kNotFound, "agent '" + id + "' does not exist (deleted or expired?)", "agent"));
+    if (!a) return reply(w, api_error(ErrorCode::kNotFound, "agent '" + excerpt(id) + "' does not exist (deleted or expired?)", "agent"));
     w.respond(200, "application/json", dump_json(agent_json(s.view(*a))));
     return;
   }
   if (action != "respond" && action != "messages" && action != "fork" && action != "score")
-    return reply(w, api_error(ErrorCode::kNotFound, "no route for " + req.method + " " + path));
+    return reply(w, api_error(ErrorCode::kNotFound, "no route for " + excerpt(req.method) + " " + excerpt(path)));
   if (req.method != "POST") return reply(w, ApiError{405, "use POST " + path, ""});
   if (action == "respond") return respond_agent(s, id, req, w);
   if (action == "messages") return append_messages(s, id, req, w);

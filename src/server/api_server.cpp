@@ -215,7 +215,7 @@ void ApiServer::route(const HttpRequest& req, HttpResponseWriter& w) {
     if (req.method != "POST") return reply(w, ApiError{405, "use POST " + path, ""});
     return handle_completion(s_, req, w, path == "/v1/chat/completions");
   }
-  reply(w, api_error(ErrorCode::kNotFound, "no route for " + req.method + " " + path));
+  reply(w, api_error(ErrorCode::kNotFound, "no route for " + excerpt(req.method) + " " + excerpt(path)));
 }
 
 }  // namespace agentkv

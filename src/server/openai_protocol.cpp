@@ -98,6 +98,34 @@ std::optional<ApiError> get_bool(const Json& body, const char* key, bool* out) {
   return std::nullopt;
 }
 
+std::optional<ApiError> check_speaker_name(const std::string& name, const std::string& param) {
+  auto allowed = [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-' ||
+           c == '.' || c == ' ';
+  };
+  if (!name.empty() && name.size() <= 64 && name.front() != ' ' && name.back() != ' ' &&
+      std::all_of(name.begin(), name.end(), allowed))
+    return std::nullopt;
+  return bad(param, "'" + param + "' must be 1 to 64 ASCII letters, digits, '_', '-', '.' or inner spaces (" +
+                        std::to_string(name.size()) + " bytes given)");
+}
+
+std::string new_response_id(std::string_view prefix) {
+  static constexpr char kBase62[] = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+  // Each thread's generator is seeded with 256 bits from the OS, so ids from different threads or
+  // processes do not collide in practice (24 base62 characters are 142 bits).
+  thread_local std::mt19937_64 rng = [] {
+    std::random_device rd;
+    std::seed_seq seq{rd(), rd(), rd(), rd(), rd(), rd(), rd(), rd()};
+    return std::mt19937_64(seq);
+  }();
+  std::string id(prefix);
+  id += '-';
+  std::uniform_int_distribution<int> pick(0, 61);
+  for (int i = 0; i < 24; ++i) id += kBase62[pick(rng)];
+  return id;
+}
+
 // The text of a message's content: a string, or an array of {"type": "text", "text": ...} parts.
 std::optional<ApiError> content_text(const Json& c, const std::string& param, std::string* out) {
   if (c.is_string()) {
@@ -113,7 +141,7 @@ std::optional<ApiError> content_text(const Json& c, const std::string& param, st
     const std::string& ts = type->get_ref<const std::string&>();
     if (ts == "image_url" || ts == "input_audio" || ts == "file" || ts == "image" || ts == "audio")
       return bad(pp, pp + ": '" + ts + "' parts are not supported by agentkv");
-    if (ts != "text") return bad(pp + ".type", "'" + pp + ".type' must be 'text', not '" + ts + "'");
+    if (ts != "text") return bad(pp + ".type", "'" + pp + ".type' must be 'text', not '" + excerpt(ts) + "'");
     const Json* text = json_member(c[i], "text");
     if (!text || !text->is_string()) return bad(pp + ".text", "'" + pp + ".text' is required and must be a string");
     *out += text->get_ref<const std::string&>();
@@ -187,6 +215,8 @@ std::optional<ApiError> parse_messages(const Json* msgs, const std::string& para
     ChatMessage cm;
     cm.role = rs == "developer" ? "system" : rs;
     if (auto e = get_string(m, "name", p + ".name", &cm.name)) return e;
+    if (const Json* v = json_member(m, "name"); v && !v->is_null())
+      if (auto e = check_speaker_name(cm.name, p + ".name")) return e;
     const Json* calls = json_member(m, "tool_calls");
     if (calls && !calls->is_null()) {
       if (rs != "assistant") return bad(p + ".tool_calls", "'" + p + ".tool_calls' is only allowed on assistant messages");

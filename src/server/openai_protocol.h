@@ -119,6 +119,14 @@ std::optional<ApiError> check_members(const Json& obj, const std::string& path, 
                                       std::vector<std::string>* ignored);
 // OpenAI's rule for function and schema names: [a-zA-Z0-9_-]{1,64}.
 bool valid_function_name(const std::string& name);
+// A speaker's name: an agent's "name" and a chat message's "name". Names are written into shared
+// text (a round's all-gather block is one "name: answer" line per agent), so a name is 1 to 64 ASCII
+// letters, digits, '_', '-', '.' and spaces, neither starting nor ending with a space: no newline,
+// control character, ':' or markup that could forge another speaker's line. The 400 names `param`.
+std::optional<ApiError> check_speaker_name(const std::string& name, const std::string& param);
+// A response id as OpenAI writes them, never repeated or wrapped: prefix + "-" + 24 random base62
+// characters ("chatcmpl-…", "cmpl-…").
+std::string new_response_id(std::string_view prefix);
 // A message's content: a string or an array of {"type": "text", "text": ...} parts, concatenated.
 // Image, audio and file parts are a 400 naming the part.
 std::optional<ApiError> content_text(const Json& c, const std::string& param, std::string* out);

@@ -3,8 +3,6 @@
 // its mailbox; a client that goes away has its request cancelled.
 #include <atomic>
 #include <functional>
-#include <cstdio>
-#include <random>
 
 #include "engine/chat_sharing.h"
 #include "engine/request_outcome.h"
@@ -21,14 +19,7 @@ namespace agentkv {
 
 namespace {
 
-std::string request_id(bool chat) {
-  static std::atomic<uint64_t> counter{0};
-  static const uint64_t salt = std::random_device{}();
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%s-%016llx%04llx", chat ? "chatcmpl" : "cmpl", (unsigned long long)salt,
-                (unsigned long long)(counter.fetch_add(1) & 0xffff));
-  return buf;
-}
+std::string request_id(bool chat) { return new_response_id(chat ? "chatcmpl" : "cmpl"); }
 
 std::string models_json(const ServerState& s) {
   Json data = Json::array();

@@ -101,7 +101,7 @@ std::optional<ApiError> parse_tool_choice(const Json& tc, std::vector<std::strin
 }  // namespace
 
 std::optional<ApiError> unknown_field(const std::string& path, std::vector<std::string>* ignored) {
-  if (!ignored) return bad(path, "unknown field '" + path + "'");
+  if (!ignored) return bad(excerpt(path), "unknown field '" + excerpt(path) + "'");
   std::string kind = field_kind(path);
   for (const std::string& f : *ignored)
     if (f == kind) return std::nullopt;

@@ -39,7 +39,7 @@ std::optional<Json> parse_body(const HttpRequest& req, HttpResponseWriter& w, bo
 }
 
 ApiError unknown_model(const std::string& name) {
-  return api_error(ErrorCode::kNotFound, "model '" + name + "' does not exist (GET /v1/models lists them)", "model");
+  return api_error(ErrorCode::kNotFound, "model '" + excerpt(name) + "' does not exist (GET /v1/models lists them)", "model");
 }
 
 int64_t unix_now() {

@@ -39,8 +39,12 @@ AgentContextTokens tokenize_pieces(const Tokenizer& tok, std::string_view text,
 // (paragraphs), and a context of only a system message renders as the opening of the first user
 // turn (Gemma puts the system text there), so that it is a prefix of every later rendering.
 //
-// `segments` are texts the agent received as a round's shared block, in order. Each is found in the
-// rendering (after the previous one) and tokenized on its own, without special tokens, so that it
+// Only the template writes special tokens: a message's content holding special-token text (a user's
+// "<|im_end|>", "<end_of_turn>") is tokenized as plain text, so no one can forge a turn; content
+// without such text tokenizes with its surroundings exactly as the whole rendering would.
+//
+// `segments` are texts the agent received as a round's shared block, in order. Each is found in one
+// message's content (after the previous one) and tokenized on its own, without special tokens, so that it
 // is the same token sequence in every agent's context whatever precedes it (what collective KV
 // sharing reuses), and the same again in every later rendering of this agent (what keeps its
 // resident KV reusable). A segment the template does not render verbatim is tokenized as part of

@@ -14,6 +14,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "util/excerpt.h"
 #include "util/status.h"
 
 namespace agentkv {
@@ -22,9 +23,11 @@ using Json = nlohmann::ordered_json;
 
 // Parses one JSON document, strictly (RFC 8259): UTF-8 is validated, lone surrogate escapes, trailing
 // text and numbers that overflow a double (1e999) are errors, and a value nested deeper than max_depth
-// (the top level is depth 0) is an error that says "nesting". A repeated key keeps its first position
-// and takes the last value. Linear in the input, however many keys an object has. Never throws; the
-// error names the problem and the byte offset.
+// (the top level is depth 0) is an error that says "nesting". A key given twice in one object is an
+// error that names it (RFC 8259 leaves the meaning open; parsers disagree on which value wins, so a
+// request or file that depends on one is refused rather than guessed at). Linear in the input, however
+// many keys an object has. Never throws; the error names the problem and the byte offset, and quotes
+// input only as an excerpt (util/excerpt.h).
 Result<Json> parse_json(std::string_view text, int max_depth = 64);
 
 // The element count of the longest array in `text`, counted by a SAX pass that builds no values
@@ -100,22 +103,25 @@ class BoundedBuilder {
     auto& members = static_cast<Json::object_t::Container&>(f.value->get_ref<Json::object_t&>());
     if (f.index.empty() && members.size() >= kLinearScanMembers)
       for (std::size_t i = 0; i < members.size(); ++i) f.index.emplace(members[i].first, i);
-    std::size_t at = members.size();
+    bool repeated = false;
     if (!f.index.empty()) {
-      const auto [it, inserted] = f.index.try_emplace(k, members.size());
-      at = it->second;
+      repeated = !f.index.try_emplace(k, members.size()).second;
     } else {
-      for (std::size_t i = 0; i < members.size(); ++i)
-        if (members[i].first == k) at = i;
+      for (std::size_t i = 0; i < members.size() && !repeated; ++i) repeated = members[i].first == k;
     }
-    if (at == members.size()) members.emplace_back(std::move(k), Json());
-    slot_ = &members[at].second;
+    if (repeated) return fail("duplicate key '" + excerpt(k) + "'");
+    members.emplace_back(std::move(k), Json());
+    slot_ = &members.back().second;
     return true;
   }
 
   bool parse_error(std::size_t offset, const std::string&, const nlohmann::detail::exception& e) {
     std::string what = e.what();
     if (const auto p = what.find("] "); p != std::string::npos) what.erase(0, p + 2);  // nlohmann's id
+    // nlohmann quotes the token it last read, which may be a megabyte-long string.
+    const std::string_view read = "; last read: '";
+    if (const auto p = what.find(read); p != std::string::npos)
+      what = what.substr(0, p + read.size()) + excerpt(std::string_view(what).substr(p + read.size()));
     error_ = "JSON: " + what + " (at byte offset " + std::to_string(offset) + ")";
     return false;
   }

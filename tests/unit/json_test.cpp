@@ -50,20 +50,36 @@ TEST(Json, DepthIsBounded) {
   EXPECT_FALSE(parse_json("{\"a\":{\"b\":{\"c\":{\"d\":1}}}}", 3).ok());
 }
 
-// A repeated key keeps its first position and takes the last value, for small objects (scanned) and
-// large ones (indexed) alike.
-TEST(Json, RepeatedKeysKeepFirstPositionAndLastValue) {
+// A key given twice in one object is an error naming it, for small objects (scanned) and large ones
+// (indexed) alike, at any depth; the same key in two objects is not a repeat.
+TEST(Json, RepeatedKeysAreRefusedByName) {
   for (int extra : {0, 40}) {
-    std::string text = "{\"a\":1,\"b\":2";
+    std::string text = "{\"a\":1,\"b\":{\"a\":2}";
     for (int i = 0; i < extra; ++i) text += ",\"k" + std::to_string(i) + "\":" + std::to_string(i);
-    text += ",\"a\":3}";
-    auto j = parse_json(text);
-    ASSERT_TRUE(j.ok()) << j.error();
-    ASSERT_EQ(j->size(), size_t(2 + extra));
-    EXPECT_EQ(j->begin().key(), "a");
-    EXPECT_EQ((*j)["a"].get<int>(), 3);
-    EXPECT_EQ((*j)["b"].get<int>(), 2);
+    EXPECT_TRUE(parse_json(text + "}").ok()) << extra;
+    auto j = parse_json(text + ",\"a\":3}");
+    ASSERT_FALSE(j.ok());
+    EXPECT_NE(j.error().find("duplicate key 'a'"), std::string::npos) << j.error();
+    auto inner = parse_json("[{\"x\":[{\"model\":1,\"model\":2}]}]");
+    ASSERT_FALSE(inner.ok());
+    EXPECT_NE(inner.error().find("duplicate key 'model'"), std::string::npos) << inner.error();
   }
+}
+
+// Input is quoted in errors only as an excerpt: a megabyte key or string is not echoed whole.
+TEST(Json, ErrorsQuoteAnExcerptOfTheInput) {
+  const std::string big(1 << 20, 'k');
+  auto dup = parse_json("{\"" + big + "\":1,\"" + big + "\":2}");
+  ASSERT_FALSE(dup.ok());
+  EXPECT_LT(dup.error().size(), 200u) << dup.error().substr(0, 200);
+  EXPECT_NE(dup.error().find("(1048576 bytes)"), std::string::npos);
+  auto bad = parse_json("{\"a\":\"" + big + "\x01\"}");  // a control character inside a long string
+  ASSERT_FALSE(bad.ok());
+  EXPECT_LT(bad.error().size(), 400u) << bad.error().substr(0, 400);
+  EXPECT_EQ(excerpt("short"), "short");
+  EXPECT_EQ(excerpt(std::string(100, 'x')), std::string(64, 'x') + "\xE2\x80\xA6(100 bytes)");
+  // Never cut inside a UTF-8 character: 63 ASCII bytes then a two-byte 'é' keeps 63 bytes.
+  EXPECT_EQ(excerpt(std::string(63, 'x') + "\xC3\xA9" + std::string(10, 'y')), std::string(63, 'x') + "\xE2\x80\xA6(75 bytes)");
 }
 
 // An HTTP body can hold hundreds of thousands of distinct keys; they all parse, in order (this takes
