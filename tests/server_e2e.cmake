@@ -60,3 +60,8 @@ agentkv_e2e_test(server.structured_e2e structured_e2e.py 1800)
 # openai client whose every request is answered, half-closed requests answered, Bearer in any case, empty
 # --api-key / --host refused, the key from a file or the environment, SIGTERM draining.
 agentkv_e2e_test(server.hostile_e2e hostile_e2e.py 600)
+
+# Admission before work (issue 21): with most of a small KV budget pinned by an agent, completions, chat
+# (streamed or not), an agent's turn and a round that cannot fit the unpinned KV are refused at once with
+# 507 and Retry-After; one that fits is served, and no block is left behind.
+agentkv_e2e_test(server.admission_e2e admission_e2e.py 600)

@@ -135,6 +135,22 @@ void CollectiveRound::start() {
   if (groups_.empty())
     rep.reason = opt_.recompute ? "fewer than two agents hold the round's block as a segment" : opt_.exact_reason;
 
+  // Admission before work (engine/kv_admission.h): every turn's new context is kept until the round
+  // commits, so all of them must fit the unpinned KV at once; sharing adds one master per block and,
+  // per sharing agent, the partial last blocks its prefix and its blended copy copy on write.
+  KvDemand need;
+  const int bs = e_.kv().block_size();
+  for (size_t i = 0; i < n; ++i) {
+    const KvDemand d = e_.kv_demand(turns_[i].params);
+    need.need_blocks += d.need_blocks + (group_of_[i] >= 0 ? 2 : 0);
+    need.reused_blocks += d.reused_blocks;
+    need.tokens += d.tokens;
+  }
+  const int64_t bos = e_.model().tokenizer->add_bos_default() ? 1 : 0;
+  for (const Group& g : groups_) need.need_blocks += (bos + int64_t(g.segment.size()) + bs - 1) / bs;
+  if (Status st = e_.check_admission(need, "the round of " + std::to_string(n) + " agents"); !st.ok())
+    return fail(st.status_error());
+
   // 1. Every sharing agent's prefix (from its resident context) and one master per block.
   phase_ = Phase::kPrefill;
   begin_submitting();

@@ -11,8 +11,6 @@ namespace agentkv {
 
 namespace {
 
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
 // log-softmax of the raw logits (before penalties and temperature), as OpenAI reports logprobs.
 TokenLogprob logprobs_of(const float* logits, int32_t n_vocab, int32_t chosen, int top) {
   float mx = -std::numeric_limits<float>::infinity();
@@ -90,17 +88,42 @@ Status Engine::validate(const RequestParams& p) const {
     if (t >= n_vocab)
       return make_error("logit_bias token id " + std::to_string(t) + " out of range [0, " + std::to_string(n_vocab) + ")");
   // The request must fit the KV budget on its own, or it could never finish (preemption frees
-  // other sequences' blocks, not the request's own).
-  const int64_t bs = kv_->block_size();
-  const int64_t total = std::min<int64_t>(int64_t(p.prompt.size()) + p.max_tokens, n_ctx_);
-  const int64_t gen = total - int64_t(p.prompt.size());
-  const int64_t blocks = ceil_div(total, bs) + int64_t(p.n - 1) * (ceil_div(gen, bs) + 1);
-  if (blocks > kv_->pool().n_blocks())
-    return make_error(ErrorCode::kResourceExhausted, "request needs " + std::to_string(blocks) + " KV blocks (" +
-                      std::to_string(blocks * kv_->bytes_per_block()) + " bytes) but the KV budget holds " +
-                      std::to_string(kv_->pool().n_blocks()) + " (" + std::to_string(kv_->budget_bytes()) +
-                      " bytes; raise --kv-mem)");
-  return {};
+  // other sequences' blocks, not the request's own). Pins are the engine thread's: check_admission.
+  const int64_t tokens = std::min<int64_t>(int64_t(p.prompt.size()) + p.max_tokens, n_ctx_);
+  const KvDemand d{worst_case_blocks(int64_t(p.prompt.size()), p.max_tokens, p.n, n_ctx_, kv_->block_size()), 0, tokens};
+  return check_kv_fit(d, KvBudget{kv_->pool().n_blocks(), 0, kv_->block_size()}, "the request");
+}
+
+KvBudget Engine::kv_budget() const {
+  // Every reference a scheduled sequence or the (reclaimable) segment cache holds is unpinned; what
+  // is left of a block's reference count is a retained snapshot's (or a job's) pin.
+  std::vector<int32_t> refs(size_t(kv_->pool().n_blocks()), 0);
+  for (const auto& [id, r] : requests_)
+    for (const auto& seq : r.seqs)
+      for (int32_t b : seq->kv.blocks()) ++refs[size_t(b)];
+  segments_.add_block_refs(refs);
+  return KvBudget{kv_->pool().n_blocks(), count_pinned_blocks(kv_->pool(), refs), kv_->block_size()};
+}
+
+KvDemand Engine::kv_demand(const RequestParams& p) const {
+  const int64_t n_prompt = int64_t(p.prompt.size());
+  KvDemand d;
+  d.need_blocks = worst_case_blocks(n_prompt, p.max_tokens, p.n, n_ctx_, kv_->block_size());
+  d.tokens = std::min<int64_t>(n_prompt + p.max_tokens, n_ctx_);
+  // The full blocks of a dense kv_from that the prompt starts with are pinned already and shared
+  // (a compact one is rebuilt as a copy: counted in full).
+  if (const KvSequence* from = retained(p.kv_from)) {
+    const std::vector<int32_t>& have = from->tokens();
+    const size_t limit = std::min(have.size(), p.prompt.empty() ? 0 : p.prompt.size() - 1);
+    size_t common = 0;
+    while (common < limit && have[common] == p.prompt[common]) ++common;
+    d.reused_blocks = int64_t(common) / kv_->block_size();
+  }
+  return d;
+}
+
+Status Engine::check_admission(const KvDemand& d, const std::string& what) const {
+  return check_kv_fit(d, kv_budget(), what);
 }
 
 std::unique_ptr<Sequence> Engine::make_sequence(const RequestState& r, uint64_t id, int index, uint64_t arrival) {
@@ -123,6 +146,7 @@ Result<uint64_t> Engine::add_request(RequestParams p, RequestCallback cb) {
 
 Status Engine::add_request_with_id(uint64_t id, RequestParams p, RequestCallback cb) {
   AGENTKV_TRY(validate(p));
+  AGENTKV_TRY(check_admission(kv_demand(p), "the request"));
   if (requests_.count(id)) return make_error(ErrorCode::kInternal, "request id " + std::to_string(id) + " is already in use");
   std::shared_ptr<const KvSequence> resume;
   if (p.kv_from) {
@@ -334,10 +358,12 @@ Status Engine::step_batch() {
   if (chunks.empty()) {
     if (scheduler_.n_running() == 0 && scheduler_.n_waiting() > 0) {
       // Nothing runs and the head of the queue cannot get blocks: only blocks pinned outside the
-      // scheduler could cause this; fail the request instead of spinning.
-      fail_request(scheduler_.waiting().front()->request_id,
-                   make_error(ErrorCode::kResourceExhausted,
-                              "not enough free KV blocks to admit the request (raise --kv-mem)"));
+      // scheduler since its admission could cause this; fail the request instead of spinning, with
+      // the admission check's error when it now fails it.
+      const uint64_t id = scheduler_.waiting().front()->request_id;
+      Status st = check_admission(kv_demand(requests_.at(id).params), "the request");
+      fail_request(id, st.ok() ? make_error(ErrorCode::kKvPinned, "not enough free KV blocks to admit the request")
+                               : st.status_error());
     }
     for (uint64_t id : finished_ids_) requests_.erase(id);
     finished_ids_.clear();

@@ -14,6 +14,7 @@
 #include "engine/blend_queue.h"
 #include "engine/compact_context.h"
 #include "engine/engine_metrics.h"
+#include "engine/kv_admission.h"
 #include "engine/request.h"
 #include "engine/scheduler.h"
 #include "engine/sequence.h"
@@ -53,6 +54,13 @@ class Engine {
   // Checks a request against the model and the KV budget; the error names the bad field. Const and
   // thread-safe, so server threads can reject bad requests without a round trip to the engine.
   Status validate(const RequestParams& p) const;
+  // Admission before work (engine/kv_admission.h), engine thread only: the budget as it stands (blocks
+  // pinned by retained snapshots), a request's worst case (less the pinned blocks of its kv_from it
+  // reuses), and the one fit check, which add_request_with_id and the collective round make before
+  // any prefill. Error kResourceExhausted (never fits) or kKvPinned (fits once pins are released).
+  KvBudget kv_budget() const;
+  KvDemand kv_demand(const RequestParams& p) const;
+  Status check_admission(const KvDemand& d, const std::string& what) const;
   // Ids are unique per engine; thread-safe.
   uint64_t next_request_id() { return next_id_.fetch_add(1) + 1; }
 

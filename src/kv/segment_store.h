@@ -61,6 +61,11 @@ class SegmentStore {
   size_t n_contexts() const { return lru_.size(); }
   // Distinct KV blocks the stored contexts reference (shared ones counted once).
   int64_t n_blocks() const;
+  // Adds to refs[block] the references the stored contexts hold (admission counts them as
+  // reclaimable, not pinned: engine/kv_admission.h).
+  void add_block_refs(std::vector<int32_t>& refs) const {
+    for (const auto& [b, n] : block_refs_) refs[size_t(b)] += n;
+  }
 
  private:
   struct Entry {

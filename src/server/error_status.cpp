@@ -13,7 +13,10 @@ int http_status(ErrorCode code) {
     case ErrorCode::kConflict: return 409;
     case ErrorCode::kTooLarge: return 413;
     case ErrorCode::kLimitReached: return 429;
-    case ErrorCode::kResourceExhausted: return 507;
+    // Admission before work (engine/kv_admission.h): one status for "the KV cannot hold it", whether
+    // the budget is too small or pins hold too much now (then with Retry-After).
+    case ErrorCode::kResourceExhausted:
+    case ErrorCode::kKvPinned: return 507;
     // A client that cancels has gone away; a cancellation it hears about came from the server
     // stopping its work, so it is told to come back later.
     case ErrorCode::kUnavailable:
@@ -31,11 +34,17 @@ const char* openai_error_type(int status) {
   return "invalid_request_error";
 }
 
-const char* openai_finish_reason(FinishReason r) { return r == FinishReason::kLength ? "length" : "stop"; }
+const char* openai_finish_reason(FinishReason r) {
+  if (r == FinishReason::kLength) return "length";
+  if (r == FinishReason::kError) return "error";  // a stream cut by a failure never reads as a stop
+  return "stop";
+}
 
 ApiError api_error(ErrorCode code, std::string message, std::string param) {
   const int status = http_status(code);
-  return ApiError{status, std::move(message), std::move(param), openai_error_type(status)};
+  ApiError e{status, std::move(message), std::move(param), openai_error_type(status)};
+  if (code == ErrorCode::kKvPinned) e.retry_after_s = kKvRetryAfterSeconds;
+  return e;
 }
 
 }  // namespace agentkv

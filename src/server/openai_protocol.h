@@ -100,6 +100,7 @@ struct ApiError {
   std::string message;
   std::string param;
   std::string type = "invalid_request_error";
+  int retry_after_s = 0;  // > 0: sent as Retry-After (waiting can help)
 };
 
 // Strict readers of one field of a request object, shared by the OpenAI and agents endpoints. An

@@ -1,6 +1,7 @@
 // The OpenAI routes: POST /v1/completions and /v1/chat/completions (streamed or not, n choices,
 // logprobs) and GET /v1/models. A completion is one engine request whose events come back through
 // its mailbox; a client that goes away has its request cancelled.
+#include <algorithm>
 #include <atomic>
 #include <functional>
 
@@ -225,19 +226,24 @@ void handle_completion(ServerState& s, const HttpRequest& req, HttpResponseWrite
   UsageCounts usage;
   usage.prompt_tokens = n_prompt;
   bool streaming = false;
-  if (cr.stream) {
-    if (!w.start_stream(200, "text/event-stream", {{"Cache-Control", "no-cache"}})) {
-      cancel();
-      return;
-    }
-    streaming = true;
-  }
   auto send = [&](const Json& j) { return w.write("data: " + dump_json(j) + "\n\n"); };
   std::optional<Error> error;
   while (!box->finished()) {
     // A client that went away has its request cancelled (its blocks freed) and gets nothing more.
     const std::vector<RequestEvent> batch = box->take(w, cancel);
     if (box->client_gone()) return;
+    // The stream starts with the first events, unless they are a refusal before any work (admission:
+    // engine/kv_admission.h), which gets its HTTP status as a non-streamed request does.
+    const bool refused = box->finished() && std::none_of(batch.begin(), batch.end(), [](const RequestEvent& ev) {
+                           return ev.has_token;
+                         }) && std::any_of(batch.begin(), batch.end(), [](const RequestEvent& ev) { return !ev.error.empty(); });
+    if (cr.stream && !streaming && !batch.empty() && !refused) {
+      if (!w.start_stream(200, "text/event-stream", {{"Cache-Control", "no-cache"}})) {
+        cancel();
+        return;
+      }
+      streaming = true;
+    }
     for (const RequestEvent& ev : batch) {
       if (ev.seq_index < 0 || ev.seq_index >= cr.n) continue;
       ChoiceOutput& c = choices[size_t(ev.seq_index)];
@@ -290,7 +296,10 @@ void handle_completion(ServerState& s, const HttpRequest& req, HttpResponseWrite
   }
   if (error) {
     if (streaming) {
+      // After tokens: each failed choice's last chunk said finish_reason "error"; then the error
+      // object, and the stream still ends as every stream does.
       w.write("data: " + error_json(api_error(*error)) + "\n\n");
+      w.write("data: [DONE]\n\n");
       w.end_stream();
     } else {
       reply(w, api_error(*error));

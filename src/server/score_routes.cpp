@@ -4,6 +4,7 @@
 // on the engine thread every candidate is a fork of it with the step appended, all steps in one
 // forward and all verify tokens in one more (prm/kv_scorer.h). Nothing is re-encoded, and the agent's
 // resident context is never written: the forks and the context snapshot are dropped after scoring.
+#include <algorithm>
 #include <cmath>
 
 #include "engine/request_outcome.h"
@@ -79,9 +80,20 @@ std::optional<Result<ScoredSteps>> score_job(EngineLoop& loop, size_t model, Eng
   auto box = std::make_shared<Mailbox<Result<ScoredSteps>>>();
   auto outcome = std::make_shared<RequestOutcome>();  // the engine thread's alone
   auto shared_steps = std::make_shared<std::vector<std::vector<int32_t>>>(std::move(steps));
-  auto id = loop.submit(std::move(p), [box, outcome, shared_steps, engine, head](const RequestEvent& ev) {
+  // Admission before work (engine/kv_admission.h): the context and one pass of forks (each its step
+  // and the verify tokens, plus a copied partial block) must fit the unpinned KV, checked on the engine
+  // thread before the context is computed.
+  if (Status st = engine->validate(p); !st.ok()) return Result<ScoredSteps>(st.status_error());
+  size_t longest = 0;
+  for (const auto& st : *shared_steps) longest = std::max(longest, st.size());
+  const int64_t bs = engine->kv().block_size(), per_fork = int64_t(longest + head->tokens.size());
+  KvDemand forks{int64_t(std::min(shared_steps->size(), kStepsPerPass)) * ((per_fork + bs - 1) / bs + 1), 0,
+                 int64_t(std::min(shared_steps->size(), kStepsPerPass)) * per_fork};
+  const uint64_t rid = engine->next_request_id();
+  auto on_event = [box, outcome, shared_steps, engine, head, &loop, model](const RequestEvent& ev) {
     fold(*outcome, ev);
     if (!ev.request_finished) return;
+    loop.publish_metrics(model);
     if (outcome->error || !outcome->retained_kv) {
       if (outcome->retained_kv) engine->release_retained(outcome->retained_kv);
       return box->put(outcome->error ? *outcome->error : Error{ErrorCode::kCancelled, "the context was not kept"});
@@ -89,9 +101,19 @@ std::optional<Result<ScoredSteps>> score_job(EngineLoop& loop, size_t model, Eng
     auto scored = score_on_engine(*engine, outcome->retained_kv, *shared_steps, *head);
     if (scored.ok()) scored->cached_tokens = outcome->n_cached_prompt;
     box->put(std::move(scored));
-  }, model);
-  if (!id.ok()) return Result<ScoredSteps>(id.status_error());
-  return box->result(w, [&] { loop.cancel(*id, model); });
+  };
+  const bool posted = loop.post(
+      [box, rid, forks, p = std::move(p), on_event = std::move(on_event)](Engine& e) mutable {
+        KvDemand d = e.kv_demand(p);
+        d.need_blocks += forks.need_blocks;
+        d.tokens += forks.tokens;
+        Status st = e.check_admission(d, "the scoring (its context and a pass of candidate steps)");
+        if (st.ok()) st = e.add_request_with_id(rid, std::move(p), std::move(on_event));
+        if (!st.ok()) box->put(st.status_error());
+      },
+      model);
+  if (!posted) return Result<ScoredSteps>(Error{ErrorCode::kUnavailable, "the engine is shutting down"});
+  return box->result(w, [&] { loop.cancel(rid, model); });
 }
 
 }  // namespace

@@ -26,7 +26,12 @@ AgentView ServerState::view(const Agent& a) const {
   return v;
 }
 
-void reply(HttpResponseWriter& w, const ApiError& e) { w.respond(e.status, "application/json", error_json(e)); }
+void reply(HttpResponseWriter& w, const ApiError& e) {
+  if (e.retry_after_s > 0)
+    w.respond(e.status, "application/json", error_json(e), {{"Retry-After", std::to_string(e.retry_after_s)}});
+  else
+    w.respond(e.status, "application/json", error_json(e));
+}
 
 std::optional<Json> parse_body(const HttpRequest& req, HttpResponseWriter& w, bool empty_ok) {
   if (empty_ok && req.body.empty()) return Json::object();

@@ -21,6 +21,7 @@ enum class ErrorCode : uint8_t {
   kTooLarge,           // over a size limit: a body, a prompt longer than the model's context
   kLimitReached,       // a configured count limit (agents held, connections); retry after freeing some
   kResourceExhausted,  // the KV budget cannot hold the request or the context
+  kKvPinned,           // the budget could hold it, but retained (pinned) contexts hold too much now
   kUnavailable,        // the engine or server is shutting down
   kCancelled,          // the work was cancelled before it finished
   kDataLoss,           // a file or record is corrupt or truncated
@@ -36,6 +37,7 @@ inline const char* error_code_name(ErrorCode c) {
     case ErrorCode::kTooLarge: return "too_large";
     case ErrorCode::kLimitReached: return "limit_reached";
     case ErrorCode::kResourceExhausted: return "resource_exhausted";
+    case ErrorCode::kKvPinned: return "kv_pinned";
     case ErrorCode::kUnavailable: return "unavailable";
     case ErrorCode::kCancelled: return "cancelled";
     case ErrorCode::kDataLoss: return "data_loss";

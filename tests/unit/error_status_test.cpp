@@ -61,6 +61,11 @@ TEST(ErrorStatus, ApiErrorTakesStatusAndTypeFromTheCode) {
   const ApiError kv = api_error(ErrorCode::kResourceExhausted, "raise --kv-mem");
   EXPECT_EQ(kv.status, 507);
   EXPECT_EQ(kv.type, "server_error");
+  EXPECT_EQ(kv.retry_after_s, 0);  // the budget cannot hold it: waiting does not help
+  // Pins hold the KV now: the same status, and waiting can help.
+  const ApiError pinned = api_error(ErrorCode::kKvPinned, "agents hold the KV");
+  EXPECT_EQ(pinned.status, 507);
+  EXPECT_EQ(pinned.retry_after_s, kKvRetryAfterSeconds);
   const ApiError agents = api_error(ErrorCode::kLimitReached, "too many agents");
   EXPECT_EQ(agents.status, 429);
   EXPECT_EQ(agents.type, "rate_limit_error");
@@ -73,6 +78,8 @@ TEST(ErrorStatus, ApiErrorTakesStatusAndTypeFromTheCode) {
 TEST(ErrorStatus, FinishReasonsHaveOpenAiNames) {
   EXPECT_STREQ(openai_finish_reason(FinishReason::kLength), "length");
   EXPECT_STREQ(openai_finish_reason(FinishReason::kStop), "stop");
+  // A stream that failed after tokens never ends as a stop.
+  EXPECT_STREQ(openai_finish_reason(FinishReason::kError), "error");
   EXPECT_STREQ(finish_reason_name(FinishReason::kCancelled), "cancelled");
 }
 
