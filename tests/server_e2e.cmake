@@ -60,3 +60,7 @@ agentkv_e2e_test(server.structured_e2e structured_e2e.py 1800)
 # openai client whose every request is answered, half-closed requests answered, Bearer in any case, empty
 # --api-key / --host refused, the key from a file or the environment, SIGTERM draining.
 agentkv_e2e_test(server.hostile_e2e hostile_e2e.py 600)
+
+# The OpenAPI document (docs/openapi.json, served at /openapi.json) stays true: valid OpenAPI 3.1, its paths
+# and methods exactly the routes the server answers, and real replies of every operation valid against it.
+agentkv_e2e_test(server.openapi_e2e openapi_e2e.py 600)
