@@ -64,3 +64,8 @@ agentkv_e2e_test(server.hostile_e2e hostile_e2e.py 600)
 # The OpenAPI document (docs/openapi.json, served at /openapi.json) stays true: valid OpenAPI 3.1, its paths
 # and methods exactly the routes the server answers, and real replies of every operation valid against it.
 agentkv_e2e_test(server.openapi_e2e openapi_e2e.py 600)
+
+# schemathesis (pinned) fuzzes a real server from docs/openapi.json for 75 s (examples, coverage, fuzzing and
+# stateful phases, fixed seed): no undocumented 5xx, statuses, content types and bodies as documented, nothing
+# the document forbids accepted, and the server still answering afterwards.
+agentkv_e2e_test(server.fuzz_openapi_e2e fuzz_e2e.py 300)
