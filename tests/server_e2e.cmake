@@ -69,3 +69,8 @@ agentkv_e2e_test(server.openapi_e2e openapi_e2e.py 600)
 # stateful phases, fixed seed): no undocumented 5xx, statuses, content types and bodies as documented, nothing
 # the document forbids accepted, and the server still answering afterwards.
 agentkv_e2e_test(server.fuzz_openapi_e2e fuzz_e2e.py 300)
+
+# The soak of issue 21's acceptance (~50 s): 150 slowloris and 150 idle sockets and rounds of 8 concurrent ~7 MB
+# bodies (token ids, chat text, agent appends), beside an openai client whose every chat completion is answered;
+# the server's VmRSS / VmHWM stay under the model file + the KV budget + a stated margin.
+agentkv_e2e_test(server.soak_e2e soak_e2e.py 300)
