@@ -65,3 +65,17 @@ agentkv_e2e_test(server.hostile_e2e hostile_e2e.py 600)
 # (streamed or not), an agent's turn and a round that cannot fit the unpinned KV are refused at once with
 # 507 and Retry-After; one that fits is served, and no block is left behind.
 agentkv_e2e_test(server.admission_e2e admission_e2e.py 600)
+
+# The OpenAPI document (docs/openapi.json, served at /openapi.json) stays true: valid OpenAPI 3.1, its paths
+# and methods exactly the routes the server answers, and real replies of every operation valid against it.
+agentkv_e2e_test(server.openapi_e2e openapi_e2e.py 600)
+
+# schemathesis (pinned) fuzzes a real server from docs/openapi.json for 75 s (examples, coverage, fuzzing and
+# stateful phases, fixed seed): no undocumented 5xx, statuses, content types and bodies as documented, nothing
+# the document forbids accepted, and the server still answering afterwards.
+agentkv_e2e_test(server.fuzz_openapi_e2e fuzz_e2e.py 300)
+
+# The soak of issue 21's acceptance (~50 s): 150 slowloris and 150 idle sockets and rounds of 8 concurrent ~7 MB
+# bodies (token ids, chat text, agent appends), beside an openai client whose every chat completion is answered;
+# the server's VmRSS / VmHWM stay under the model file + the KV budget + a stated margin.
+agentkv_e2e_test(server.soak_e2e soak_e2e.py 300)

@@ -206,6 +206,7 @@ void ApiServer::route(const HttpRequest& req, HttpResponseWriter& w) {
   const std::string& path = req.path;
   if (path == "/v1/models") return handle_models(s_, req, w);
   if (path == "/metrics") return handle_metrics(s_, req, w);
+  if (path == "/openapi.json") return handle_openapi(req, w);
   if (path == "/v1/agents" || path.rfind("/v1/agents/", 0) == 0) return handle_agents(s_, req, w);
   if (path == "/v1/rounds") {
     if (req.method != "POST") return reply(w, ApiError{405, "use POST /v1/rounds", ""});

@@ -5,6 +5,7 @@
 //   rounds_routes.cpp   POST /v1/rounds
 //   score_routes.cpp    POST /v1/agents/{id}/score
 //   metrics_routes.cpp  GET /metrics, /health
+//   openapi_routes.cpp  GET /openapi.json (docs/openapi.json, embedded)
 #pragma once
 
 #include <string>
@@ -21,5 +22,6 @@ void handle_round(ServerState& s, const HttpRequest& req, HttpResponseWriter& w)
 void handle_score(ServerState& s, const std::string& agent_id, const HttpRequest& req, HttpResponseWriter& w);
 void handle_metrics(const ServerState& s, const HttpRequest& req, HttpResponseWriter& w);
 void handle_health(const HttpRequest& req, HttpResponseWriter& w);
+void handle_openapi(const HttpRequest& req, HttpResponseWriter& w);
 
 }  // namespace agentkv
