@@ -146,6 +146,7 @@ Result<uint64_t> Engine::add_request(RequestParams p, RequestCallback cb) {
 
 Status Engine::add_request_with_id(uint64_t id, RequestParams p, RequestCallback cb) {
   AGENTKV_TRY(validate(p));
+  AGENTKV_TRY(check_grammar_budget(p));
   AGENTKV_TRY(check_admission(kv_demand(p), "the request"));
   if (requests_.count(id)) return make_error(ErrorCode::kInternal, "request id " + std::to_string(id) + " is already in use");
   std::shared_ptr<const KvSequence> resume;
@@ -165,6 +166,12 @@ Status Engine::add_request_with_id(uint64_t id, RequestParams p, RequestCallback
   scheduler_.add_waiting(s.get());
   r.seqs.push_back(std::move(s));
   ++m_.requests_added;
+  if (r.params.announce_admission) {
+    RequestEvent ev;
+    ev.request_id = id;
+    ev.n_prompt = int(r.params.prompt.size());
+    r.cb(ev);
+  }
   return {};
 }
 
@@ -302,6 +309,22 @@ void Engine::stop_at_repeat_of_last_call(TextStream& text) {
     return;
   const size_t open = t.rfind(kToolCallOpen);
   if (open != std::string::npos) text.add_stop(std::string(kToolCallSeparator) + t.substr(open));
+}
+
+Status Engine::check_grammar_budget(const RequestParams& p) {
+  // A response format whose shortest answer cannot fit max_tokens would fail at the first token
+  // (the sampler allows only tokens after which the answer still closes in time): refuse it now.
+  if (!p.sampling.grammar || p.max_tokens <= 0) return {};
+  const int64_t tokens_left = std::min<int64_t>(p.max_tokens, n_ctx_ - int64_t(p.prompt.size()));
+  GrammarMatcher g(p.sampling.grammar, grammar_vocab());
+  // Every byte of the shortest answer has a token of its own, so a shorter answer always fits.
+  if (int64_t(g.min_completion()) < tokens_left) return {};
+  std::vector<uint8_t> mask;
+  g.fill_mask(mask, uint32_t(std::clamp<int64_t>(tokens_left - 1, 0, int64_t(GrammarMatcher::kNoBudget))));
+  if (std::find(mask.begin(), mask.end(), uint8_t(1)) != mask.end()) return {};
+  return make_error("max_tokens " + std::to_string(p.max_tokens) +
+                    " is too small for the response format or tool call: its shortest answer is " +
+                    std::to_string(g.min_completion()) + " bytes; allow at least that many tokens");
 }
 
 std::shared_ptr<const TokenVocabulary> Engine::grammar_vocab() {

@@ -154,6 +154,7 @@ class Engine {
   std::vector<int32_t> eog_ids_;
   // The token bytes grammars are matched against, built on the first constrained request.
   std::shared_ptr<const TokenVocabulary> grammar_vocab();
+  Status check_grammar_budget(const RequestParams& p);
   // RequestParams::stop_repeated_tool_calls: when the text ends a call, its repeat becomes a stop string.
   static void stop_at_repeat_of_last_call(TextStream& text);
   std::shared_ptr<const TokenVocabulary> grammar_vocab_;

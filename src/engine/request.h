@@ -32,6 +32,10 @@ struct RequestParams {
   // snapshot, pinned until Engine::release_retained; the final event carries its handle.
   uint64_t kv_from = 0;
   bool retain_kv = false;
+  // One event with no token and no finish as soon as the request is admitted (past validation and
+  // the KV fit check): a streamed reply starts its 200 then, not only at the first token, and a
+  // refusal still gets its own HTTP status.
+  bool announce_admission = false;
 };
 
 // Why a sequence ended. kNone: it has not (yet). kStop: an end-of-generation token or a stop string.

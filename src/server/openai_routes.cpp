@@ -195,6 +195,7 @@ void handle_completion(ServerState& s, const HttpRequest& req, HttpResponseWrite
   p.stop_repeated_tool_calls = chat && calls_allowed(cr) && cr.parallel_tool_calls;
   p.n = cr.n;
   p.top_logprobs = cr.logprobs;
+  p.announce_admission = cr.stream;
   const int n_prompt = int(p.prompt.size());
 
   auto box = std::make_shared<Mailbox<RequestEvent>>();
@@ -232,8 +233,9 @@ void handle_completion(ServerState& s, const HttpRequest& req, HttpResponseWrite
     // A client that went away has its request cancelled (its blocks freed) and gets nothing more.
     const std::vector<RequestEvent> batch = box->take(w, cancel);
     if (box->client_gone()) return;
-    // The stream starts with the first events, unless they are a refusal before any work (admission:
-    // engine/kv_admission.h), which gets its HTTP status as a non-streamed request does.
+    // The stream starts with the first events (the admission event, RequestParams::announce_admission),
+    // unless they are a refusal before any work (engine/kv_admission.h), which gets its HTTP status as
+    // a non-streamed request does.
     const bool refused = box->finished() && std::none_of(batch.begin(), batch.end(), [](const RequestEvent& ev) {
                            return ev.has_token;
                          }) && std::any_of(batch.begin(), batch.end(), [](const RequestEvent& ev) { return !ev.error.empty(); });
