@@ -22,12 +22,11 @@ bool same_secret(const std::string& a, const std::string& b) {
   return diff == 0;
 }
 
-// Bodies above kLargeBodyBytes are admitted kMaxLargeBodies at a time (503 with Retry-After beyond),
-// and scanned (json_longest_array) before any route builds their tree: a JSON array's tree costs
+// Bodies above kLargeBodyBytes (the transport reads and handles them a few at a time:
+// HttpServerOptions::max_large_bodies) are scanned (json_longest_array) before any route builds their tree: a JSON array's tree costs
 // ~19 times its text for token ids, so one 8 MB body would add ~155 MB. Smaller bodies cannot hold
 // an array longer than any context, nor cost more than a few MB.
 constexpr size_t kLargeBodyBytes = size_t(64) << 10;
-constexpr int kMaxLargeBodies = 4;
 
 }  // namespace
 
@@ -181,24 +180,10 @@ void ApiServer::handle(const HttpRequest& req, HttpResponseWriter& w) {
       return reply(w, ApiError{401, "missing or wrong API key (send Authorization: Bearer KEY)", "",
                                "authentication_error"});
   }
-  if (req.body.size() > kLargeBodyBytes) {
-    if (large_bodies_.fetch_add(1) >= kMaxLargeBodies) {
-      --large_bodies_;
-      const ApiError busy{503, "the server is handling its maximum of " + std::to_string(kMaxLargeBodies) +
-                                   " request bodies over " + std::to_string(kLargeBodyBytes) + " bytes; retry", ""};
-      w.respond(busy.status, "application/json", error_json(busy), {{"Retry-After", "1"}});
-      return;
-    }
-    struct Release {
-      std::atomic<int>& n;
-      ~Release() { --n; }
-    } release{large_bodies_};
-    if (json_longest_array(req.body, max_array_elements_) > max_array_elements_)
-      return reply(w, ApiError{413, "the body holds an array of more than " + std::to_string(max_array_elements_) +
-                                        " elements; no field takes that many (a prompt or messages longer than the context cannot run)",
-                                ""});
-    return route(req, w);
-  }
+  if (req.body.size() > kLargeBodyBytes && json_longest_array(req.body, max_array_elements_) > max_array_elements_)
+    return reply(w, ApiError{413, "the body holds an array of more than " + std::to_string(max_array_elements_) +
+                                      " elements; no field takes that many (a prompt or messages longer than the context cannot run)",
+                              ""});
   route(req, w);
 }
 

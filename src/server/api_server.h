@@ -48,7 +48,6 @@ class ApiServer {
 
   // The admission of large bodies (api_server.cpp): how many are being handled now, and the most
   // elements a body's array may hold.
-  std::atomic<int> large_bodies_{0};
   size_t max_array_elements_ = 0;
   ServerState s_;
   std::unique_ptr<HttpServer> http_;

@@ -42,6 +42,8 @@ class HttpParser {
   bool mid_request() const;
   // The head of the request in progress is complete and its body is still arriving.
   bool in_body() const { return !failed() && state_ == State::kBody; }
+  // The Content-Length of that request (while in_body()).
+  uint64_t body_length() const { return body_len_; }
   // True once per request whose head asked "Expect: 100-continue" and whose body is still pending;
   // the server then sends "100 Continue" (curl waits a second for it before sending large bodies).
   bool take_continue_request();

@@ -473,8 +473,36 @@ void HttpServer::serve_requests(Connection* conn, int fd, bool& linger) {
     w.respond(503, "application/json", http_error_json(why, "server_error"));
     linger = true;
   };
+  // A large body is read and handled only while this connection holds one of the server's slots.
+  struct LargeSlot {
+    std::atomic<int>& taken;
+    bool held = false;
+    bool take(int cap) {
+      if (held) return true;
+      if (taken.fetch_add(1) >= cap) {
+        taken.fetch_sub(1);
+        return false;
+      }
+      return held = true;
+    }
+    void release() {
+      if (held) taken.fetch_sub(1);
+      held = false;
+    }
+    ~LargeSlot() { release(); }
+  } large{large_bodies_};
+  const auto refuse_large = [&] {
+    HttpResponseWriter w(fd, 1, false, false);
+    w.respond(503, "application/json",
+              http_error_json("the server is reading its maximum of " + std::to_string(options_.max_large_bodies) +
+                                  " request bodies over " + std::to_string(options_.large_body_bytes) + " bytes; retry",
+                              "server_error"),
+              {{"Retry-After", "1"}});
+    linger = true;
+  };
   while (true) {
     while (auto req = parser.next_request()) {
+      if (req->body.size() > options_.large_body_bytes && !large.take(options_.max_large_bodies)) return refuse_large();
       const bool evicted = !enter(conn, Phase::kHandler);
       phase = Phase::kHandler;
       if (evicted) return make_room("server is at its connection limit; retry later");
@@ -500,6 +528,7 @@ void HttpServer::serve_requests(Connection* conn, int fd, bool& linger) {
         // A handler that returns mid-stream finished its output; one that threw leaves it truncated.
         if (threw || !w.end_stream()) return;
       }
+      large.release();
       if (!w.keep_alive() || stopping_.load()) {
         linger = !w.failed();
         return;
@@ -521,6 +550,9 @@ void HttpServer::serve_requests(Connection* conn, int fd, bool& linger) {
       phase_start = last_byte = Clock::now();
       body_bytes = 0;
       if (evicted) return make_room("server is at its connection limit; retry later");
+      if (now == Phase::kBody && parser.body_length() > options_.large_body_bytes &&
+          !large.take(options_.max_large_bodies))
+        return refuse_large();
     }
     if (stopping_.load()) return make_room("server is shutting down; retry later");
     if (parser.take_continue_request()) {

@@ -95,6 +95,11 @@ struct HttpServerOptions {
   double body_grace_s = 10;        // ... enforced once this long has passed since its head arrived
   double send_timeout_s = 30;      // a write that makes no progress this long fails
   double drain_timeout_s = 30;     // stop() waits this long for running handlers, then cuts their sockets
+  // Bodies over large_body_bytes are read and handled max_large_bodies at a time over all connections:
+  // beyond, a request gets 503 (Retry-After) as soon as its head declares such a body, before any of it
+  // is buffered, so memory for bodies is bounded by this, not by max_connections x max_body_bytes.
+  size_t large_body_bytes = size_t(64) << 10;
+  int max_large_bodies = 4;
   HttpLimits limits;
 };
 
@@ -151,6 +156,7 @@ class HttpServer {
   std::atomic<bool> stopping_{false};       // draining: new connections and requests get 503
   std::atomic<bool> stop_accepting_{false};  // the drain is over: the accept thread ends
   std::atomic<int> active_{0};
+  std::atomic<int> large_bodies_{0};         // connections holding a large-body slot (see HttpServerOptions)
   int evicting_ = 0;  // connections evicted whose threads have not closed them yet (guarded by mu_)
   std::thread accept_thread_;
   std::mutex mu_;

@@ -15,7 +15,8 @@ std::optional<ApiError> fit_max_tokens(const std::string& what, const std::strin
                                        int* out) {
   if (Status st = check_context(n_prompt, n_ctx, what); !st.ok()) return api_error(st.status_error(), param);
   const int room = n_ctx - int(n_prompt);
-  const int max_tokens = asked ? *asked : fixed_default ? *fixed_default : std::min(room, limit);
+  // A default never exceeds the server's --max-tokens (an asked value above it was refused already).
+  const int max_tokens = asked ? *asked : fixed_default ? std::min(*fixed_default, limit) : std::min(room, limit);
   if (max_tokens > room)
     return api_error(ErrorCode::kInvalidArgument, "max_tokens " + std::to_string(max_tokens) + " does not fit: " + what +
                                                       " has " + std::to_string(n_prompt) +

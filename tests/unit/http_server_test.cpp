@@ -402,6 +402,33 @@ TEST(HttpServer, OversizedBodyGets413BeforeItIsSent) {
   EXPECT_EQ(calls.load(), 0);
 }
 
+// Large bodies are read max_large_bodies at a time: beyond, the head alone gets 503 with Retry-After,
+// before the body is sent; once the slot is free again the same request goes through.
+TEST(HttpServer, LargeBodiesAreReadAFewAtATime) {
+  HttpServerOptions opts;
+  opts.large_body_bytes = 100;
+  opts.max_large_bodies = 1;
+  HttpServer server(opts);
+  ASSERT_TRUE(server.start(echo_handler()).ok());
+  TestClient slow(server.port());
+  ASSERT_TRUE(slow.send("POST /a HTTP/1.1\r\nHost: h\r\nContent-Length: 1000\r\n\r\n" + std::string(10, 'a')));
+  ASSERT_TRUE(eventually([&] {
+    TestClient probe(server.port());
+    probe.send("POST /b HTTP/1.1\r\nHost: h\r\nContent-Length: 1000\r\n\r\n");
+    auto r = probe.read_response();
+    return r.status == 503 && r.body.find("maximum of 1 request bodies over 100 bytes") != std::string::npos &&
+           r.header("retry-after") == "1";
+  }));
+  TestClient small(server.port());  // small bodies are not held back
+  ASSERT_TRUE(small.send("POST /s HTTP/1.1\r\nHost: h\r\nContent-Length: 4\r\n\r\ndata"));
+  EXPECT_EQ(small.read_response().status, 200);
+  ASSERT_TRUE(slow.send(std::string(990, 'a')));
+  EXPECT_EQ(slow.read_response().status, 200);
+  TestClient again(server.port());
+  ASSERT_TRUE(again.send("POST /c HTTP/1.1\r\nHost: h\r\nContent-Length: 1000\r\n\r\n" + std::string(1000, 'c')));
+  EXPECT_EQ(again.read_response().status, 200);
+}
+
 TEST(HttpServer, ExpectContinueGets100BeforeTheBody) {
   HttpServer server;
   ASSERT_TRUE(server.start(echo_handler()).ok());
