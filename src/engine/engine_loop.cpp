@@ -103,7 +103,10 @@ void EngineLoop::run() {
     }
     for (Pending& p : inbox) {
       if (p.task) {
+        // A job (an agent's release, a round's commit, a fork) changes the KV at once: publish then,
+        // not only after the next step, which a long prefill can make seconds away.
         p.task(*engines_[p.model]);
+        publish_metrics(p.model);
         continue;
       }
       RequestCallback cb = p.cb;
