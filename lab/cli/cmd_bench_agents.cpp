@@ -14,10 +14,10 @@
 namespace agentkv {
 
 int cmd_bench_agents(int argc, char** argv) {
-  std::string model = "smollm2", workload = "generative-agents", modes = "prefix", kv_mem, json_out, plot_out;
+  std::string model = "smollm2", workload = "generative-agents", modes = "prefix", json_out, plot_out;
   std::string recompute = "0.15";
   bool no_quality = false;
-  int64_t agents = 0, rounds = 0, seed = 1, threads = 0, block_size = 16, batch_tokens = 512;
+  int64_t agents = 0, rounds = 0, seed = 1, threads = 0, block_size = 16, batch_tokens = 512, kv_mem = 0;
   bool quiet = false;
   std::string workload_help = "workload:";
   for (auto& w : workload_names()) workload_help += " " + w;
@@ -32,10 +32,10 @@ int cmd_bench_agents(int argc, char** argv) {
   p.add_string("--recompute", &recompute,
                "tokendance: share of the shared segment recomputed per agent, or a comma list (one run each)");
   p.add_flag("--no-quality", &no_quality, "tokendance: skip the quality comparison with the exact context");
-  p.add_string("--kv-mem", &kv_mem, "KV budget in bytes, e.g. 2G (default: a quarter of RAM)");
+  p.add_kv_mem(&kv_mem, "KV budget in bytes, e.g. 2G (default: a quarter of RAM)");
   p.add_int("--block-size", &block_size, "tokens per KV block", 1, 1024);
   p.add_int("--batch-tokens", &batch_tokens, "tokens per forward pass", 1, 1 << 16);
-  p.add_int("-t,--threads", &threads, "threads (0 = all cores)", 0, 1024);
+  p.add_threads(&threads);
   p.add_string("--json", &json_out, "write the report as JSON to this file");
   p.add_string("--plot", &plot_out,
                "draw the charts into this PNG file: runs scripts/plot_bench_agents.py (python3 and matplotlib, "
@@ -62,11 +62,7 @@ int cmd_bench_agents(int argc, char** argv) {
       return cli_fail("--recompute: '" + r + "' is not a ratio in [0, 1]");
     opt.recompute.push_back(v);
   }
-  if (!kv_mem.empty()) {
-    auto b = parse_byte_size(kv_mem);
-    if (!b.ok()) return cli_fail("--kv-mem: " + b.error());
-    opt.kv_mem = *b;
-  }
+  opt.kv_mem = kv_mem;
   // Check the workload before loading the model: a typo should not cost a model load.
   if (auto wl = make_workload(opt.workload, opt.workload_opt); !wl.ok()) return cli_fail(wl.error());
   for (auto& m : opt.modes)

@@ -23,7 +23,7 @@ int cmd_bench_prm(int argc, char** argv) {
   p.add_string("--lengths", &lengths_arg, "comma-separated trajectory lengths in tokens");
   p.add_string("--calibration", &calibration, "fit-prm's calibration file (default: the untrained head)");
   p.add_int("--repeats", &repeats, "timed repeats per length (the median is printed)", 1, 100);
-  p.add_int("-t,--threads", &threads, "threads (0 = all cores)", 0, 1024);
+  p.add_threads(&threads);
   if (auto rc = p.parse_command(argc, argv)) return *rc;
   std::vector<int64_t> lengths;
   for (const std::string& s : split_commas(lengths_arg)) {

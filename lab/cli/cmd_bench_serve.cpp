@@ -13,7 +13,8 @@
 namespace agentkv {
 
 int cmd_bench_serve(int argc, char** argv) {
-  std::string model = "smollm2", url, api_key, clients = "1,8,64", kv_mem = "1G";
+  std::string model = "smollm2", url, api_key, clients = "1,8,64";
+  int64_t kv_mem = int64_t(1) << 30;
   int64_t requests = 0, max_tokens = 32, threads = 0;
   double duration = 30, temperature = 0;
   bool json = false;
@@ -28,8 +29,8 @@ int cmd_bench_serve(int argc, char** argv) {
   p.add_int("--requests", &requests, "requests per level (0: run for --duration)", 0, int64_t(1) << 40);
   p.add_int("--max-tokens", &max_tokens, "max_tokens of every request", 1, 1 << 20);
   p.add_float("--temperature", &temperature, "sampling temperature (0: greedy)", 0, 2);
-  p.add_string("--kv-mem", &kv_mem, "KV budget of the in-process server");
-  p.add_int("-t,--threads", &threads, "engine threads of the in-process server (0 = all cores)", 0, 1024);
+  p.add_kv_mem(&kv_mem, "KV budget of the in-process server");
+  p.add_threads(&threads, "engine threads of the in-process server (0 = all cores)");
   p.add_flag("--json", &json, "print the report as JSON instead of a table");
   if (auto rc = p.parse_command(argc, argv)) return *rc;
 
@@ -60,9 +61,7 @@ int cmd_bench_serve(int argc, char** argv) {
     ServeOptions so;
     so.port = 0;
     so.threads = int(threads);
-    auto b = parse_byte_size(kv_mem);
-    if (!b.ok()) return cli_fail("--kv-mem: " + b.error());
-    so.kv_mem = *b;
+    so.kv_mem = kv_mem;
     auto s = ApiServer::create({model}, so);
     if (!s.ok()) return cli_fail(s.error());
     server = std::move(*s);

@@ -35,7 +35,7 @@ int cmd_bench_transfer(int argc, char** argv) {
   p.add_int("--repeats", &repeats, "runs per length (the median is reported)", 1, 1000);
   p.add_int("--native-last", &native_last, "the receiver recomputes the context's last N tokens (>= 1: gives the first token)",
             1, 1 << 20);
-  p.add_int("-t,--threads", &threads, "threads (0 = all cores)", 0, 1024);
+  p.add_threads(&threads);
   if (auto rc = p.parse_command(argc, argv)) return *rc;
   auto lengths = parse_int_list("--lengths", lengths_arg, 2, 1 << 20);
   if (!lengths.ok()) return cli_fail(lengths.error());

@@ -21,7 +21,7 @@ int cmd_chat_quality(int argc, char** argv) {
               "agreement, greedy agreement of the first 32 tokens, and the gate's verdict at the committed thresholds.");
   p.add_string("-m,--model", &model, "model alias (smollm2, gemma3) or .gguf path");
   p.add_string("--recompute", &ratios_arg, "comma-separated shares R of shared tokens recomputed, each in [0, 1]");
-  p.add_int("-t,--threads", &threads, "threads (0 = all cores)", 0, 1024);
+  p.add_threads(&threads);
   if (auto rc = p.parse_command(argc, argv)) return *rc;
   std::vector<double> ratios;
   for (const std::string& s : split_commas(ratios_arg)) {

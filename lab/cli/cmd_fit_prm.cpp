@@ -39,7 +39,7 @@ int cmd_fit_prm(int argc, char** argv) {
   p.add_string("--sweep-l2", &sweep_l2, "comma-separated ridge strengths to choose from (with --sweep-layers)");
   p.add_int("--ops", &ops, "operations per problem, 1..3 (0: the task's 2 or 3; a --steps file needs the --ops it was made with)",
             0, 3);
-  p.add_int("-t,--threads", &threads, "threads (0 = all cores)", 0, 1024);
+  p.add_threads(&threads);
   p.add_string("--dump", &dump, "also write every labelled proposal as TSV (split, problem, k, label, why, line)");
   if (auto rc = p.parse_command(argc, argv)) return *rc;
   o.n_train = int(n_train);

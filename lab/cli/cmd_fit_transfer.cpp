@@ -51,12 +51,13 @@ int cmd_fit_transfer(int argc, char** argv) {
   p.add_string("--pooling", &pooling, "how a receiver token combines the sender tokens covering it: mean, overlap (by shared bytes), last");
   p.add_int("--max-bytes", &max_bytes, "longest passage in bytes (longer ones are cut at a space)", 16, 1 << 20);
   p.add_int("--max-passages", &max_passages, "use at most this many passages (0 = all)", 0, 1 << 30);
-  p.add_int("-t,--threads", &threads, "threads (0 = all cores)", 0, 1024);
+  p.add_threads(&threads);
   if (auto rc = p.parse_command(argc, argv)) return *rc;
   const auto pooling_rule = parse_span_pooling(pooling);
   if (!pooling_rule) return cli_fail("--pooling must be mean, overlap or last, not '" + pooling + "'");
-  std::string text;
-  if (!read_text_file(corpus, &text)) return cli_fail("cannot open corpus '" + corpus + "'");
+  auto read = read_text_file(corpus, "--corpus");
+  if (!read.ok()) return cli_fail(read.error());
+  const std::string text = std::move(*read);
   std::vector<std::string> passages = split_passages(text, size_t(max_bytes));
   if (max_passages > 0 && int64_t(passages.size()) > max_passages) passages.resize(size_t(max_passages));
   if (passages.empty()) return cli_fail("corpus '" + corpus + "' has no text");

@@ -28,7 +28,7 @@ int cmd_search(int argc, char** argv) {
   sampling.declare(p);
   p.add_int("--problems", &problems, "held-out problems", 1, 100000);
   p.add_int("--ops", &ops, "operations per problem, 1..3 (0: the task's 2 or 3)", 0, 3);
-  p.add_int("-t,--threads", &threads, "threads (0 = all cores)", 0, 1024);
+  p.add_threads(&threads);
   if (auto rc = p.parse_command(argc, argv)) return *rc;
   if (task != "arith") return cli_fail("--task: only 'arith' is implemented");
   if (method != "bestofn" && method != "beam") return cli_fail("--method: '" + method + "' is not bestofn or beam");

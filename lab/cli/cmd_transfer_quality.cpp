@@ -33,7 +33,7 @@ int cmd_transfer_quality(int argc, char** argv) {
   p.add_int("--continuation-bytes", &cont_bytes, "continuation length in bytes", 8, 1 << 20);
   p.add_int("--max-passages", &max_passages, "passages to score", 1, 1 << 20);
   p.add_int("--native-last", &native_last, "hybrid: the receiver recomputes the context's last N tokens itself", 0, 1 << 20);
-  p.add_int("-t,--threads", &threads, "threads (0 = all cores)", 0, 1024);
+  p.add_threads(&threads);
   if (auto rc = p.parse_command(argc, argv)) return *rc;
   auto setup = load_transfer_setup(pair, corpus);
   if (!setup.ok()) return cli_fail(setup.error());

@@ -57,7 +57,7 @@ int cmd_transfer_retrieval(int argc, char** argv) {
   p.add_int("--probes", &n_probes, "verses asked per context", 1, 64);
   p.add_int("--words", &words, "words after the verse's first that must match exactly", 1, 64);
   p.add_int("--max-passages", &max_passages, "chapters (contexts) to use", 1, 1 << 20);
-  p.add_int("-t,--threads", &threads, "threads (0 = all cores)", 0, 1024);
+  p.add_threads(&threads);
   if (auto rc = p.parse_command(argc, argv)) return *rc;
   auto hybrid_list = parse_int_list("--hybrid", hybrid_arg, 1, 1 << 20);
   if (!hybrid_list.ok()) return cli_fail(hybrid_list.error());

@@ -2,15 +2,19 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <fstream>
+#include <sstream>
 
 #include "lab/prm/arith_prompt.h"
 #include "kv/direct_prefill.h"
 #include "lab/prm/step_checker.h"
 #include "lab/prm/trajectory.h"
+#include "util/input_file.h"
 
 namespace agentkv::prm {
 namespace {
+
+// A dump is one line per proposal (the committed ones are tens of KB); 256 MiB is far beyond any.
+constexpr int64_t kMaxStepDumpBytes = int64_t(256) << 20;
 
 // The reference solution's step lines as text, without the "Answer:" line.
 std::vector<std::string> reference_step_text(const ArithProblem& p) {
@@ -75,8 +79,9 @@ Result<StepSet> sample_labelled_steps(const LoadedModel& lm, std::span<const Ari
 
 Result<StepSet> read_step_dump(const LoadedModel& lm, const std::string& path, ArithSplit split, int n_problems,
                                const ArithShape& shape) {
-  std::ifstream f(path);
-  if (!f) return make_error("cannot open '" + path + "'");
+  std::string text;
+  AGENTKV_ASSIGN_OR_RETURN(text, read_input_file(path, kMaxStepDumpBytes, "--steps"));
+  std::istringstream f(text);
   std::vector<ArithProblem> problems;
   for (int i = 0; i < n_problems; ++i) problems.push_back(generate_arith_problem(arith_seed(split, uint64_t(i)), shape));
   auto set = new_step_set(lm, problems);

@@ -1,6 +1,8 @@
 #include "cli/arg_parser.h"
 
 #include "cli/commands.h"
+#include "kv/kv_manager.h"
+#include "util/machine.h"
 
 #include <cerrno>
 #include <cstdio>
@@ -69,6 +71,25 @@ void ArgParser::add_float(const std::string& names, double* dst, const std::stri
       return make_error("option " + first + " = " + v + " out of range [" + format_double(lo) + ", " +
                         format_double(hi) + "]");
     *dst = x;
+    return {};
+  });
+}
+
+void ArgParser::add_threads(int64_t* dst, const std::string& help) {
+  add_int("-t,--threads", dst, help, 0, 1 << 20);
+  std::function<Status(const std::string&)> parse_int = std::move(options_.back().set);
+  options_.back().set = [dst, parse_int](const std::string& v) -> Status {
+    AGENTKV_TRY(parse_int(v));
+    return check_thread_count("-t", *dst);
+  };
+}
+
+void ArgParser::add_kv_mem(int64_t* dst, const std::string& help) {
+  add("--kv-mem", help, true, false, *dst > 0 ? format_bytes(*dst) : "", [dst](const std::string& v) -> Status {
+    auto b = parse_byte_size(v);
+    if (!b.ok()) return make_error("--kv-mem: " + b.error());
+    AGENTKV_TRY(check_memory_budget("--kv-mem", *b));
+    *dst = *b;
     return {};
   });
 }

@@ -20,6 +20,12 @@ class ArgParser {
   void add_int(const std::string& names, int64_t* dst, const std::string& help, int64_t lo, int64_t hi);
   void add_float(const std::string& names, double* dst, const std::string& help, double lo, double hi);
   void add_flag(const std::string& names, bool* dst, const std::string& help);
+  // The budget options every command shares, declared here once so each is checked against the
+  // machine the same way: -t,--threads (0 = all cores; more than the hardware threads this process
+  // may use is refused) and --kv-mem (a byte size such as 2G, 0 when not given; more than RAM or the
+  // cgroup limit is refused, naming both sizes).
+  void add_threads(int64_t* dst, const std::string& help = "threads (0 = all cores)");
+  void add_kv_mem(int64_t* dst, const std::string& help);
   // A list option: may be repeated (-m A -m B) and each value may be a comma list (-m A,B); the
   // first occurrence replaces the default, later ones append.
   void add_list(const std::string& names, std::vector<std::string>* dst, const std::string& help);

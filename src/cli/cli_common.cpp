@@ -1,9 +1,9 @@
 #include <cstdio>
-#include <fstream>
 #include <sstream>
 
 #include "cli/commands.h"
 #include "prm/calibration_file.h"
+#include "util/input_file.h"
 
 namespace agentkv {
 
@@ -15,13 +15,8 @@ std::vector<std::string> split_commas(const std::string& s) {
   return out;
 }
 
-bool read_text_file(const std::string& path, std::string* out) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) return false;
-  std::stringstream ss;
-  ss << f.rdbuf();
-  *out = ss.str();
-  return true;
+Result<std::string> read_text_file(const std::string& path, std::string_view what) {
+  return read_input_file(path, kMaxTextInputBytes, what);
 }
 
 Result<std::pair<std::unique_ptr<LoadedModel>, std::unique_ptr<LoadedModel>>> load_model_pair(const std::string& sender,

@@ -64,7 +64,7 @@ int cmd_bench(int argc, char** argv) {
   p.add_string("-m,--model", &model, "model alias (smollm2, gemma3) or .gguf path");
   p.add_int("-p,--n-prompt", &n_prompt, "prefill tokens", 1, 1 << 16);
   p.add_int("-n,--n-gen", &n_gen, "decode tokens", 1, 1 << 16);
-  p.add_int("-t,--threads", &threads, "threads (0 = all cores)", 0, 1024);
+  p.add_threads(&threads);
   p.add_int("-r,--reps", &reps, "repetitions", 1, 1000);
   bool use_engine = false;
   p.add_flag("--engine", &use_engine, "run through the serving engine (paged KV manager, scheduler, sampler)");

@@ -26,7 +26,7 @@ int cmd_generate(int argc, char** argv) {
   p.add_int("--seed", &seed, "sampling seed", 0, INT64_MAX);
   p.add_string("--stop", &stop, "stop string");
   p.add_int("--ctx", &ctx, "context size (0 = prompt + n)", 0, 1 << 24);
-  p.add_int("-t,--threads", &threads, "threads (0 = all cores)", 0, 1024);
+  p.add_threads(&threads);
   p.add_flag("-q,--quiet", &quiet, "no timing line on stderr");
   if (auto rc = p.parse_command(argc, argv)) return *rc;
   auto lm = load_model(model);

@@ -16,10 +16,11 @@ int cmd_kv_save(int argc, char** argv) {
   p.add_string("-m,--model", &model, "model alias or .gguf path", true);
   p.add_string("--context", &context_path, "file whose whole text is the context", true);
   p.add_string("--out", &out, "cache file to write (.gguf)", true);
-  p.add_int("-t,--threads", &threads, "threads (0 = all cores)", 0, 1024);
+  p.add_threads(&threads);
   if (auto rc = p.parse_command(argc, argv)) return *rc;
-  std::string text;
-  if (!read_text_file(context_path, &text)) return cli_fail("cannot open context '" + context_path + "'");
+  auto read = read_text_file(context_path, "--context");
+  if (!read.ok()) return cli_fail(read.error());
+  const std::string text = std::move(*read);
   if (text.empty()) return cli_fail("context '" + context_path + "' is empty");
   auto lm = load_model(model);
   if (!lm.ok()) return cli_fail(lm.error());

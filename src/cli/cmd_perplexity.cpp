@@ -1,6 +1,4 @@
 #include <cstdio>
-#include <fstream>
-#include <sstream>
 
 #include "cli/arg_parser.h"
 #include "cli/commands.h"
@@ -15,16 +13,14 @@ int cmd_perplexity(int argc, char** argv) {
   p.add_string("-m,--model", &model, "model alias (smollm2, gemma3) or .gguf path");
   p.add_string("-f,--file", &path, "text file", true);
   p.add_int("-c,--ctx", &ctx, "chunk / context size in tokens", 4, 1 << 20);
-  p.add_int("-t,--threads", &threads, "threads (0 = all cores)", 0, 1024);
+  p.add_threads(&threads);
   if (auto rc = p.parse_command(argc, argv)) return *rc;
-  std::ifstream f(path, std::ios::binary);
-  if (!f) return cli_fail("cannot open '" + path + "'");
-  std::stringstream ss;
-  ss << f.rdbuf();
+  auto text = read_text_file(path, "-f");
+  if (!text.ok()) return cli_fail(text.error());
   auto lm = load_model(model);
   if (!lm.ok()) return cli_fail(lm.error());
   ThreadPool pool{int(threads)};
-  auto r = perplexity(**lm, ss.str(), int(ctx), pool, [](int chunk, double ppl) {
+  auto r = perplexity(**lm, *text, int(ctx), pool, [](int chunk, double ppl) {
     std::fprintf(stdout, "[%d]%.4f ", chunk, ppl);
     std::fflush(stdout);
   });

@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 
 #include "cli/arg_parser.h"
 #include "cli/commands.h"
@@ -20,6 +21,8 @@
 #include "engine/chat_sharing_gate.h"
 #include "engine/sharing_gate.h"
 #include "server/api_server.h"
+#include "util/input_file.h"
+#include "util/machine.h"
 
 namespace agentkv {
 
@@ -32,18 +35,8 @@ const std::string kNotGiven(1, '\0');
 
 // The key in an --api-key-file: a regular file of at most 4 KiB, trailing whitespace dropped.
 Result<std::string> read_key_file(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0) return make_error("--api-key-file " + path + ": " + std::strerror(errno));
-  struct stat st {};
-  std::string key(4097, '\0');
-  ssize_t n = -1;
-  if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) n = ::read(fd, key.data(), key.size());
-  const int err = errno;
-  ::close(fd);
-  if (!S_ISREG(st.st_mode)) return make_error("--api-key-file " + path + ": not a regular file");
-  if (n < 0) return make_error("--api-key-file " + path + ": " + std::strerror(err));
-  if (n > 4096) return make_error("--api-key-file " + path + ": longer than 4096 bytes; not a key");
-  key.resize(size_t(n));
+  std::string key;
+  AGENTKV_ASSIGN_OR_RETURN(key, read_input_file(path, 4096, "--api-key-file"));
   while (!key.empty() && std::strchr(" \t\r\n", key.back()) != nullptr) key.pop_back();
   return key;
 }
@@ -79,7 +72,8 @@ Result<std::string> api_key_from(const std::string& flag, const std::string& fil
 
 int cmd_serve(int argc, char** argv) {
   std::vector<std::string> models = {"smollm2"};
-  std::string host = "127.0.0.1", api_key, api_key_file, kv_mem;
+  std::string host = "127.0.0.1", api_key, api_key_file;
+  int64_t kv_mem = 0;
   int64_t port = 8080, threads = 0, max_tokens = 4096, max_body = 8 << 20;
   int64_t max_agents = int64_t(AgentLimits{}.max_agents);
   ArgParser p("serve", "OpenAI-compatible HTTP server (POST /v1/chat/completions, /v1/completions; GET /v1/models, /health, /metrics).");
@@ -114,8 +108,8 @@ int cmd_serve(int argc, char** argv) {
   p.add_float("--drain-timeout", &transport.drain_timeout_s,
               "on SIGTERM/SIGINT, seconds running requests may take to finish (new ones get 503) before they are cut",
               0, 86400);
-  p.add_string("--kv-mem", &kv_mem, "KV budget per model in bytes, e.g. 2G (default: a quarter of RAM split between models)");
-  p.add_int("-t,--threads", &threads, "threads (0 = all cores)", 0, 1024);
+  p.add_kv_mem(&kv_mem, "KV budget per model in bytes, e.g. 2G (default: a quarter of RAM split between models)");
+  p.add_threads(&threads);
   p.add_int("--max-tokens", &max_tokens, "largest max_tokens a request may ask for", 1, 1 << 20);
   p.add_int("--max-body", &max_body, "largest request body in bytes", 1024, int64_t(1) << 30);
   p.add_int("--max-agents", &max_agents, "most agents held at once (creating one more answers 429)", 1, 1 << 24);
@@ -159,11 +153,13 @@ int cmd_serve(int argc, char** argv) {
   opt.agent_limits.max_agents = size_t(max_agents);
   opt.limits.max_prompt_bytes = size_t(max_body);
   opt.limits.strict_api = strict_api;
-  if (!kv_mem.empty()) {
-    auto b = parse_byte_size(kv_mem);
-    if (!b.ok()) return cli_fail("--kv-mem: " + b.error());
-    opt.kv_mem = *b;
-  }
+  opt.kv_mem = kv_mem;
+  // --kv-mem is per model: the models' budgets together must fit the machine too.
+  if (kv_mem > 0 && models.size() > 1 && kv_mem <= std::numeric_limits<int64_t>::max() / int64_t(models.size()))
+    if (Status st = check_memory_budget("--kv-mem x " + std::to_string(models.size()) + " models",
+                                        kv_mem * int64_t(models.size()));
+        !st.ok())
+      return cli_fail(st.error());
   for (size_t at = 0; at < prm_calibration.size();) {
     const size_t comma = std::min(prm_calibration.find(',', at), prm_calibration.size());
     if (comma > at) opt.prm_calibrations.push_back(prm_calibration.substr(at, comma - at));

@@ -1,6 +1,5 @@
 #include <cstdio>
-#include <fstream>
-#include <iostream>
+#include <sstream>
 
 #include "cli/arg_parser.h"
 #include "cli/commands.h"
@@ -18,19 +17,28 @@ int cmd_tokenize(int argc, char** argv) {
   p.add_flag("--bos", &bos, "prepend BOS when the model uses one");
   p.add_flag("--special", &special, "parse special-token text (e.g. <|im_start|>) into special ids");
   if (auto rc = p.parse_command(argc, argv)) return *rc;
-  std::ifstream file;
-  std::istream* in = &std::cin;
+  // The whole input first (a file through read_text_file, stdin up to the same bound), so a wrong
+  // path is refused before the model loads and nothing is read without bound.
+  std::string input;
   if (jsonl != "-") {
-    file.open(jsonl, std::ios::binary);
-    if (!file) return cli_fail("cannot open '" + jsonl + "'");
-    in = &file;
+    auto read = read_text_file(jsonl, "--jsonl");
+    if (!read.ok()) return cli_fail(read.error());
+    input = std::move(*read);
+  } else {
+    char buf[1 << 16];
+    for (size_t n; (n = std::fread(buf, 1, sizeof buf, stdin)) > 0;) {
+      input.append(buf, n);
+      if (int64_t(input.size()) > kMaxTextInputBytes)
+        return cli_fail("--jsonl -: stdin holds more than " + std::to_string(kMaxTextInputBytes) + " bytes");
+    }
   }
+  std::istringstream in(input);
   auto lm = load_model(model);
   if (!lm.ok()) return cli_fail(lm.error());
   const Tokenizer& tok = *(*lm)->tokenizer;
   std::string line;
   int64_t line_no = 0;
-  while (std::getline(*in, line)) {
+  while (std::getline(in, line)) {
     ++line_no;
     if (line.empty()) continue;
     auto j = parse_json(line);

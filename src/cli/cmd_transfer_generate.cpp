@@ -7,10 +7,12 @@
 
 #include "cli/commands.h"
 #include "cli/transfer_cli.h"
+#include "gguf/gguf_file.h"
 #include "kv/direct_prefill.h"
 #include "transfer/kv_cache_file.h"
 #include "transfer/kv_transfer.h"
 #include "transfer/context_prefill.h"
+#include "util/input_file.h"
 
 namespace agentkv {
 
@@ -24,8 +26,13 @@ int cmd_transfer_generate(int argc, char** argv) {
   p.add_string("-p,--prompt", &prompt, "text after the context (default: none, the context is continued)");
   p.add_int("-n,--n-predict", &n_new, "tokens to generate", 1, 1 << 16);
   p.add_int("--native-last", &native_last, "hybrid: the receiver recomputes the context's last N tokens itself", 0, 1 << 20);
-  p.add_int("-t,--threads", &threads, "threads (0 = all cores)", 0, 1024);
+  p.add_threads(&threads);
   if (auto rc = p.parse_command(argc, argv)) return *rc;
+  // The file's size bounds its token count (K and V, f16, per token and layer): no second read. Only a
+  // regular file has a size (a directory's is not one, and a FIFO would block the open); checked
+  // before the models load.
+  auto cache = InputFile::open(cache_path, kMaxGgufBytes, "--sender-cache");
+  if (!cache.ok()) return cli_fail(cache.error());
   auto setup = load_transfer_setup(pair);
   if (!setup.ok()) return cli_fail(setup.error());
   const LoadedModel& sender = *setup->sender;
@@ -33,13 +40,7 @@ int cmd_transfer_generate(int argc, char** argv) {
   ThreadPool pool{int(threads)};
   using Clock = std::chrono::steady_clock;
   const auto t0 = Clock::now();
-  // The file's size bounds its token count (K and V, f16, per token and layer): no second read.
-  std::FILE* f = std::fopen(cache_path.c_str(), "rb");
-  if (!f) return cli_fail("cannot open sender cache '" + cache_path + "'");
-  std::fseek(f, 0, SEEK_END);
-  const long bytes = std::ftell(f);
-  std::fclose(f);
-  const int64_t max_tokens = bytes / (4 * int64_t(sender.config().n_layer) * sender.config().kv_dim()) + 64;
+  const int64_t max_tokens = cache->size() / (4 * int64_t(sender.config().n_layer) * sender.config().kv_dim()) + 64;
   auto skv = private_kv_manager(sender, max_tokens, 16);
   if (!skv.ok()) return cli_fail(skv.error());
   KvSequence sender_seq(**skv);

@@ -3,6 +3,7 @@
 
 #include <memory>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -22,8 +23,13 @@ int cmd_transfer_generate(int argc, char** argv);
 // "a,b,,c" -> {"a", "b", "c"}: list-valued options (--mode, serve's -m).
 std::vector<std::string> split_commas(const std::string& s);
 
-// The whole file; false when it cannot be opened.
-bool read_text_file(const std::string& path, std::string* out);
+// Text inputs (corpora, contexts, perplexity text, tokenize's JSONL) are read whole; 1 GiB is far
+// above any of them and bounds what a wrong path (/dev/zero is refused anyway) can cost.
+inline constexpr int64_t kMaxTextInputBytes = int64_t(1) << 30;
+
+// The whole file through read_input_file: only a regular file of at most kMaxTextInputBytes.
+// `what` names the input in the error ("--corpus", "-f").
+Result<std::string> read_text_file(const std::string& path, std::string_view what);
 
 // A sender and a receiver model (fit-transfer, transfer-quality).
 Result<std::pair<std::unique_ptr<LoadedModel>, std::unique_ptr<LoadedModel>>> load_model_pair(const std::string& sender,

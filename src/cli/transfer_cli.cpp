@@ -14,7 +14,7 @@ void add_transfer_pair_options(ArgParser& p, TransferPairArgs* a) {
 
 Result<TransferSetup> load_transfer_setup(const TransferPairArgs& a, const std::string& corpus_path) {
   std::string corpus;
-  if (!corpus_path.empty() && !read_text_file(corpus_path, &corpus)) return make_error("cannot open corpus '" + corpus_path + "'");
+  if (!corpus_path.empty()) AGENTKV_ASSIGN_OR_RETURN(corpus, read_text_file(corpus_path, "--corpus"));
   auto models = load_model_pair(a.from, a.to);
   if (!models.ok()) return models.status_error();
   TransferSetup s;

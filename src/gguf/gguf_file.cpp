@@ -1,9 +1,11 @@
 #include "gguf/gguf_file.h"
 
+#include <algorithm>
 #include <cstring>
 #include <limits>
 
 #include "gguf/gguf_parser.h"
+#include "util/fnv_hash.h"
 
 namespace agentkv {
 
@@ -157,11 +159,12 @@ double GgufValue::array_float(size_t k) const {
   return static_cast<double>(array_int(k));
 }
 
-Result<std::unique_ptr<GgufFile>> GgufFile::open(const std::string& path) {
-  auto mapped = MappedFile::open(path);
+Result<std::unique_ptr<GgufFile>> GgufFile::open(const std::string& path, int64_t max_bytes) {
+  auto mapped = MappedFile::open(path, max_bytes);
   if (!mapped.ok()) return std::move(mapped).take_error();
   auto f = std::unique_ptr<GgufFile>(new GgufFile());
   f->file_ = std::move(mapped.value());
+  f->bytes_ = f->file_.data();
   Status st = GgufParser(f->file_.data(), f->file_.size(), f.get()).run();
   if (!st.ok()) return make_error(st.code(), st.error() + " in " + path);
   return f;
@@ -169,9 +172,40 @@ Result<std::unique_ptr<GgufFile>> GgufFile::open(const std::string& path) {
 
 Result<std::unique_ptr<GgufFile>> GgufFile::parse(const uint8_t* data, size_t size) {
   auto f = std::unique_ptr<GgufFile>(new GgufFile());
+  f->bytes_ = data;
   Status st = GgufParser(data, size, f.get()).run();
   if (!st.ok()) return st.status_error();
   return f;
+}
+
+uint64_t gguf_checksum(const uint8_t* bytes, size_t size, size_t skip_offset) {
+  Fnv1a h;
+  const size_t head = std::min(skip_offset, size);
+  h.mix(bytes, head);
+  const uint8_t zeros[8] = {};
+  h.mix(zeros, sizeof zeros);
+  if (head + 8 < size) h.mix(bytes + head + 8, size - head - 8);
+  return h.value();
+}
+
+Status GgufFile::verify_checksum(std::string_view key) const {
+  const GgufValue* v = find(key);
+  if (v == nullptr || v->type != GgufValueType::U64)
+    return make_error(ErrorCode::kDataLoss, "key '" + std::string(key) + "' (U64 checksum) missing");
+  if (gguf_checksum(bytes_, file_size_, v->file_offset) != v->u)
+    return make_error(ErrorCode::kDataLoss, "checksum mismatch ('" + std::string(key) +
+                                                "'): the file is corrupted or was edited");
+  return Status();
+}
+
+Status GgufFile::check_sealed_format(std::string_view version_key, int64_t version, std::string_view checksum_key,
+                                     std::string_view remake_with) const {
+  const int64_t v = get_int_or(version_key, -1);
+  if (v >= 1 && v < version)
+    return make_error("written by an older agentkv (format version " + std::to_string(v) +
+                      ", whose checksum did not cover the whole file); re-create it with " + std::string(remake_with));
+  if (v != version) return make_error("unsupported format version " + std::to_string(v));
+  return verify_checksum(checksum_key);
 }
 
 const GgufValue* GgufFile::find(std::string_view key) const {

@@ -41,6 +41,7 @@ bool gguf_type_is_float(GgufValueType t);    // F32, F64
 // one std::string each, so a 262144-entry tokenizer array is one allocation per string at most.
 struct GgufValue {
   GgufValueType type = GgufValueType::U8;
+  size_t file_offset = 0;  // where the value's bytes begin in the file (after its key and type)
 
   // Scalars: every integer type and BOOL in `i`, except U64, which is in `u` (it may exceed int64).
   int64_t i = 0;
@@ -71,10 +72,15 @@ struct GgufTensorInfo {
   const uint8_t* data = nullptr;  // data_offset() + offset into the file
 };
 
+// The largest file GgufFile::open maps unless told otherwise: far above any model agentkv runs, a
+// bound only so that no size is taken on trust.
+inline constexpr int64_t kMaxGgufBytes = int64_t(1) << 40;
+
 class GgufFile {
  public:
-  // mmap + parse + validate everything. Errors start with "gguf: " (or "cannot open ...").
-  static Result<std::unique_ptr<GgufFile>> open(const std::string& path);
+  // mmap + parse + validate everything. Errors start with "gguf: " (or "cannot open ...": a missing
+  // or special file, one over max_bytes).
+  static Result<std::unique_ptr<GgufFile>> open(const std::string& path, int64_t max_bytes = kMaxGgufBytes);
   // Parses a buffer the caller keeps alive as long as the GgufFile (tensor data points into it).
   static Result<std::unique_ptr<GgufFile>> parse(const uint8_t* data, size_t size);
 
@@ -109,6 +115,17 @@ class GgufFile {
   size_t data_offset() const { return data_offset_; }
   size_t file_size() const { return file_size_; }
 
+  // Whether the U64 value under `key` equals gguf_checksum over this file with that value's own
+  // bytes read as zero: agentkv's own formats (KV cache files, transfer maps) seal every byte, header,
+  // metadata, tensor infos, padding and data, so no edit anywhere goes unnoticed. Errors name the key.
+  Status verify_checksum(std::string_view key) const;
+
+  // The checks an agentkv format's reader opens with, in one place: `version_key` holds `version`
+  // (an older one, whose checksum did not cover the whole file, is refused with "re-create it with
+  // <remake_with>"), then verify_checksum(checksum_key).
+  Status check_sealed_format(std::string_view version_key, int64_t version, std::string_view checksum_key,
+                             std::string_view remake_with) const;
+
  private:
   friend class GgufParser;
 
@@ -122,6 +139,7 @@ class GgufFile {
   Result<const GgufValue*> require(std::string_view key) const;
 
   MappedFile file_;  // empty when parse() was given a caller-owned buffer
+  const uint8_t* bytes_ = nullptr;  // the whole file, mapped or the caller's
   uint32_t version_ = 0;
   std::vector<std::string> keys_;
   std::vector<GgufValue> values_;  // parallel to keys_
@@ -132,5 +150,9 @@ class GgufFile {
   size_t data_offset_ = 0;
   size_t file_size_ = 0;
 };
+
+// FNV-1a over bytes[0, size) with the 8 bytes at skip_offset read as zero (where the checksum itself
+// lies): one definition for GgufWriter::write_file_checksummed and GgufFile::verify_checksum.
+uint64_t gguf_checksum(const uint8_t* bytes, size_t size, size_t skip_offset);
 
 }  // namespace agentkv

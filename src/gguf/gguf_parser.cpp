@@ -292,6 +292,7 @@ bool GgufParser::parse_kv(uint64_t index) {
   if (!known_value_type(type)) return fail(section_ + " has unknown value type id " + num(type));
   f_->keys_.push_back(std::move(key));
   f_->values_.emplace_back();
+  f_->values_.back().file_offset = pos_;
   return read_value(static_cast<GgufValueType>(type), &f_->values_.back(), 0);
 }
 

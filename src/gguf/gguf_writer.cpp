@@ -102,8 +102,19 @@ std::vector<uint8_t> GgufWriter::finish() const {
   return out;
 }
 
-Status GgufWriter::write_file(const std::string& path) const {
+Status GgufWriter::write_file(const std::string& path) const { return write_bytes(path, finish()); }
+
+Status GgufWriter::write_file_checksummed(const std::string& path, const std::string& key) {
+  // The header (magic, version, two counts) is 24 bytes; the value follows its key string and type.
+  const size_t at = 24 + kv_bytes_.size() + 8 + key.size() + 4;
+  add<uint64_t>(key, 0);
   std::vector<uint8_t> bytes = finish();
+  const uint64_t sum = gguf_checksum(bytes.data(), bytes.size(), at);
+  std::memcpy(bytes.data() + at, &sum, sizeof sum);
+  return write_bytes(path, bytes);
+}
+
+Status GgufWriter::write_bytes(const std::string& path, const std::vector<uint8_t>& bytes) {
   std::FILE* f = std::fopen(path.c_str(), "wb");
   if (f == nullptr) return make_error("cannot open " + path + ": " + std::strerror(errno));
   size_t written = std::fwrite(bytes.data(), 1, bytes.size(), f);

@@ -72,6 +72,9 @@ class GgufWriter {
 
   std::vector<uint8_t> finish() const;
   Status write_file(const std::string& path) const;
+  // Adds `key` (U64) as the last metadata value, holding gguf_checksum of the finished file with
+  // that value read as zero, and writes the file (GgufFile::verify_checksum checks it).
+  Status write_file_checksummed(const std::string& path, const std::string& key);
 
   // Encoding helpers, exposed so tests can build values for add_encoded.
   static void put_u32(std::vector<uint8_t>* out, uint32_t v);
@@ -89,6 +92,8 @@ class GgufWriter {
     std::vector<int64_t> ne;
     std::vector<uint8_t> data;
   };
+  static Status write_bytes(const std::string& path, const std::vector<uint8_t>& bytes);
+
   std::vector<uint8_t> kv_bytes_;
   uint64_t n_kv_ = 0;
   std::vector<Tensor> tensors_;

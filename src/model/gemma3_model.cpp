@@ -102,7 +102,7 @@ class Gemma3Model final : public Model {
 Result<std::unique_ptr<Model>> create_gemma3_model(const GgufFile& f, ModelConfig cfg) {
   WeightView embd;
   AGENTKV_ASSIGN_OR_RETURN(embd, find_embedding(f, cfg));
-  cfg.rope_base_swa = float(f.get_float_or("gemma3.rope.freq_base_swa", kDefaultSwaRopeBase));
+  AGENTKV_ASSIGN_OR_RETURN(cfg.rope_base_swa, read_positive_float(f, "gemma3.rope.freq_base_swa", kDefaultSwaRopeBase, 1e30));
   if (cfg.sliding_window > 0)
     for (int il = 0; il < cfg.n_layer; ++il) cfg.layer_is_swa[il] = (il % kSwaPattern) < kSwaPattern - 1;
   const int d = cfg.n_embd;

@@ -17,6 +17,22 @@ Result<int> required_int(const GgufFile& f, const std::string& key, int64_t lo, 
 
 }  // namespace
 
+Result<float> read_positive_float(const GgufFile& f, const std::string& key, std::optional<double> dflt, double hi) {
+  double v = 0;
+  if (dflt && !f.has(key)) {
+    v = *dflt;
+  } else {
+    auto r = f.get_float(key);
+    if (!r.ok()) return r.status_error();
+    v = *r;
+  }
+  // `!(v > 0)` also catches NaN; the float the model keeps must itself be finite and non-zero.
+  if (!(v > 0) || !(v <= hi) || !(float(v) > 0))
+    return make_error("key '" + key + "' = " + std::to_string(v) + " is not a finite number in (0, " +
+                      std::to_string(hi) + "]");
+  return float(v);
+}
+
 Result<ModelConfig> read_model_config(const GgufFile& f) {
   ModelConfig c;
   auto arch = f.get_string("general.architecture");
@@ -49,10 +65,10 @@ Result<ModelConfig> read_model_config(const GgufFile& f) {
   c.n_rot = int(f.get_int_or(p + "rope.dimension_count", c.head_dim));
   if (c.n_rot < 2 || c.n_rot > c.head_dim || c.n_rot % 2 != 0)
     return make_error("key '" + p + "rope.dimension_count' = " + std::to_string(c.n_rot) + " unsupported");
-  auto eps = f.get_float(p + "attention.layer_norm_rms_epsilon");
-  if (!eps.ok()) return eps.status_error();
-  c.rms_eps = float(*eps);
-  c.rope_base = float(f.get_float_or(p + "rope.freq_base", 10000.0));
+  // A NaN epsilon turned every norm into NaN (and generation into 0 tokens); a base of 0 or inf
+  // makes every RoPE angle NaN. Both are refused here, naming the key.
+  AGENTKV_ASSIGN_OR_RETURN(c.rms_eps, read_positive_float(f, p + "attention.layer_norm_rms_epsilon", std::nullopt, 1.0));
+  AGENTKV_ASSIGN_OR_RETURN(c.rope_base, read_positive_float(f, p + "rope.freq_base", 10000.0, 1e30));
   c.sliding_window = int(f.get_int_or(p + "attention.sliding_window", 0));
   if (c.sliding_window < 0) return make_error("key '" + p + "attention.sliding_window' is negative");
   c.layer_is_swa.assign(c.n_layer, 0);

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -35,5 +36,9 @@ struct ModelConfig {
 
 // Reads the common keys ({arch}.block_count, …); a missing required key is an error naming it.
 Result<ModelConfig> read_model_config(const GgufFile& file);
+
+// A float hyperparameter that must be finite and in (0, hi] (an epsilon, a RoPE base): absent, it
+// is `dflt`, or an error naming the key when there is none; NaN, inf, 0 or negative is an error naming it.
+Result<float> read_positive_float(const GgufFile& file, const std::string& key, std::optional<double> dflt, double hi);
 
 }  // namespace agentkv

@@ -4,15 +4,17 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
-#include <sstream>
 
+#include "util/fnv_hash.h"
+#include "util/input_file.h"
 #include "util/json.h"
 
 namespace agentkv::prm {
 namespace {
 
 constexpr const char* kFormat = "agentkv-prm-calibration";
-constexpr int kVersion = 2;  // 1: no probe
+// 1: no probe; 2: a checksum over the probe only (an edited question passed); 3: over every field.
+constexpr int kVersion = 3;
 
 
 // Hex text, as version 1 files were written (when every JSON number here was a double).
@@ -22,19 +24,15 @@ std::string hex64(uint64_t v) {
   return buf;
 }
 
-// FNV-1a over the probe's numbers as stored (the JSON writer round-trips every double exactly).
-std::string probe_checksum(const StepProbe& p) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  auto mix = [&](const void* data, size_t n) {
-    const auto* b = static_cast<const unsigned char*>(data);
-    for (size_t i = 0; i < n; ++i) h = (h ^ b[i]) * 0x100000001b3ull;
-  };
-  const double head[] = {double(p.layer), p.bias, p.l2};
-  mix(head, sizeof head);
-  mix(p.mean.data(), p.mean.size() * sizeof(float));
-  mix(p.inv_std.data(), p.inv_std.size() * sizeof(float));
-  mix(p.weight.data(), p.weight.size() * sizeof(double));
-  return hex64(h);
+// FNV-1a over the compact text of the record without its "checksum" member: every field, in file
+// order, names included. The JSON writer round-trips every number exactly, so the text parsed back
+// dumps to the same bytes, and only a change of layout (whitespace) leaves the sum unchanged.
+std::string record_checksum(Json j) {
+  j.erase("checksum");
+  const std::string text = dump_json(j);
+  Fnv1a h;
+  h.mix(text.data(), text.size());
+  return hex64(h.value());
 }
 
 }  // namespace
@@ -59,11 +57,10 @@ void to_json(Json& j, const CalibrationRecord& r) {
        {"train_auroc", r.train_auroc},
        {"train_log_loss", r.train_log_loss}};
   if (r.probe) {
-    Json probe = *r.probe;
-    probe["checksum"] = probe_checksum(*r.probe);
-    j["probe"] = std::move(probe);
+    j["probe"] = *r.probe;
     if (std::isfinite(r.heldout_auroc)) j["heldout_auroc"] = r.heldout_auroc;
   }
+  j["checksum"] = record_checksum(j);
 }
 
 // Reads every field but the format, version and fingerprint, which read_calibration checks first.
@@ -95,18 +92,24 @@ Status write_calibration(const std::string& path, const CalibrationRecord& r) {
 }
 
 Result<CalibrationRecord> read_calibration(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) return make_error("cannot open '" + path + "'");
-  std::stringstream ss;
-  ss << f.rdbuf();
-  auto j = parse_json(ss.str());
+  std::string text;
+  AGENTKV_ASSIGN_OR_RETURN(text, read_input_file(path, kMaxCalibrationBytes, "PRM calibration"));
+  auto j = parse_json(text);
   if (!j.ok()) return make_error(j.code(), path + ": " + j.error());
+  if (!j->is_object()) return make_error(path + ": not an agentkv PRM calibration (not a JSON object)");
   const Json* format = json_member(*j, "format");
   if (!format || *format != kFormat) return make_error(path + ": not an agentkv PRM calibration");
   const Json* version = json_member(*j, "version");
-  if (!version || (*version != kVersion && *version != 1)) return make_error(path + ": unsupported version");
+  if (version && version->is_number_integer() && (*version == 1 || *version == 2))
+    return make_error(path + ": written by an older agentkv (calibration version " + version->dump() +
+                      ", whose checksum did not cover every field); re-create it with agentkv fit-prm");
+  if (!version || *version != kVersion) return make_error(path + ": unsupported version");
+  // Fields first, so a file missing one says which; then the checksum over all of them.
   auto r = json_to<CalibrationRecord>(*j, path);
   if (!r.ok()) return r;
+  const Json* sum = json_member(*j, "checksum");
+  if (!sum || !sum->is_string() || *sum != record_checksum(*j))
+    return make_error(ErrorCode::kDataLoss, path + ": checksum mismatch (the file is corrupted or was edited)");
   const Json* fp = json_member(*j, "model_fingerprint");
   const std::string fps = fp && fp->is_string() ? fp->get<std::string>() : "";
   char* end = nullptr;
@@ -116,9 +119,6 @@ Result<CalibrationRecord> read_calibration(const std::string& path) {
     const StepProbe& p = *r->probe;
     if (p.weight.empty() || p.mean.size() != p.weight.size() || p.inv_std.size() != p.weight.size())
       return make_error(path + ": probe arrays 'mean', 'inv_std', 'weight' differ in length or are empty");
-    const Json* sum = json_member((*j)["probe"], "checksum");
-    if (!sum || *sum != probe_checksum(p))
-      return make_error(ErrorCode::kDataLoss, path + ": probe checksum mismatch (the file is corrupted or was edited)");
   }
   return r;
 }

@@ -1,7 +1,7 @@
 // The fitted verify head on disk: a JSON file that names the model it was fitted on (by fingerprint,
 // so a head is never applied to another model's hidden states), the verify question and answer
-// tokens, the calibration, the trained probe (version 2; its numbers carry a checksum so an edited or
-// truncated file is refused) and the figures of the fit.
+// tokens, the calibration, the trained probe and the figures of the fit. A checksum covers every
+// field (version 3; version 2's covered only the probe), so an edited or truncated file is refused.
 #pragma once
 
 #include <cstdint>
@@ -27,6 +27,9 @@ struct CalibrationRecord {
   std::optional<StepProbe> probe;
   double heldout_auroc = 0;  // of the probe on held-out steps; 0 when not measured
 };
+
+// A calibration is a few hundred KB (a probe over n_embd features); anything far larger is not one.
+inline constexpr int64_t kMaxCalibrationBytes = int64_t(64) << 20;
 
 Status write_calibration(const std::string& path, const CalibrationRecord& r);
 Result<CalibrationRecord> read_calibration(const std::string& path);

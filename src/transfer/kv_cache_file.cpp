@@ -7,14 +7,13 @@
 #include "gguf/ggml_types.h"
 #include "gguf/gguf_file.h"
 #include "gguf/gguf_writer.h"
-#include "util/fnv_hash.h"
 
 namespace agentkv {
 
 namespace {
 
 constexpr const char* kArch = "agentkv-kvcache";
-constexpr uint32_t kFormatVersion = 1;
+constexpr uint32_t kFormatVersion = 2;  // 1: the checksum covered tokens, text and K/V only
 
 std::string tensor_name(int layer, char kv) { return "kvcache.blk." + std::to_string(layer) + "." + kv; }
 
@@ -43,16 +42,12 @@ Status save_kv_cache_file(const std::string& path, const LoadedModel& lm, const 
   const ModelConfig& cfg = lm.config();
   const int64_t n = seq.n_tokens();
   const size_t row_bytes = size_t(cfg.kv_dim()) * sizeof(kv_t);
-  Fnv1a sum;
-  sum.mix(seq.tokens().data(), seq.tokens().size() * sizeof(int32_t));
-  sum.mix(text.data(), text.size());
   std::vector<std::vector<uint8_t>> tensors;
   for (int il = 0; il < cfg.n_layer; ++il)
     for (char which : {'k', 'v'}) {
       std::vector<uint8_t> bytes(size_t(n) * row_bytes);
       for (int64_t t = 0; t < n; ++t)
         std::memcpy(bytes.data() + size_t(t) * row_bytes, arena_row(kv.arena(), seq.blocks(), il, which, t), row_bytes);
-      sum.mix(bytes.data(), bytes.size());
       tensors.push_back(std::move(bytes));
     }
   GgufWriter w;
@@ -64,12 +59,11 @@ Status save_kv_cache_file(const std::string& path, const LoadedModel& lm, const 
   w.add<int32_t>("kvcache.kv_dim", cfg.kv_dim());
   w.add_array<int32_t>("kvcache.tokens", seq.tokens());
   w.add_string("kvcache.text", std::string(text));
-  w.add<uint64_t>("kvcache.checksum", sum.value());
   for (int il = 0; il < cfg.n_layer; ++il)
     for (int j = 0; j < 2; ++j)
       w.add_tensor(tensor_name(il, j ? 'v' : 'k'), uint32_t(GgmlType::F16), {cfg.kv_dim(), n},
                    tensors[size_t(2 * il + j)]);
-  return w.write_file(path);
+  return w.write_file_checksummed(path, "kvcache.checksum");
 }
 
 Result<std::string> load_kv_cache_file(const std::string& path, const LoadedModel& lm, KvManager& kv, KvSequence& seq) {
@@ -79,11 +73,11 @@ Result<std::string> load_kv_cache_file(const std::string& path, const LoadedMode
   const GgufFile& f = **file;
   if (f.get_string_or("general.architecture", "") != kArch)
     return make_error(where + "not a kv cache file (general.architecture is not \"" + kArch + "\")");
-  if (f.get_int_or("kvcache.format_version", -1) != kFormatVersion) return make_error(where + "unsupported format version");
+  if (Status st = f.check_sealed_format("kvcache.format_version", kFormatVersion, "kvcache.checksum", "agentkv kv-save");
+      !st.ok())
+    return make_error(st.code(), where + st.error());
   const GgufValue* fp = f.find("kvcache.model.fingerprint");
-  const GgufValue* ck = f.find("kvcache.checksum");
-  if (!fp || !ck || fp->type != GgufValueType::U64 || ck->type != GgufValueType::U64)
-    return make_error(where + "fingerprint or checksum missing");
+  if (!fp || fp->type != GgufValueType::U64) return make_error(where + "kvcache.model.fingerprint (U64) missing");
   const std::string made_by = f.get_string_or("kvcache.model.name", "?");
   if (fp->u != lm.fingerprint)
     return make_error(where + "written by " + made_by + " (" + hex(fp->u) + "), refused for " + lm.name + " (" +
@@ -98,19 +92,14 @@ Result<std::string> load_kv_cache_file(const std::string& path, const LoadedMode
   const int64_t n = int64_t(tokens->size());
   if (n == 0) return make_error(where + "no tokens");
   const size_t row_bytes = size_t(cfg.kv_dim()) * sizeof(kv_t);
-  Fnv1a sum;
-  sum.mix(tokens->data(), tokens->size() * sizeof(int32_t));
-  sum.mix(text->data(), text->size());
   std::vector<const GgufTensorInfo*> tensors;
   for (int il = 0; il < cfg.n_layer; ++il)
     for (char which : {'k', 'v'}) {
       const GgufTensorInfo* t = f.tensor(tensor_name(il, which));
       if (!t || t->type != uint32_t(GgmlType::F16) || t->n_dims != 2 || t->ne[0] != cfg.kv_dim() || t->ne[1] != n)
         return make_error(where + "tensor " + tensor_name(il, which) + " missing or of the wrong type or shape");
-      sum.mix(t->data, size_t(n) * row_bytes);
       tensors.push_back(t);
     }
-  if (sum.value() != ck->u) return make_error(ErrorCode::kDataLoss, where + "checksum mismatch: the file is corrupted");
   if (*tokens != lm.tokenizer->encode(*text, lm.tokenizer->add_bos_default(), false))
     return make_error(where + "its tokens are not " + lm.name + "'s tokenization of its text");
   if (seq.n_tokens() != 0) return make_error("kv cache file: the sequence to load into must be empty");

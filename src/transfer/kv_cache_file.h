@@ -2,7 +2,8 @@
 // the K/V of its sequence, the receiver's process loads it into the sender model's KV manager and
 // transfers from there. GGUF (general.architecture = "agentkv-kvcache") with the model's
 // fingerprint and geometry, the token ids, the text, per layer K (as stored, after RoPE at
-// positions 0..n-1) and V in the arena's f16, and a checksum over tokens, text and K/V.
+// positions 0..n-1) and V in the arena's f16, and a checksum over every byte of the file (format
+// version 2; version 1's left the metadata out, so an edited fingerprint passed).
 #pragma once
 
 #include <string>

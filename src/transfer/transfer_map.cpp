@@ -7,23 +7,15 @@
 #include "gguf/gguf_file.h"
 #include "gguf/gguf_writer.h"
 #include "ops/matmul.h"
-#include "util/fnv_hash.h"
 
 namespace agentkv {
 
 namespace {
 
 constexpr const char* kArch = "agentkv-transfer";
-constexpr uint32_t kFormatVersion = 1;
+constexpr uint32_t kFormatVersion = 2;  // 1: the checksum covered the weights only
 
 std::string layer_tensor_name(int l) { return "transfer.blk." + std::to_string(l) + ".w"; }
-
-// Over the weight bytes in file layout and layer order: any flipped byte changes it.
-uint64_t weights_checksum(const std::vector<std::vector<float>>& file_weights) {
-  Fnv1a h;
-  for (const auto& w : file_weights) h.mix(w.data(), w.size() * sizeof(float));
-  return h.value();
-}
 
 std::string hex(uint64_t v) {
   char buf[24];
@@ -100,14 +92,13 @@ Status save_transfer_map(const TransferMap& map, const std::string& path) {
   w.add<int64_t>("transfer.fit_tokens", map.n_fit_tokens);
   std::vector<std::vector<float>> file_weights;
   for (const auto& m : map.weights) file_weights.push_back(transpose_matrix(m, map.out_dim(), map.in_dim()));
-  w.add<uint64_t>("transfer.weights_checksum", weights_checksum(file_weights));
   for (int l = 0; l < map.receiver_n_layer; ++l) {
     const auto& m = file_weights[size_t(l)];
     std::vector<uint8_t> bytes(m.size() * sizeof(float));
     std::memcpy(bytes.data(), m.data(), bytes.size());
     w.add_tensor(layer_tensor_name(l), uint32_t(GgmlType::F32), {map.out_dim(), map.in_dim()}, bytes);
   }
-  return w.write_file(path);
+  return w.write_file_checksummed(path, "transfer.checksum");
 }
 
 Result<TransferMap> read_transfer_map(const std::string& path) {
@@ -117,8 +108,10 @@ Result<TransferMap> read_transfer_map(const std::string& path) {
   const std::string where = "transfer map " + path + ": ";
   if (f.get_string_or("general.architecture", "") != kArch)
     return make_error(where + "not a transfer map (general.architecture is not \"" + kArch + "\")");
-  if (f.get_int_or("transfer.format_version", -1) != kFormatVersion)
-    return make_error(where + "unsupported format version");
+  if (Status st = f.check_sealed_format("transfer.format_version", kFormatVersion, "transfer.checksum",
+                                        "agentkv fit-transfer");
+      !st.ok())
+    return make_error(st.code(), where + st.error());
   TransferMap map;
   auto need_int = [&](const char* key) -> Result<int64_t> {
     auto v = f.get_int(key);
@@ -127,9 +120,8 @@ Result<TransferMap> read_transfer_map(const std::string& path) {
   };
   const GgufValue* sf = f.find("transfer.sender.fingerprint");
   const GgufValue* rf = f.find("transfer.receiver.fingerprint");
-  const GgufValue* ck = f.find("transfer.weights_checksum");
-  if (!sf || !rf || !ck || sf->type != GgufValueType::U64 || rf->type != GgufValueType::U64 || ck->type != GgufValueType::U64)
-    return make_error(where + "fingerprints or checksum missing");
+  if (!sf || !rf || sf->type != GgufValueType::U64 || rf->type != GgufValueType::U64)
+    return make_error(where + "fingerprints missing");
   map.sender_fingerprint = sf->u;
   map.receiver_fingerprint = rf->u;
   map.sender_name = f.get_string_or("transfer.sender.name", "?");
@@ -167,8 +159,6 @@ Result<TransferMap> read_transfer_map(const std::string& path) {
     map.weights.push_back(std::move(w));
   }
   AGENTKV_TRY(map.validate());
-  if (weights_checksum(map.weights) != ck->u)
-    return make_error(ErrorCode::kDataLoss, where + "weights checksum mismatch: the file is corrupted");
   for (auto& w : map.weights) w = transpose_matrix(w, map.in_dim(), map.out_dim());
   for (const auto& w : map.weights)
     for (float x : w)

@@ -48,8 +48,9 @@ std::vector<float> transpose_matrix(const std::vector<float>& a, int rows, int c
 std::vector<int32_t> depth_proportional_layers(int receiver_n_layer, int sender_n_layer);
 
 // GGUF file (general.architecture = "agentkv-transfer"): metadata records both fingerprints and
-// geometry, one F32 tensor per receiver layer, and a checksum over all weights so that a damaged
-// file is refused even where the GGUF structure still parses.
+// geometry, one F32 tensor per receiver layer, and a checksum over every byte of the file (format
+// version 2; version 1's covered the weights only), so a damaged or edited file is refused even
+// where the GGUF structure still parses.
 Status save_transfer_map(const TransferMap& map, const std::string& path);
 // Reads and checks the file itself (format, sizes, checksum); says nothing about the models.
 Result<TransferMap> read_transfer_map(const std::string& path);

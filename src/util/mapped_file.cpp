@@ -9,6 +9,8 @@
 #include <cstring>
 #include <utility>
 
+#include "util/input_file.h"
+
 namespace agentkv {
 
 namespace {
@@ -20,34 +22,21 @@ Error os_error(const char* what, const std::string& path, int err) {
 
 }  // namespace
 
-Result<MappedFile> MappedFile::open(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return os_error("cannot open", path, errno);
-  struct stat st {};
-  if (::fstat(fd, &st) != 0) {
-    int err = errno;
-    ::close(fd);
-    return os_error("cannot stat", path, err);
-  }
-  if (!S_ISREG(st.st_mode)) {
-    ::close(fd);
-    return make_error("cannot open " + path + ": not a regular file");
-  }
+Result<MappedFile> MappedFile::open(const std::string& path, int64_t max_bytes) {
+  // InputFile refuses what is not a regular file (a FIFO never blocks the open) and files over the bound.
+  InputFile in;
+  AGENTKV_ASSIGN_OR_RETURN(in, InputFile::open(path, max_bytes, "cannot open"));
+  const int fd = in.fd();
   MappedFile f;
   f.path_ = path;
-  f.size_ = static_cast<size_t>(st.st_size);
+  f.size_ = static_cast<size_t>(in.size());
   // mmap rejects length 0, and an empty file needs no mapping.
   if (f.size_ > 0) {
     void* p = ::mmap(nullptr, f.size_, PROT_READ, MAP_PRIVATE, fd, 0);
-    if (p == MAP_FAILED) {
-      int err = errno;
-      ::close(fd);
-      return os_error("cannot mmap", path, err);
-    }
+    if (p == MAP_FAILED) return os_error("cannot mmap", path, errno);
     f.data_ = static_cast<const uint8_t*>(p);
   }
-  // The mapping keeps the file alive; the descriptor is no longer needed.
-  ::close(fd);
+  // The mapping keeps the file alive; `in` closes the descriptor.
   return f;
 }
 

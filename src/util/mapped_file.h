@@ -12,8 +12,9 @@ namespace agentkv {
 
 class MappedFile {
  public:
-  // Errors read "cannot open FILE: <strerror>" (or stat/mmap in place of open).
-  static Result<MappedFile> open(const std::string& path);
+  // Errors read "cannot open FILE: <strerror>" (or mmap in place of open), "cannot open FILE: a
+  // directory, not a regular file" (any special file, through InputFile) or name the size bound.
+  static Result<MappedFile> open(const std::string& path, int64_t max_bytes);
 
   MappedFile() = default;
   ~MappedFile();

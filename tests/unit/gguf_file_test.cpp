@@ -141,7 +141,7 @@ TEST(MappedFile, EmptyFileHasNoData) {
   std::FILE* fp = std::fopen(path.c_str(), "wb");
   ASSERT_NE(fp, nullptr);
   std::fclose(fp);
-  auto m = MappedFile::open(path);
+  auto m = MappedFile::open(path, 1024);
   ASSERT_TRUE(m.ok()) << m.error();
   EXPECT_EQ(m->size(), 0u);
   MappedFile moved = std::move(m.value());

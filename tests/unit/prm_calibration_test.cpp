@@ -7,9 +7,11 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <iterator>
 
 #include "lab/prm/calibration_fit.h"
 #include "prm/calibration_file.h"
+#include "util/json.h"
 
 namespace agentkv::prm {
 namespace {
@@ -58,8 +60,7 @@ TEST(CalibrationFit, SeparableAndOneClassStayFinite) {
   EXPECT_TRUE(std::isfinite(one.b));
 }
 
-TEST(CalibrationFile, RoundTripsAndRejectsBadFiles) {
-  const std::string path = ::testing::TempDir() + "prm_cal_" + std::to_string(::getpid()) + ".json";
+CalibrationRecord sample_record() {
   CalibrationRecord r;
   r.model_fingerprint = 0xfedcba9876543210ull;
   r.model_name = "smollm2";
@@ -71,6 +72,12 @@ TEST(CalibrationFile, RoundTripsAndRejectsBadFiles) {
   r.n_train_positive = 120;
   r.train_auroc = 0.8125;
   r.train_log_loss = 0.5;
+  return r;
+}
+
+TEST(CalibrationFile, RoundTripsAndRejectsBadFiles) {
+  const std::string path = ::testing::TempDir() + "prm_cal_" + std::to_string(::getpid()) + ".json";
+  CalibrationRecord r = sample_record();
   ASSERT_TRUE(write_calibration(path, r).ok());
   auto back = read_calibration(path);
   ASSERT_TRUE(back.ok()) << back.error();
@@ -85,7 +92,7 @@ TEST(CalibrationFile, RoundTripsAndRejectsBadFiles) {
   EXPECT_EQ(back->train_auroc, 0.8125);
   {
     std::ofstream f(path, std::ios::trunc);
-    f << "{\"format\": \"agentkv-prm-calibration\", \"version\": 1}";
+    f << "{\"format\": \"agentkv-prm-calibration\", \"version\": 3}";
   }
   auto missing = read_calibration(path);
   ASSERT_FALSE(missing.ok());
@@ -96,6 +103,80 @@ TEST(CalibrationFile, RoundTripsAndRejectsBadFiles) {
   }
   EXPECT_FALSE(read_calibration(path).ok());
   EXPECT_FALSE(read_calibration(path + ".absent").ok());
+  std::remove(path.c_str());
+}
+
+// Every value in the file is covered by the checksum: editing any one (the question, a token, the
+// calibration, a probe number, the figures of the fit) is refused with the file and the reason named.
+TEST(CalibrationFile, EditingAnyFieldIsRefused) {
+  const std::string path = ::testing::TempDir() + "prm_cal_edit_" + std::to_string(::getpid()) + ".json";
+  CalibrationRecord r = sample_record();
+  StepProbe probe;
+  probe.layer = 3;
+  probe.bias = 0.25;
+  probe.l2 = 0.1;
+  probe.mean = {0.5f, -0.5f};
+  probe.inv_std = {2.0f, 4.0f};
+  probe.weight = {1.5, -2.5};
+  r.probe = probe;
+  r.heldout_auroc = 0.7;
+  ASSERT_TRUE(write_calibration(path, r).ok());
+  std::string text;
+  {
+    std::ifstream f(path);
+    text.assign(std::istreambuf_iterator<char>(f), {});
+  }
+  auto good = parse_json(text);
+  ASSERT_TRUE(good.ok()) << good.error();
+  ASSERT_TRUE(read_calibration(path).ok());
+  // Each leaf value, by JSON pointer: strings get a character appended, numbers change.
+  const Json flat = good->flatten();
+  int edited = 0;
+  for (const auto& [pointer, value] : flat.items()) {
+    if (pointer == "/checksum" || pointer == "/format" || pointer == "/version") continue;
+    Json bad = *good;
+    Json& leaf = bad[Json::json_pointer(pointer)];
+    if (leaf.is_string()) leaf = leaf.get<std::string>() + "x";
+    else if (leaf.is_number_integer()) leaf = leaf.get<int64_t>() + 1;
+    else leaf = leaf.get<double>() * 2 + 1;
+    {
+      std::ofstream f(path, std::ios::trunc);
+      f << dump_json(bad);
+    }
+    auto back = read_calibration(path);
+    ASSERT_FALSE(back.ok()) << pointer << " edited and accepted";
+    EXPECT_NE(back.error().find(path), std::string::npos) << back.error();
+    EXPECT_NE(back.error().find("checksum mismatch"), std::string::npos) << pointer << ": " << back.error();
+    ++edited;
+  }
+  EXPECT_GE(edited, 20);  // every field, the probe's array elements included
+  // An added member is a change too.
+  Json extra = *good;
+  extra["note"] = "x";
+  {
+    std::ofstream f(path, std::ios::trunc);
+    f << dump_json(extra);
+  }
+  EXPECT_FALSE(read_calibration(path).ok());
+  // Versions 1 and 2 (checksum over the probe only) are refused with how to make a new one.
+  for (int version : {1, 2}) {
+    Json old = *good;
+    old["version"] = version;
+    {
+      std::ofstream f(path, std::ios::trunc);
+      f << dump_json(old);
+    }
+    auto back = read_calibration(path);
+    ASSERT_FALSE(back.ok());
+    EXPECT_NE(back.error().find("re-create it with agentkv fit-prm"), std::string::npos) << back.error();
+  }
+  // Special files are refused before any read.
+  auto dir = read_calibration(::testing::TempDir());
+  ASSERT_FALSE(dir.ok());
+  EXPECT_NE(dir.error().find("a directory"), std::string::npos) << dir.error();
+  auto dev = read_calibration("/dev/zero");
+  ASSERT_FALSE(dev.ok());
+  EXPECT_NE(dev.error().find("a character device"), std::string::npos) << dev.error();
   std::remove(path.c_str());
 }
 

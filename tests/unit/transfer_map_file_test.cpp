@@ -1,4 +1,4 @@
-// The transfer map file round-trips exactly and refuses damage: a flipped weight byte (checksum),
+// The transfer map file round-trips exactly and refuses damage: any flipped byte (checksum),
 // truncation, another file format, and inconsistent geometry, each with an error that says so.
 #include <gtest/gtest.h>
 
@@ -7,6 +7,7 @@
 #include <iterator>
 #include <random>
 
+#include "gguf/gguf_writer.h"
 #include "transfer/transfer_map.h"
 
 namespace agentkv {
@@ -119,6 +120,35 @@ TEST(TransferMapFile, RefusesCorruption) {
 
   r = read_transfer_map(p + ".missing");
   EXPECT_FALSE(r.ok());
+  std::remove(p.c_str());
+}
+
+// Format version 2 seals every byte: any single flipped byte (a fingerprint, a name, the layer map,
+// the pooling rule, padding, a weight) is refused, never loaded as a different map.
+TEST(TransferMapFile, EveryFlippedByteIsRefused) {
+  const std::string p = temp_path("map_flip.gguf");
+  ASSERT_TRUE(save_transfer_map(small_map(), p).ok());
+  const std::vector<char> good = slurp(p);
+  for (size_t at = 0; at < good.size(); ++at) {
+    std::vector<char> bad = good;
+    bad[at] = char(bad[at] ^ 0x01);
+    spit(p, bad);
+    auto r = read_transfer_map(p);
+    ASSERT_FALSE(r.ok()) << "byte " << at << " of " << good.size() << " flipped and accepted";
+    EXPECT_NE(r.error().find(p), std::string::npos) << r.error();
+  }
+  std::remove(p.c_str());
+}
+
+TEST(TransferMapFile, AnOlderVersionSaysHowToRecreateIt) {
+  const std::string p = temp_path("map_v1.gguf");
+  GgufWriter w;
+  w.add_string("general.architecture", "agentkv-transfer");
+  w.add<uint32_t>("transfer.format_version", 1);
+  ASSERT_TRUE(w.write_file(p).ok());
+  auto r = read_transfer_map(p);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().find("re-create it with agentkv fit-transfer"), std::string::npos) << r.error();
   std::remove(p.c_str());
 }
 
