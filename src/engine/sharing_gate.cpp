@@ -6,7 +6,6 @@
 #include <filesystem>
 #include <optional>
 #include <fstream>
-#include <sstream>
 
 #include <fcntl.h>
 #include <sys/file.h>
@@ -15,6 +14,8 @@
 #include "engine/collective_round.h"
 #include "engine/round_quality.h"
 #include "share/turn_pieces.h"
+#include "util/fnv_hash.h"
+#include "util/input_file.h"
 #include "util/json.h"
 
 namespace agentkv {
@@ -121,13 +122,33 @@ std::string cache_path(const std::string& dir, const std::string& kind, int vers
   return dir + "/" + name;
 }
 
+// The cached measurement carries a checksum of its values and of the file's name (which holds the
+// model fingerprint, R and the gate's version), so an edited or damaged cache, or one copied under
+// another model's name, is measured again instead of deciding the gate.
+uint64_t cache_checksum(const std::string& path, const Json& values) {
+  Fnv1a h;
+  const std::string name = std::filesystem::path(path).filename().string();
+  const std::string text = dump_json(values);
+  h.mix(name.data(), name.size());
+  h.mix(text.data(), text.size());
+  return h.value();
+}
+
 bool read_cached(const std::string& path, SharingGateResult* r) {
-  std::ifstream f(path);
-  if (!f) return false;
-  std::stringstream ss;
-  ss << f.rdbuf();
-  auto j = parse_json(ss.str(), 8);
-  if (!j.ok()) return false;
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) return false;
+  auto text = read_input_file(path, 1 << 16, "the sharing gate's cache");
+  if (!text.ok()) return false;
+  auto j = parse_json(*text, 8);
+  if (!j.ok() || !j->is_object() || !j->contains("checksum") || !(*j)["checksum"].is_string()) return false;
+  const std::string sum = (*j)["checksum"].get<std::string>();
+  j->erase("checksum");
+  char want[24];
+  std::snprintf(want, sizeof want, "%016llx", static_cast<unsigned long long>(cache_checksum(path, *j)));
+  if (sum != want) {
+    std::fprintf(stderr, "agentkv: %s fails its checksum; measuring the sharing gate again\n", path.c_str());
+    return false;
+  }
   auto cached = json_to<SharingGateResult>(*j, path);
   if (!cached.ok() || cached->agents < 1) return false;
   r->agents = cached->agents;
@@ -141,11 +162,15 @@ bool read_cached(const std::string& path, SharingGateResult* r) {
 void write_cached(const std::string& path, const SharingGateResult& r) {
   // A cache that cannot be written only costs a re-measurement next time.
   std::error_code ec;
+  Json j = Json(r);
+  char sum[24];
+  std::snprintf(sum, sizeof sum, "%016llx", static_cast<unsigned long long>(cache_checksum(path, j)));
+  j["checksum"] = sum;
   // Written whole then renamed, so a concurrent start never reads half a file.
   const std::string tmp = path + ".tmp" + std::to_string(::getpid());
   {
     std::ofstream f(tmp);
-    f << dump_json(r) << "\n";
+    f << dump_json(j) << "\n";
     if (!f) return;
   }
   std::filesystem::rename(tmp, path, ec);
