@@ -8,6 +8,8 @@ does), and every position of every chunk is scored: llama.cpp's logits (referenc
 scripts/build_llamacpp_reference.sh, logits_all, one ubatch per chunk) against `agentkv logits` on the
 same ids. Prints mean / max KL(llama.cpp || agentkv) in nats and top-1 agreement; --json writes them.
 --prompt additionally shows both top-3 log-probabilities at the last position of one prompt.
+--floor also scores llama.cpp against itself with flash attention on (the same model and ids, only
+the attention's summation order and precision changed): the spread rounding alone produces.
 
   eval "$(bash scripts/build_llamacpp_reference.sh | tail -1)"
   python3 scripts/numerics_vs_llamacpp.py --positions 2048
@@ -69,6 +71,15 @@ def compare(ref, got, rows=64):
     return np.concatenate(kls), np.concatenate(agree)
 
 
+def summarize(alias, what, kls, agree):
+    kl, ag = np.concatenate(kls), np.concatenate(agree)
+    r = {"positions": int(len(kl)), "mean_kl": float(kl.mean()), "p99_kl": float(np.quantile(kl, 0.99)),
+         "max_kl": float(kl.max()), "top1_agreement": float(ag.mean())}
+    print(f"{alias} {what}: {r['positions']} positions  mean KL {r['mean_kl']:.5f}  p99 {r['p99_kl']:.5f}  "
+          f"max {r['max_kl']:.4f}  top-1 agreement {100 * r['top1_agreement']:.2f}%")
+    return r
+
+
 def show_prompt(m, binary, alias, prompt, add_bos, threads):
     ids = m.tokenize(prompt.encode("utf-8"), add_bos=add_bos, special=False)
     ref = llama_logits(m, ids)[-1:]
@@ -90,6 +101,7 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--agentkv", default=os.path.join(ROOT, "build/agentkv"))
     ap.add_argument("--prompt", default="In 1969, the first humans to walk on the Moon were")
+    ap.add_argument("--floor", action="store_true", help="also llama.cpp against llama.cpp with flash attention")
     ap.add_argument("--json", help="write the figures here")
     a = ap.parse_args()
     text = open(a.text, encoding="utf-8").read()[a.text_from:]
@@ -106,17 +118,24 @@ def main():
             sys.exit(f"{alias}: text has {len(ids)} tokens, {n_chunks} chunks of {body} need more")
         seqs = [([m.token_bos()] if add_bos else []) + ids[c * body:(c + 1) * body] for c in range(n_chunks)]
         got = agentkv_logits(a.agentkv, alias, seqs, m.n_vocab(), a.threads)
-        kls, agree = [], []
+        fa = None
+        if a.floor:
+            fa = Llama(os.path.join(MODELS_DIR, MODELS[alias]), n_ctx=a.ctx, n_batch=a.ctx, n_ubatch=a.ctx,
+                       n_threads=a.threads, logits_all=True, flash_attn=True, verbose=False)
+        kls, agree, fa_kls, fa_agree = [], [], [], []
         for c, s in enumerate(seqs):
-            k, g = compare(llama_logits(m, s), got[c * a.ctx:(c + 1) * a.ctx])
+            ref = llama_logits(m, s)
+            k, g = compare(ref, got[c * a.ctx:(c + 1) * a.ctx])
             kls.append(k)
             agree.append(g)
-        kl, ag = np.concatenate(kls), np.concatenate(agree)
-        r = {"positions": int(len(kl)), "mean_kl": float(kl.mean()), "p99_kl": float(np.quantile(kl, 0.99)),
-             "max_kl": float(kl.max()), "top1_agreement": float(ag.mean())}
-        results["models"][alias] = r
-        print(f"{alias}: {r['positions']} positions  mean KL {r['mean_kl']:.5f}  p99 {r['p99_kl']:.5f}  "
-              f"max {r['max_kl']:.4f}  top-1 agreement {100 * r['top1_agreement']:.2f}%")
+            if fa:
+                k, g = compare(ref, llama_logits(fa, s))
+                fa_kls.append(k)
+                fa_agree.append(g)
+        results["models"][alias] = summarize(alias, "agentkv", kls, agree)
+        if fa:
+            results["models"][alias + "_llamacpp_flash_attn"] = summarize(alias, "llama.cpp flash-attn", fa_kls, fa_agree)
+            del fa
         if a.prompt:
             show_prompt(m, a.agentkv, alias, a.prompt, add_bos, a.threads)
         del m
