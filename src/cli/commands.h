@@ -14,6 +14,7 @@ namespace agentkv {
 int cmd_generate(int argc, char** argv);
 int cmd_tokenize(int argc, char** argv);
 int cmd_perplexity(int argc, char** argv);
+int cmd_logits(int argc, char** argv);
 int cmd_bench(int argc, char** argv);
 int cmd_inspect(int argc, char** argv);
 int cmd_serve(int argc, char** argv);

@@ -16,6 +16,7 @@ constexpr CliCommand kCommands[] = {
     {"generate", agentkv::cmd_generate, "complete a prompt (or a chat turn with --chat)"},
     {"tokenize", agentkv::cmd_tokenize, "tokenize JSON strings, one per line"},
     {"perplexity", agentkv::cmd_perplexity, "perplexity of a text file, as llama-perplexity computes it"},
+    {"logits", agentkv::cmd_logits, "raw f32 logits of every position of token-id sequences"},
     {"bench", agentkv::cmd_bench, "prefill and decode throughput as JSON"},
     {"serve", agentkv::cmd_serve, "OpenAI-compatible HTTP server for one or more models"},
     {"inspect", agentkv::cmd_inspect, "print a GGUF file's metadata and tensor table"},
