@@ -97,6 +97,13 @@ def test_refused_up_front_when_pins_hold_the_kv(port):
                 {"messages": [{"role": "user", "content": "Hi."}], "max_tokens": 4})
     assert r.status == 200, r.body[:400]
 
+    # /metrics is current when a round's reply comes (issue 21, defect 11: it lagged ~3 s after a large
+    # round): read once, it holds every agent's new context and no running request.
+    r, _ = post(port, "/v1/rounds", {"agents": small_ids, "shared": "Say hello.", "max_tokens": 4})
+    assert r.status == 200, r.body[:400]
+    m = metrics(port)
+    assert m["agentkv_kv_retained_contexts"] == 1 + len(small_ids) and m["agentkv_requests_running"] == 0, m
+
     # A request that can never fit, whatever is released, gets the same status and no Retry-After.
     r, dt = post(port, "/v1/completions", {"model": "smollm2", "prompt": "hi", "n": 16, "max_tokens": total * bs})
     assert r.status == 507 and "retry-after" not in r.headers, (r.status, r.headers, r.body[:300])
