@@ -20,7 +20,7 @@ import http_raw
 from conftest import SRC
 
 KEY = "fuzz-e2e-key"
-FUZZ_S = 75  # schemathesis's own budget; the whole test stays under 120 s
+FUZZ_S = 75  # schemathesis's own budget (the case running at the deadline finishes; one case is at most 30 s)
 HOOKS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fuzz_hooks.py")
 CONFIG = f"""
 hooks = "{HOOKS}"
@@ -44,7 +44,7 @@ def test_schemathesis_finds_nothing(servers, tmp_path):
          "--max-time", str(FUZZ_S), "--request-timeout", "30", "--workers", "1", "--seed", "21",
          "--phases", "examples,coverage,fuzzing,stateful", "--max-examples", "40",
          "--suppress-health-check", "all", "--no-color"],
-        capture_output=True, text=True, timeout=FUZZ_S + 40, cwd=tmp_path)
+        capture_output=True, text=True, timeout=FUZZ_S + 150, cwd=tmp_path)  # --max-time lets the running case finish
     assert run.returncode == 0, run.stdout[-20000:] + run.stderr[-3000:]
     # Still serving, and still generating.
     assert proc.poll() is None, "the server exited during the fuzzing"
