@@ -37,6 +37,7 @@ class ChatJob : public std::enable_shared_from_this<ChatJob> {
   bool cancelled() const { return r_.cancelled && r_.cancelled->load(); }
   void set_cur(uint64_t h) {
     if (cur_ != h) e_.release_retained(cur_);
+    e_.mark_transient(h);  // the job's own, for as long as it runs: never an agent's pin
     cur_ = h;
   }
 
@@ -78,7 +79,7 @@ void ChatJob::plan() {
     // (the scheduler would take its KV over the exact blocks); it can still serve as a master below.
     if (kept > exact && ph.context->approximate_from() >= exact) {
       store.touch(ph.context.get());
-      cur_ = e_.adopt_retained(ph.context->fork());
+      set_cur(e_.adopt_retained(ph.context->fork()));
       rep_.cached_tokens = std::max(exact, std::min(kept, ph.context->approximate_from()));
       rep_.resumed_tokens = kept - rep_.cached_tokens;
       base = kept;
@@ -161,6 +162,7 @@ void ChatJob::prefix_done(const RequestEvent& ev) {
     return fallback(ev.error.empty() ? "the context before a shared message was not kept" : ev.error);
   }
   prefix_ = ev.retained_kv;
+  e_.mark_transient(prefix_);
   const Run& run = runs_[next_run_];
   PendingBlend b;
   b.master = run.master;
@@ -202,6 +204,7 @@ void ChatJob::answer() {
       KvSequence f = s->fork();
       rep_.start_tokens = f.truncate(int64_t(common));
       rep_.start_handle = e_.adopt_retained(std::move(f));
+      e_.mark_transient(rep_.start_handle);
     }
   }
   auto self = shared_from_this();

@@ -95,13 +95,16 @@ Status Engine::validate(const RequestParams& p) const {
 }
 
 KvBudget Engine::kv_budget() const {
-  // Every reference a scheduled sequence or the (reclaimable) segment cache holds is unpinned; what
-  // is left of a block's reference count is a retained snapshot's (or a job's) pin.
+  // Every reference a scheduled sequence, the (reclaimable) segment cache or a transient snapshot
+  // holds is unpinned; what is left of a block's reference count is a resident context's pin.
   std::vector<int32_t> refs(size_t(kv_->pool().n_blocks()), 0);
   for (const auto& [id, r] : requests_)
     for (const auto& seq : r.seqs)
       for (int32_t b : seq->kv.blocks()) ++refs[size_t(b)];
   segments_.add_block_refs(refs);
+  for (uint64_t h : transient_)
+    if (auto it = retained_.find(h); it != retained_.end())
+      for (int32_t b : it->second->blocks()) ++refs[size_t(b)];
   return KvBudget{kv_->pool().n_blocks(), count_pinned_blocks(kv_->pool(), refs), kv_->block_size()};
 }
 
@@ -574,7 +577,12 @@ uint64_t Engine::adopt_retained(KvSequence seq) {
   return h;
 }
 
+void Engine::mark_transient(uint64_t handle) {
+  if (retained_.count(handle)) transient_.insert(handle);
+}
+
 void Engine::release_retained(uint64_t handle) {
+  transient_.erase(handle);
   retained_.erase(handle);
   compact_.erase(handle);
 }
@@ -584,6 +592,7 @@ std::shared_ptr<const KvSequence> Engine::take_retained(uint64_t handle) {
   if (it == retained_.end()) return nullptr;
   std::shared_ptr<const KvSequence> out = std::move(it->second);
   retained_.erase(it);
+  transient_.erase(handle);
   return out;
 }
 

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <set>
 #include <memory>
 #include <string>
 #include <vector>
@@ -101,6 +102,10 @@ class Engine {
   // Takes a sequence built outside the scheduler (e.g. an agent's context blended from a shared
   // segment by src/share/) as a new snapshot; requests then start from it with kv_from.
   uint64_t adopt_retained(KvSequence seq);
+  // A snapshot a job holds only while it runs (a chat request's prefix or blended context, not an
+  // agent's resident context): its blocks come back soon, so admission counts them as unpinned, as it
+  // does a running request's. Released or taken, the mark goes with it.
+  void mark_transient(uint64_t handle);
   // Unknown handles are ignored.
   void release_retained(uint64_t handle);
   // Ends a dense snapshot and hands its sequence over (nullptr if unknown or compact).
@@ -169,6 +174,7 @@ class Engine {
   // A dense copy of a retained snapshot, rebuilt if it is compact; nullptr if unknown or the pool is short.
   std::shared_ptr<KvSequence> dense_retained(uint64_t handle, Error* error);
   std::map<uint64_t, std::shared_ptr<KvSequence>> retained_;
+  std::set<uint64_t> transient_;  // retained_ handles marked by mark_transient
   std::map<uint64_t, std::unique_ptr<CompactContext>> compact_;
   uint64_t next_retained_ = 0;
 };

@@ -45,9 +45,12 @@ std::optional<ApiError> read_int(const Json& v, const char* key, int64_t lo, int
     *out = i;
     return std::nullopt;
   }
+  // A number the parser kept as a double is fractional, has an exponent, or did not fit 64 bits. One
+  // at or past 2^53 is not an exact integer (-9223372036854775809 reads as -2^63), so it is out of
+  // range whatever the bounds: never a silently rounded value, nor an out-of-range cast.
   const double d = v.get<double>();
-  if (!std::isfinite(d) || d < double(lo) || d > double(hi)) return bad(key, range);
-  if (d != std::floor(d)) return bad(key, std::string("'") + key + "' must be an integer");
+  if (std::isfinite(d) && d != std::floor(d)) return bad(key, std::string("'") + key + "' must be an integer");
+  if (!std::isfinite(d) || std::fabs(d) >= 9007199254740992.0 || d < double(lo) || d > double(hi)) return bad(key, range);
   *out = int64_t(d);
   return std::nullopt;
 }
