@@ -131,7 +131,8 @@ void tile_legacy(const uint8_t* w, size_t row_bytes, const ActBuffer& a, int64_t
       const __m256 dy = _mm256_set1_ps(yd[t][k]);
       int32_t aux;
       std::memcpy(&aux, yaux[t] + 4 * k, 4);
-      // EXPERIMENT: per-lane offset (offset * sum of the lane's 4 activations), as ggml's signed codes give.
+      // Each lane subtracts offset x its own 4 activations' sum, so its integer equals ggml's signed-code
+      // lane and the float FMA chain below rounds exactly as ggml's vec_dot / tinyBLAS does.
       __m256i lane_off = _mm256_setzero_si256();
       if constexpr (W::kLaneOffset != 0)
         lane_off = _mm256_mullo_epi32(dot_u8s8(_mm256_set1_epi8(1), yv), _mm256_set1_epi32(8 * W::kLaneOffset));
