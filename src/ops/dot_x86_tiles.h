@@ -131,6 +131,11 @@ void tile_legacy(const uint8_t* w, size_t row_bytes, const ActBuffer& a, int64_t
       const __m256 dy = _mm256_set1_ps(yd[t][k]);
       int32_t aux;
       std::memcpy(&aux, yaux[t] + 4 * k, 4);
+      // Each lane subtracts offset x its own 4 activations' sum, so its integer equals ggml's signed-code
+      // lane and the float FMA chain below rounds exactly as ggml's vec_dot / tinyBLAS does.
+      __m256i lane_off = _mm256_setzero_si256();
+      if constexpr (W::kLaneOffset != 0)
+        lane_off = _mm256_mullo_epi32(dot_u8s8(_mm256_set1_epi8(1), yv), _mm256_set1_epi32(8 * W::kLaneOffset));
       for (int r = 0; r < R; ++r) {
         __m256i p;
         if constexpr (W::kSigned) {
@@ -140,7 +145,7 @@ void tile_legacy(const uint8_t* w, size_t row_bytes, const ActBuffer& a, int64_t
         } else {
           p = dot_u8s8(codes[r], yv);
         }
-        if constexpr (W::kLaneOffset != 0) p = _mm256_sub_epi32(p, _mm256_set1_epi32(aux * W::kLaneOffset));
+        if constexpr (W::kLaneOffset != 0) p = _mm256_sub_epi32(p, lane_off);
         acc.v[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_mul_ps(dx[r], dy), acc.v[r][t]);
         if constexpr (W::kMin) {
           float s;

@@ -39,7 +39,10 @@ const float* gelu_f16_table() {
     std::vector<float> t(65536);
     for (uint32_t i = 0; i < 65536; ++i) {
       const float h = fp16_to_f32(uint16_t(i));
-      t[i] = round_through_fp16(0.5f * h * (1.0f + std::tanh(kSqrt2OverPi * h * (1.0f + kCoef * h * h))));
+      // 1 + c*h*h as one fused multiply-add: llama.cpp's -march=native build contracts it so, and the
+      // unfused form lands on the other side of an f16 rounding tie for some inputs (h = -1.999 gives
+      // a gelu one f16 step away), which gemma3's post-FFN norm then amplifies.
+      t[i] = round_through_fp16(0.5f * h * (1.0f + std::tanh(kSqrt2OverPi * h * std::fma(kCoef * h, h, 1.0f))));
     }
     return t;
   }();
