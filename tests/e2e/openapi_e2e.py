@@ -66,6 +66,16 @@ def check_reply(doc, method, path, r):
     schema = response_schema(doc, method, path, r.status, r.headers.get("content-type", ""))
     if schema is None or method == "HEAD":
         return
+    if r.headers.get("content-type") == "text/event-stream":
+        # The schema is one event's (as schemathesis reads it): every event valid, each data a JSON
+        # object but the last, [DONE].
+        events = [{"data": line[6:]} for line in r.body.decode().splitlines() if line.startswith("data: ")]
+        assert events and events[-1]["data"] == "[DONE]", events[-3:]
+        for ev in events:
+            jsonschema.Draft202012Validator(schema).validate(ev)
+        for ev in events[:-1]:
+            assert isinstance(json.loads(ev["data"]), dict), ev
+        return
     if r.headers.get("content-type") != "application/json":
         assert schema.get("type") == "string", schema
         return
