@@ -21,7 +21,8 @@ IsaLevel detect() {
   if (!avx2) return IsaLevel::kScalar;
   const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                       __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
-  return avx512 ? IsaLevel::kAvx512 : IsaLevel::kAvx2;
+  if (!avx512) return IsaLevel::kAvx2;
+  return __builtin_cpu_supports("avx512vnni") ? IsaLevel::kAvx512Vnni : IsaLevel::kAvx512;
 #else
   return IsaLevel::kScalar;
 #endif
@@ -39,6 +40,7 @@ IsaLevel from_env() {
   if (std::strcmp(env, "scalar") == 0) return IsaLevel::kScalar;
   if (std::strcmp(env, "avx2") == 0) return clamp(IsaLevel::kAvx2);
   if (std::strcmp(env, "avx512") == 0) return clamp(IsaLevel::kAvx512);
+  if (std::strcmp(env, "avx512vnni") == 0) return clamp(IsaLevel::kAvx512Vnni);
   return have;  // unknown value: behave as if unset rather than fail deep inside a matmul
 }
 
@@ -64,6 +66,8 @@ const char* isa_level_name(IsaLevel level) {
       return "avx2";
     case IsaLevel::kAvx512:
       return "avx512";
+    case IsaLevel::kAvx512Vnni:
+      return "avx512vnni";
   }
   return "unknown";
 }

@@ -357,36 +357,42 @@ struct KPanel {
   static constexpr int kSrcBytes = kKind == 4 ? 144 : kKind == 5 ? 176 : 210;
 };
 
+// Codes of 32-element vector j (0..7) of a Q4_K / Q5_K super-block, unsigned (0..15 or 0..31).
+template <bool kFive>
+inline __m256i q45k_codes(const uint8_t* blk, int j) {
+  __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + (kFive ? 48 : 16) + 32 * (j / 2)));
+  if (j & 1) q = _mm256_srli_epi16(q, 4);
+  q = _mm256_and_si256(q, _mm256_set1_epi8(0x0F));
+  if constexpr (kFive) {
+    const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 16));
+    const __m256i bit = _mm256_and_si256(_mm256_srli_epi16(qh, j), _mm256_set1_epi8(1));
+    q = _mm256_or_si256(q, _mm256_slli_epi16(bit, 4));
+  }
+  return q;
+}
+
+// Codes of vector i (0..3) of half n (0..1) of a Q6_K super-block, unsigned (0..63): low (i < 2) or
+// high nibbles of ql[32*(i&1)...], high bits 2i..2i+1 of qh.
+inline __m256i q6k_codes(const uint8_t* blk, int n, int i) {
+  __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 64 * n + 32 * (i & 1)));
+  if (i >= 2) q = _mm256_srli_epi16(q, 4);
+  q = _mm256_and_si256(q, _mm256_set1_epi8(0x0F));
+  const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 128 + 32 * n));
+  const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * i), _mm256_set1_epi8(3));
+  return _mm256_or_si256(q, _mm256_slli_epi16(hi, 4));
+}
+
 // One row's super-block as 8 vectors of 32 codes (elements 32v..32v+31) plus its i16 scales
 // (kScales of them) and, for Q4_K/Q5_K, its 8 mins.
 template <int kKind>
 inline void k_unpack_row(const uint8_t* blk, __m256i v[8], int16_t* sc, int16_t* mn, float* d, float* dmin) {
-  const __m256i m4 = _mm256_set1_epi8(0x0F);
   if constexpr (kKind == 6) {
     for (int n = 0; n < 2; ++n)
-      for (int i = 0; i < 4; ++i) {
-        __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 64 * n + 32 * (i & 1)));
-        if (i >= 2) q = _mm256_srli_epi16(q, 4);
-        q = _mm256_and_si256(q, m4);
-        const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 128 + 32 * n));
-        const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * i), _mm256_set1_epi8(3));
-        v[4 * n + i] = _mm256_or_si256(q, _mm256_slli_epi16(hi, 4));
-      }
+      for (int i = 0; i < 4; ++i) v[4 * n + i] = q6k_codes(blk, n, i);
     for (int s = 0; s < 16; ++s) sc[s] = int8_t(blk[192 + s]);
     *d = half_at(blk + 208);
   } else {
-    constexpr bool kFive = kKind == 5;
-    for (int j = 0; j < 8; ++j) {
-      __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + (kFive ? 48 : 16) + 32 * (j / 2)));
-      if (j & 1) q = _mm256_srli_epi16(q, 4);
-      q = _mm256_and_si256(q, m4);
-      if constexpr (kFive) {
-        const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 16));
-        const __m256i bit = _mm256_and_si256(_mm256_srli_epi16(qh, j), _mm256_set1_epi8(1));
-        q = _mm256_or_si256(q, _mm256_slli_epi16(bit, 4));
-      }
-      v[j] = q;
-    }
+    for (int j = 0; j < 8; ++j) v[j] = q45k_codes<kKind == 5>(blk, j);
     __m128i sc8, m8;
     k_scales_mins(blk + 4, &sc8, &m8);
     uint8_t s8[16], mm8[16];
@@ -532,15 +538,7 @@ void tile_q45k(const uint8_t* w, size_t row_bytes, const ActBuffer& a, int64_t t
       for (int t = 0; t < T; ++t) isum[r][t] = _mm256_setzero_si256();
     for (int j = 0; j < 8; ++j) {
       for (int r = 0; r < R; ++r) {
-        const uint8_t* ql = blk[r] + (kFive ? 48 : 16) + 32 * (j / 2);
-        __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql));
-        if (j & 1) q = _mm256_srli_epi16(q, 4);
-        q = _mm256_and_si256(q, _mm256_set1_epi8(0x0F));
-        if constexpr (kFive) {
-          const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk[r] + 16));
-          const __m256i bit = _mm256_and_si256(_mm256_srli_epi16(qh, j), _mm256_set1_epi8(1));
-          q = _mm256_or_si256(q, _mm256_slli_epi16(bit, 4));
-        }
+        const __m256i q = q45k_codes<kFive>(blk[r], j);
         const __m256i scale =
             _mm256_shuffle_epi8(sc16[r], _mm256_set1_epi16(int16_t(0x0100 * (2 * j + 1) + 2 * j)));
         for (int t = 0; t < T; ++t) {
@@ -588,12 +586,7 @@ void tile_q6k(const uint8_t* w, size_t row_bytes, const ActBuffer& a, int64_t t0
         const __m128i pick = _mm_set_epi64x(int64_t(0x0101010101010101ULL * uint64_t(s + 1)),
                                             int64_t(0x0101010101010101ULL * uint64_t(s)));
         for (int r = 0; r < R; ++r) {
-          __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk[r] + 64 * n + 32 * (i & 1)));
-          if (i >= 2) q = _mm256_srli_epi16(q, 4);
-          q = _mm256_and_si256(q, _mm256_set1_epi8(0x0F));
-          const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk[r] + 128 + 32 * n));
-          const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * i), _mm256_set1_epi8(3));
-          q = _mm256_or_si256(q, _mm256_slli_epi16(hi, 4));
+          const __m256i q = q6k_codes(blk[r], n, i);
           const __m256i scale = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(sc8[r], pick));
           for (int t = 0; t < T; ++t) {
             const __m256i yv = _mm256_loadu_si256(
@@ -670,6 +663,219 @@ void tile_float(const uint8_t* w, size_t row_bytes, const ActBuffer& a, int64_t 
     }
 }
 
+// ---- Wide decode tiles (AVX-512 build only) ----------------------------------------------------
+// Two tokens per 512-bit vector: lanes 0-7 hold token t's eight partial sums, lanes 8-15 token t+1's.
+// Each half goes through exactly the integer and float operations the 256-bit tiles above apply to one
+// token (the same i32 lanes, the same scale products, the same FMA chain over blocks, the same final
+// horizontal sum), so a (row, token) result is bit-identical to the 256-bit tile's whatever the batch:
+// batched decode shares each unpacked weight block across up to 8 tokens at half the instructions.
+#if defined(__AVX512BW__) && defined(__AVX512DQ__)
+#define AGENTKV_WIDE_TILES 1
+
+inline __m512i pair_si(__m256i lo, __m256i hi) { return _mm512_inserti64x4(_mm512_zextsi256_si512(lo), hi, 1); }
+inline __m512 pair_ps(__m256 lo, __m256 hi) { return _mm512_insertf32x8(_mm512_zextps256_ps512(lo), hi, 1); }
+inline __m512i both_si(__m256i v) { return _mm512_broadcast_i64x4(v); }
+// Each i32 lane: the sum of its 4 (unsigned code x signed activation) products. VNNI does it in one
+// instruction; without it vpmaddubsw + vpmaddwd give the same integer (no pair reaches the i16 limit:
+// codes <= 31, or |Q8_0 code| <= 128 against |activation| <= 127).
+inline __m512i dot_u8s8_w(__m512i codes, __m512i y) {
+#if defined(__AVX512VNNI__)
+  return _mm512_dpbusd_epi32(_mm512_setzero_si512(), codes, y);
+#else
+  return _mm512_madd_epi16(_mm512_maddubs_epi16(codes, y), _mm512_set1_epi16(1));
+#endif
+}
+inline __m512i load_pair(const int8_t* p0, const int8_t* p1) {
+  return pair_si(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p0)),
+                 _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p1)));
+}
+
+// R rows x P token pairs of accumulators; each half is reduced as AccTile reduces its vector.
+template <int R, int P>
+struct WideAcc {
+  __m512 v[R][P];
+  WideAcc() {
+    for (int r = 0; r < R; ++r)
+      for (int p = 0; p < P; ++p) v[r][p] = _mm512_setzero_ps();
+  }
+  void store(float* y, int64_t ldy) const {
+    for (int p = 0; p < P; ++p)
+      for (int r = 0; r < R; ++r) {
+        y[(2 * p) * ldy + r] = hsum(_mm512_castps512_ps256(v[r][p]));
+        y[(2 * p + 1) * ldy + r] = hsum(_mm512_extractf32x8_ps(v[r][p], 1));
+      }
+  }
+};
+
+template <class W, int R, int P>
+void wide_legacy(const uint8_t* w, size_t row_bytes, const ActBuffer& a, int64_t t0, float* y, int64_t ldy) {
+  static_assert(P <= 4, "msum holds 8 tokens");
+  constexpr int T = 2 * P;
+  const int64_t nb = a.cols() / 32;
+  WideAcc<R, P> acc;
+  // The "_1" types' m * s terms, one lane per token: the same f32 multiply and add per (row, token)
+  // as the 256-bit tile's scalar msum (built without FP contraction), 8 tokens at a time.
+  __m256 msum[R];
+  for (int r = 0; r < R; ++r) msum[r] = _mm256_setzero_ps();
+  const int8_t* yq[T];
+  const float* yd[T];
+  const uint8_t* yaux[T];
+  for (int t = 0; t < T; ++t) {
+    yq[t] = a.qs(t0 + t);
+    yd[t] = a.d(t0 + t);
+    yaux[t] = reinterpret_cast<const uint8_t*>(a.row(t0 + t)) + a.aux_off();
+  }
+  for (int64_t k = 0; k < nb; ++k) {
+    if constexpr (W::kMin) {
+      alignas(32) float sv[8] = {};
+      for (int t = 0; t < T; ++t) std::memcpy(&sv[t], yaux[t] + 4 * k, 4);
+      const __m256 s8 = _mm256_load_ps(sv);
+      for (int r = 0; r < R; ++r) {
+        const uint8_t* blk = w + size_t(r) * row_bytes + size_t(k) * W::kBytes;
+        msum[r] = _mm256_add_ps(msum[r], _mm256_mul_ps(_mm256_set1_ps(half_at(blk + 2)), s8));
+      }
+    }
+    __m512i codes[R];
+    __mmask64 neg[R];  // signed codes: where the weight is negative, the activation is negated
+    __m512 dx[R];
+    for (int r = 0; r < R; ++r) {
+      const uint8_t* blk = w + size_t(r) * row_bytes + size_t(k) * W::kBytes;
+      // Few tokens per weight (a decode batch): the rows ahead stream from memory as in the 1-token tile.
+      _mm_prefetch(reinterpret_cast<const char*>(blk + kPrefetchRows * row_bytes), _MM_HINT_T0);
+      __m256i c = W::codes(blk);
+      if constexpr (W::kSigned) {
+        neg[r] = _mm512_movepi8_mask(both_si(c));
+        c = _mm256_sign_epi8(c, c);
+      }
+      codes[r] = both_si(c);
+      dx[r] = _mm512_set1_ps(half_at(blk));
+    }
+    for (int p = 0; p < P; ++p) {
+      const int t = 2 * p;
+      const __m512i yv = load_pair(yq[t] + 32 * k, yq[t + 1] + 32 * k);
+      const __m512 dy = pair_ps(_mm256_set1_ps(yd[t][k]), _mm256_set1_ps(yd[t + 1][k]));
+      __m512i lane_off = _mm512_setzero_si512();
+      if constexpr (W::kLaneOffset != 0)
+        lane_off = _mm512_mullo_epi32(dot_u8s8_w(_mm512_set1_epi8(1), yv), _mm512_set1_epi32(8 * W::kLaneOffset));
+      for (int r = 0; r < R; ++r) {
+        __m512i prod;
+        if constexpr (W::kSigned) {
+          // _mm256_sign_epi8(y, x) as a mask: y negated where x < 0 (where x == 0 the code is 0 anyway).
+          prod = dot_u8s8_w(codes[r], _mm512_mask_sub_epi8(yv, neg[r], _mm512_setzero_si512(), yv));
+        } else {
+          prod = dot_u8s8_w(codes[r], yv);
+        }
+        if constexpr (W::kLaneOffset != 0) prod = _mm512_sub_epi32(prod, lane_off);
+        acc.v[r][p] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(prod), _mm512_mul_ps(dx[r], dy), acc.v[r][p]);
+      }
+    }
+  }
+  acc.store(y, ldy);
+  if constexpr (W::kMin)
+    for (int r = 0; r < R; ++r) {
+      alignas(32) float m[8];
+      _mm256_store_ps(m, msum[r]);
+      for (int t = 0; t < T; ++t) y[t * ldy + r] += m[t];
+    }
+}
+
+template <bool kFive, int R, int P>
+void wide_q45k(const uint8_t* w, size_t row_bytes, const ActBuffer& a, int64_t t0, float* y, int64_t ldy) {
+  constexpr int kBytes = kFive ? 176 : 144;
+  const int64_t nb = a.cols() / 256;
+  WideAcc<R, P> acc;
+  for (int64_t k = 0; k < nb; ++k) {
+    const uint8_t* blk[R];
+    __m256i sc16[R];
+    __m512i mins16[R];
+    for (int r = 0; r < R; ++r) {
+      blk[r] = w + size_t(r) * row_bytes + size_t(k) * kBytes;
+      prefetch_span(blk[r] + kPrefetchRows * row_bytes, kBytes);
+      __m128i sc8, m8;
+      k_scales_mins(blk[r] + 4, &sc8, &m8);
+      sc16[r] = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sc8));
+      mins16[r] = both_si(_mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m8, m8)));
+    }
+    __m512i isum[R][P];
+    for (int r = 0; r < R; ++r)
+      for (int p = 0; p < P; ++p) isum[r][p] = _mm512_setzero_si512();
+    for (int j = 0; j < 8; ++j) {
+      for (int r = 0; r < R; ++r) {
+        const __m256i q = q45k_codes<kFive>(blk[r], j);
+        const __m512i q2 = both_si(q);
+        const __m512i scale =
+            both_si(_mm256_shuffle_epi8(sc16[r], _mm256_set1_epi16(int16_t(0x0100 * (2 * j + 1) + 2 * j))));
+        for (int p = 0; p < P; ++p) {
+          const __m512i yv = load_pair(a.qs(t0 + 2 * p) + 256 * k + 32 * j, a.qs(t0 + 2 * p + 1) + 256 * k + 32 * j);
+          isum[r][p] = _mm512_add_epi32(isum[r][p], _mm512_madd_epi16(_mm512_maddubs_epi16(q2, yv), scale));
+        }
+      }
+    }
+    for (int p = 0; p < P; ++p) {
+      const float dy0 = a.d(t0 + 2 * p)[k], dy1 = a.d(t0 + 2 * p + 1)[k];
+      const __m512i bs = pair_si(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.bsums(t0 + 2 * p) + 16 * k)),
+                                 _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.bsums(t0 + 2 * p + 1) + 16 * k)));
+      for (int r = 0; r < R; ++r) {
+        const float hd = half_at(blk[r]), hm = half_at(blk[r] + 2);
+        const __m512 d = pair_ps(_mm256_set1_ps(hd * dy0), _mm256_set1_ps(hd * dy1));
+        const __m512 dmin = pair_ps(_mm256_set1_ps(hm * dy0), _mm256_set1_ps(hm * dy1));
+        acc.v[r][p] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[r][p]), d, acc.v[r][p]);
+        const __m512i mm = _mm512_madd_epi16(mins16[r], bs);
+        acc.v[r][p] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(mm), dmin, acc.v[r][p]);
+      }
+    }
+  }
+  acc.store(y, ldy);
+}
+
+template <int R, int P>
+void wide_q6k(const uint8_t* w, size_t row_bytes, const ActBuffer& a, int64_t t0, float* y, int64_t ldy) {
+  const int64_t nb = a.cols() / 256;
+  WideAcc<R, P> acc;
+  for (int64_t k = 0; k < nb; ++k) {
+    const uint8_t* blk[R];
+    __m128i sc8[R];
+    for (int r = 0; r < R; ++r) {
+      blk[r] = w + size_t(r) * row_bytes + size_t(k) * 210;
+      prefetch_span(blk[r] + kPrefetchRows * row_bytes, 210);
+      sc8[r] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk[r] + 192));
+    }
+    __m512i isum[R][P];
+    for (int r = 0; r < R; ++r)
+      for (int p = 0; p < P; ++p) isum[r][p] = _mm512_setzero_si512();
+    for (int n = 0; n < 2; ++n) {
+      for (int i = 0; i < 4; ++i) {
+        const int s = 8 * n + 2 * i;
+        const __m128i pick = _mm_set_epi64x(int64_t(0x0101010101010101ULL * uint64_t(s + 1)),
+                                            int64_t(0x0101010101010101ULL * uint64_t(s)));
+        for (int r = 0; r < R; ++r) {
+          const __m512i q2 = both_si(q6k_codes(blk[r], n, i));
+          const __m512i scale = both_si(_mm256_cvtepi8_epi16(_mm_shuffle_epi8(sc8[r], pick)));
+          for (int p = 0; p < P; ++p) {
+            const int64_t off = 256 * k + 128 * n + 32 * i;
+            const __m512i yv = load_pair(a.qs(t0 + 2 * p) + off, a.qs(t0 + 2 * p + 1) + off);
+            isum[r][p] = _mm512_add_epi32(isum[r][p], _mm512_madd_epi16(_mm512_maddubs_epi16(q2, yv), scale));
+          }
+        }
+      }
+    }
+    for (int p = 0; p < P; ++p) {
+      const float dy0 = a.d(t0 + 2 * p)[k], dy1 = a.d(t0 + 2 * p + 1)[k];
+      const __m512i bs = pair_si(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.bsums(t0 + 2 * p) + 16 * k)),
+                                 _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.bsums(t0 + 2 * p + 1) + 16 * k)));
+      for (int r = 0; r < R; ++r) {
+        const __m512i corr = _mm512_madd_epi16(both_si(_mm256_cvtepi8_epi16(sc8[r])), bs);
+        const __m512i v = _mm512_sub_epi32(isum[r][p], _mm512_slli_epi32(corr, 5));
+        const float hd = half_at(blk[r] + 208);
+        acc.v[r][p] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(v), pair_ps(_mm256_set1_ps(hd * dy0), _mm256_set1_ps(hd * dy1)),
+                                      acc.v[r][p]);
+      }
+    }
+  }
+  acc.store(y, ldy);
+}
+#endif  // AVX-512
+
 // ---- Tiling driver ------------------------------------------------------------------------------
 using TileFn = void (*)(const uint8_t*, size_t, const ActBuffer&, int64_t, float*, int64_t);
 
@@ -678,6 +884,13 @@ template <template <int, int> class Tile, int R, int T, size_t... I>
 constexpr std::array<TileFn, R * T> tile_table(std::index_sequence<I...>) {
   return {Tile<int(I) / T + 1, int(I) % T + 1>::fn...};
 }
+
+#ifdef AGENTKV_WIDE_TILES
+template <template <int, int> class Tile, int R, int P, size_t... I>
+constexpr std::array<TileFn, R * P> wide_table(std::index_sequence<I...>) {
+  return {Tile<int(I) / P + 1, int(I) % P + 1>::wide...};
+}
+#endif
 
 // Chunks of at least this many tokens go through packed panels where the type has them.
 constexpr int64_t kPackedMinTokens = 4;
@@ -700,7 +913,22 @@ void run_tiles(const uint8_t* w, size_t row_bytes, int64_t nrows, const ActBuffe
   }
   for (; r < nrows; r += rt) {
     const int rn = int(std::min<int64_t>(rt, nrows - r));
-    for (int64_t t = t0; t < t1; t += tt) {
+    int64_t t = t0;
+#ifdef AGENTKV_WIDE_TILES
+    if constexpr (requires { Tile<1, 1>::kWidePairs; }) {
+      // Pairs of tokens through the wide tiles (same results, shared unpacking); an odd last token
+      // takes the 256-bit tile.
+      constexpr int kP = Tile<1, 1>::kWidePairs;
+      static constexpr auto kWide = wide_table<Tile, R, kP>(std::make_index_sequence<R * kP>());
+      while (t1 - t >= 2) {
+        const int pairs = int(std::min<int64_t>(kP, (t1 - t) / 2));
+        kWide[size_t((rn - 1) * kP + (pairs - 1))](w + size_t(r) * row_bytes, row_bytes, a, t,
+                                                   y + (t - t0) * ldy + r, ldy);
+        t += 2 * pairs;
+      }
+    }
+#endif
+    for (; t < t1; t += tt) {
       const int tn = int(std::min<int64_t>(tt, t1 - t));
       const TileFn fn = decode ? kDecode[size_t(rn - 1)] : kPrefill[size_t((rn - 1) * T + (tn - 1))];
       fn(w + size_t(r) * row_bytes, row_bytes, a, t, y + (t - t0) * ldy + r, ldy);
@@ -714,6 +942,10 @@ struct Legacy {
   struct Tile {
     static constexpr TileFn fn = tile_legacy<W, R, T>;
     static constexpr auto kPacked = run_packed<LegacyPanelOps<W>, 4>;
+#ifdef AGENTKV_WIDE_TILES
+    static constexpr int kWidePairs = 4;
+    static constexpr TileFn wide = wide_legacy<W, R, T>;  // T: token pairs
+#endif
   };
 };
 template <bool kFive>
@@ -722,12 +954,20 @@ struct Q45K {
   struct Tile {
     static constexpr TileFn fn = tile_q45k<kFive, R, T>;
     static constexpr auto kPacked = run_packed<KPanelOps<kFive ? 5 : 4>, 4>;
+#ifdef AGENTKV_WIDE_TILES
+    static constexpr int kWidePairs = 2;
+    static constexpr TileFn wide = wide_q45k<kFive, R, T>;
+#endif
   };
 };
 template <int R, int T>
 struct Q6KTile {
   static constexpr TileFn fn = tile_q6k<R, T>;
   static constexpr auto kPacked = run_packed<KPanelOps<6>, 4>;
+#ifdef AGENTKV_WIDE_TILES
+  static constexpr int kWidePairs = 2;
+  static constexpr TileFn wide = wide_q6k<R, T>;
+#endif
 };
 template <class W>
 struct Float {

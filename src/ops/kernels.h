@@ -82,5 +82,6 @@ using MatmulKernel = void (*)(const uint8_t* w, size_t row_bytes, int64_t nrows,
 MatmulKernel scalar_kernel(GgmlType t);
 MatmulKernel avx2_kernel(GgmlType t);
 MatmulKernel avx512_kernel(GgmlType t);
+MatmulKernel avx512vnni_kernel(GgmlType t);
 
 }  // namespace agentkv

@@ -15,7 +15,7 @@ constexpr int kTypeSlots = 32;
 // Kernel tables per ISA level, filled once; a level without its own kernel for a type inherits
 // the next lower level's, so every slot of a supported type is non-null.
 struct KernelTables {
-  MatmulKernel fn[3][kTypeSlots] = {};
+  MatmulKernel fn[4][kTypeSlots] = {};
   KernelTables() {
     for (int t = 0; t < kTypeSlots; ++t) {
       const auto type = GgmlType(t);
@@ -24,6 +24,8 @@ struct KernelTables {
       fn[1][t] = k2 ? k2 : fn[0][t];
       MatmulKernel k5 = avx512_kernel(type);
       fn[2][t] = k5 ? k5 : fn[1][t];
+      MatmulKernel kv = avx512vnni_kernel(type);
+      fn[3][t] = kv ? kv : fn[2][t];
     }
   }
 };

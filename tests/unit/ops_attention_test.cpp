@@ -77,7 +77,7 @@ TEST(PagedAttention, MatchesReferenceAtEveryIsaLevel) {
   const Case cases[] = {{64, 3, 3, 16, 1, 0},   {64, 3, 3, 16, 37, 0},  {256, 1, 4, 16, 70, 20},
                         {64, 2, 1, 4, 9, 8},    {8, 1, 2, 3, 10, 2},    {12, 1, 2, 5, 11, 0},
                         {64, 3, 9, 16, 33, 5}};
-  for (IsaLevel level : {IsaLevel::kScalar, IsaLevel::kAvx2, IsaLevel::kAvx512}) {
+  for (IsaLevel level : {IsaLevel::kScalar, IsaLevel::kAvx2, IsaLevel::kAvx512, IsaLevel::kAvx512Vnni}) {
     if (level > detected_isa_level()) continue;
     for (const Case& c : cases) run_case(c, level);
   }

@@ -116,6 +116,7 @@ std::vector<IsaLevel> simd_levels() {
   std::vector<IsaLevel> out;
   if (int(detected_isa_level()) >= int(IsaLevel::kAvx2)) out.push_back(IsaLevel::kAvx2);
   if (int(detected_isa_level()) >= int(IsaLevel::kAvx512)) out.push_back(IsaLevel::kAvx512);
+  if (int(detected_isa_level()) >= int(IsaLevel::kAvx512Vnni)) out.push_back(IsaLevel::kAvx512Vnni);
   return out;
 }
 
@@ -223,10 +224,10 @@ TEST(Matmul, SplitModeIsBatchInvariant) {
     for (GgmlType t : kTypes) {
       for (int64_t rows : {13, 64, 200}) {
         const int64_t cols = block_elems(t) == 256 ? 512 : 160;
-        const Case c{t, rows, cols, 23, 2};
+        const Case c{t, rows, cols, 37, 2};
         const Data d = make_data(c, seed++);
         ThreadPool pool(2);
-        for (int64_t n_tile : {0, 1, 5, 23}) {
+        for (int64_t n_tile : {0, 1, 5, 18, 37}) {
           std::vector<float> all(size_t(rows * c.n_tokens));
           matmul(d.view, d.x.data(), c.n_tokens, all.data(), pool, n_tile);
           for (int64_t tok = 0; tok < c.n_tokens; ++tok) {

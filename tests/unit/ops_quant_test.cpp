@@ -1,9 +1,12 @@
 // Exact checks of the scalar conversions, hand-built quant blocks and the activation quantizers.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <random>
 #include <vector>
 
 #include "ops/cpu_features.h"
@@ -236,6 +239,46 @@ TEST(Quantize, Q8_1StoresScaledSum) {
   EXPECT_EQ(load_fp16(q.data() + 2), 158.0f);  // 127 + 31 * 1
 }
 
+// ggml's quantize_row_q8_1_ref, written out plainly: the vectorized quantizer must give the same
+// codes, scale and scaled sum for every block, ties, zeros, denormals and huge values included.
+TEST(Quantize, Q8_1EqualsThePlainDefinitionOnRandomAndEdgeBlocks) {
+  std::mt19937 rng(7);
+  std::normal_distribution<float> g(0.0f, 1.0f);
+  std::vector<float> x(32 * 64);
+  for (auto& v : x) v = g(rng) * std::exp2(float(int(rng() % 40) - 20));
+  for (int j = 0; j < 32; ++j) {
+    x[size_t(j)] = 0.0f;                                 // all zero
+    x[32 + size_t(j)] = float(j) - 15.5f;                // ties at d = 16.5 / 127 ... scaled
+    x[64 + size_t(j)] = (j % 2 ? -1 : 1) * 1e-40f;       // denormals
+    x[96 + size_t(j)] = (j % 3 ? 3e38f : -3e38f) / float(j + 1);  // near the top of float
+    x[128 + size_t(j)] = j == 7 ? -0.0f : 0.0f;          // negative zero
+  }
+  std::vector<uint8_t> q(36 * 64);
+  quantize_row_q8_1(x.data(), q.data(), int64_t(x.size()));
+  for (size_t b = 0; b < 64; ++b) {
+    const float* xb = x.data() + 32 * b;
+    float amax = 0.0f;
+    for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(xb[j]));
+    const float d = amax / 127.0f, id = amax != 0.0f ? 127.0f / amax : 0.0f;
+    int sum = 0;
+    for (int j = 0; j < 32; ++j) {
+      // ggml's nearest_int: half to even through 1.5 * 2^23, then int8 truncation (only a block whose
+      // 127 / amax overflows, the denormal one, leaves the int8 range).
+      const float t = xb[j] * id + 12582912.0f;
+      int32_t bits;
+      std::memcpy(&bits, &t, 4);
+      const int v = int8_t((bits & 0x007FFFFF) - 0x00400000);
+      if (std::isfinite(id)) {
+        ASSERT_EQ(float(v), std::nearbyint(xb[j] * id)) << "block " << b;
+      }
+      ASSERT_EQ(int(int8_t(q[36 * b + 4 + size_t(j)])), v) << "block " << b << " element " << j;
+      sum += v;
+    }
+    ASSERT_EQ(load_fp16(q.data() + 36 * b), fp16_to_f32(f32_to_fp16(d))) << "block " << b;
+    ASSERT_EQ(load_fp16(q.data() + 36 * b + 2), fp16_to_f32(f32_to_fp16(d * float(sum)))) << "block " << b;
+  }
+}
+
 TEST(Quantize, Q8_KUsesSignedMaxAndBsums) {
   std::vector<float> x(256, 0.0f);
   x[5] = 254.0f;  // ggml maps the largest-magnitude value to -127, so d = -2 here
@@ -260,10 +303,12 @@ TEST(CpuFeatures, NamesAndClamp) {
   EXPECT_STREQ(isa_level_name(IsaLevel::kScalar), "scalar");
   EXPECT_STREQ(isa_level_name(IsaLevel::kAvx2), "avx2");
   EXPECT_STREQ(isa_level_name(IsaLevel::kAvx512), "avx512");
+  EXPECT_STREQ(isa_level_name(IsaLevel::kAvx512Vnni), "avx512vnni");
   const IsaLevel before = active_isa_level();
   EXPECT_EQ(set_isa_level_for_testing(IsaLevel::kScalar), IsaLevel::kScalar);
   EXPECT_STREQ(active_isa_name(), "scalar");
-  EXPECT_EQ(set_isa_level_for_testing(IsaLevel::kAvx512), detected_isa_level());
+  EXPECT_EQ(set_isa_level_for_testing(IsaLevel::kAvx512Vnni), detected_isa_level());
+  EXPECT_EQ(int(set_isa_level_for_testing(IsaLevel::kAvx512)), std::min(int(IsaLevel::kAvx512), int(detected_isa_level())));
   set_isa_level_for_testing(before);
 }
 
