@@ -1,7 +1,9 @@
 // bench-serve: closed-loop HTTP clients against an OpenAI-compatible server (agentkv serve, in process
 // or at a URL). At each concurrency level, every client sends a streamed chat completion, waits for its
 // last event and sends the next, for a duration or a request count; the report gives requests/s,
-// output tokens/s, time to first token and end-to-end latency percentiles per level.
+// output tokens/s, time to first token, inter-token latency and end-to-end latency percentiles per
+// level. A mixed load (long_every) adds long-document requests, to see decode streams' inter-token
+// latency while prefills run beside them (the engine chunks prefills: serve --max-batch-tokens).
 #pragma once
 
 #include <cstdint>
@@ -24,6 +26,10 @@ struct ServeBenchOptions {
   int max_tokens = 32;
   double temperature = 0;          // 0: greedy (request i still gets seed i)
   double timeout_s = 600;          // one request's longest silence
+  // Mixed load: every long_every-th request (0: none) asks about a document of about
+  // long_prompt_tokens tokens, unique per request, so its prefill runs while other streams decode.
+  int long_every = 0;
+  int long_prompt_tokens = 2000;
 };
 
 struct ServeLevelReport {
@@ -37,6 +43,9 @@ struct ServeLevelReport {
   double output_tokens_per_s = 0;
   double ttft_p50_s = 0, ttft_p99_s = 0;  // request sent to its first streamed chunk
   double e2e_p50_s = 0, e2e_p99_s = 0;    // request sent to [DONE]
+  // Inter-token latency: the gap between successive content chunks of one stream, over every stream.
+  double itl_p50_s = 0, itl_p99_s = 0, itl_max_s = 0;
+  int64_t long_requests = 0;              // of `requests`, the long-document ones
   std::string first_error;
 };
 
@@ -44,6 +53,7 @@ struct ServeBenchReport {
   std::string target;              // host:port
   std::string model;
   int max_tokens = 0;
+  int long_every = 0, long_prompt_tokens = 0;
   std::vector<ServeLevelReport> levels;
 };
 

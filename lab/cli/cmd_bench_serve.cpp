@@ -15,12 +15,12 @@ namespace agentkv {
 int cmd_bench_serve(int argc, char** argv) {
   std::string model = "smollm2", url, api_key, clients = "1,8,64";
   int64_t kv_mem = int64_t(1) << 30;
-  int64_t requests = 0, max_tokens = 32, threads = 0;
+  int64_t requests = 0, max_tokens = 32, threads = 0, long_every = 0, long_tokens = 2000, batch_tokens = 512;
   double duration = 30, temperature = 0;
   bool json = false;
   ArgParser p("bench-serve",
               "Closed-loop streaming chat clients against agentkv serve (started in process, or --url) at each "
-              "concurrency level: requests/s, output tokens/s, TTFT and end-to-end latency p50/p99.");
+              "concurrency level: requests/s, output tokens/s, TTFT, inter-token and end-to-end latency p50/p99.");
   p.add_string("-m,--model", &model, "model alias or .gguf path (the request's \"model\")");
   p.add_string("--url", &url, "benchmark a running server at http://HOST:PORT instead of starting one");
   p.add_string("--api-key", &api_key, "API key to send (with --url)");
@@ -29,6 +29,13 @@ int cmd_bench_serve(int argc, char** argv) {
   p.add_int("--requests", &requests, "requests per level (0: run for --duration)", 0, int64_t(1) << 40);
   p.add_int("--max-tokens", &max_tokens, "max_tokens of every request", 1, 1 << 20);
   p.add_float("--temperature", &temperature, "sampling temperature (0: greedy)", 0, 2);
+  p.add_int("--long-every", &long_every,
+            "mixed load: every Nth request asks about a long document, prefilled beside the decoding streams "
+            "(0: none)", 0, 1 << 20);
+  p.add_int("--long-prompt-tokens", &long_tokens, "about how many tokens each long document has", 16, 1 << 20);
+  p.add_int("--max-batch-tokens", &batch_tokens,
+            "the in-process server's tokens per engine step (long prefills are chunked to fit beside decode)", 1,
+            1 << 20);
   p.add_kv_mem(&kv_mem, "KV budget of the in-process server");
   p.add_threads(&threads, "engine threads of the in-process server (0 = all cores)");
   p.add_flag("--json", &json, "print the report as JSON instead of a table");
@@ -41,6 +48,8 @@ int cmd_bench_serve(int argc, char** argv) {
   opt.requests = requests;
   opt.max_tokens = int(max_tokens);
   opt.temperature = temperature;
+  opt.long_every = int(long_every);
+  opt.long_prompt_tokens = int(long_tokens);
   opt.clients.clear();
   for (const std::string& c : split_commas(clients)) {
     char* end = nullptr;
@@ -62,6 +71,7 @@ int cmd_bench_serve(int argc, char** argv) {
     so.port = 0;
     so.threads = int(threads);
     so.kv_mem = kv_mem;
+    so.max_batch_tokens = int(batch_tokens);
     auto s = ApiServer::create({model}, so);
     if (!s.ok()) return cli_fail(s.error());
     server = std::move(*s);

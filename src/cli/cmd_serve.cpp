@@ -76,6 +76,7 @@ int cmd_serve(int argc, char** argv) {
   int64_t kv_mem = 0;
   int64_t port = 8080, threads = 0, max_tokens = 4096, max_body = 8 << 20;
   int64_t max_agents = int64_t(AgentLimits{}.max_agents);
+  int64_t max_batch_tokens = ServeOptions{}.max_batch_tokens;
   ArgParser p("serve", "OpenAI-compatible HTTP server (POST /v1/chat/completions, /v1/completions; GET /v1/models, /health, /metrics).");
   p.add_list("-m,--model", &models,
              "model alias or .gguf path; repeat it (-m A -m B) or give a comma list to serve several (the "
@@ -112,6 +113,10 @@ int cmd_serve(int argc, char** argv) {
   p.add_threads(&threads);
   p.add_int("--max-tokens", &max_tokens, "largest max_tokens a request may ask for", 1, 1 << 20);
   p.add_int("--max-body", &max_body, "largest request body in bytes", 1024, int64_t(1) << 30);
+  p.add_int("--max-batch-tokens", &max_batch_tokens,
+            "tokens per engine step: decode tokens first, prefills chunked into the rest, so a long prompt "
+            "does not stall streams that are decoding (larger: faster long prefills, longer stalls)",
+            1, 1 << 20);
   p.add_int("--max-agents", &max_agents, "most agents held at once (creating one more answers 429)", 1, 1 << 24);
   bool strict_api = false;
   p.add_flag("--strict-api", &strict_api,
@@ -148,6 +153,7 @@ int cmd_serve(int argc, char** argv) {
   opt.port = int(port);
   opt.api_key = *key;
   opt.threads = int(threads);
+  opt.max_batch_tokens = int(max_batch_tokens);
   opt.limits.max_tokens_limit = int(max_tokens);
   opt.max_body_bytes = size_t(max_body);
   opt.agent_limits.max_agents = size_t(max_agents);

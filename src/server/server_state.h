@@ -29,6 +29,9 @@ struct ServeOptions {
   int64_t kv_mem = 0;           // per model; 0: the default share of RAM split between the models
   int block_size = 16;
   int threads = 0;
+  // Tokens per engine step: decode tokens first, then prefill chunks in what is left, so a long
+  // prompt is prefilled a chunk per step while other sequences keep decoding.
+  int max_batch_tokens = 512;
   size_t max_body_bytes = size_t(8) << 20;
   ApiLimits limits;
   AgentLimits agent_limits;

@@ -18,6 +18,8 @@ def check_report(out, levels):
         assert l["requests_per_second"] > 0 and l["output_tokens_per_second"] > 0, l
         assert 0 < l["ttft_p50_seconds"] <= l["ttft_p99_seconds"] <= l["e2e_p99_seconds"], l
         assert l["ttft_p50_seconds"] <= l["e2e_p50_seconds"] <= l["e2e_p99_seconds"] <= l["wall_seconds"], l
+        # 4 tokens per stream: 3 gaps each, none longer than the stream
+        assert 0 < l["itl_p50_seconds"] <= l["itl_p99_seconds"] <= l["itl_max_seconds"] <= l["e2e_p99_seconds"], l
 
 
 def test_in_process(agentkv):
@@ -25,6 +27,21 @@ def test_in_process(agentkv):
                          capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr
     check_report(run.stdout, [1, 3])
+
+
+def test_mixed_load_with_long_documents(agentkv):
+    """Every 3rd request carries a ~600-token document, prefilled in 64-token chunks beside the others."""
+    run = subprocess.run([agentkv, "bench-serve", "-m", "smollm2", "--kv-mem", "128M", "-t", "2", "--clients", "3",
+                          "--requests", "6", "--max-tokens", "4", "--json", "--long-every", "3",
+                          "--long-prompt-tokens", "600", "--max-batch-tokens", "64"],
+                         capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr
+    rep = json.loads(run.stdout)
+    assert rep["long_every"] == 3 and rep["long_prompt_tokens"] == 600, rep
+    (l,) = rep["levels"]
+    assert l["requests"] == 6 and l["errors"] == 0 and l["long_requests"] == 2, l
+    # two documents of ~600 tokens beside four short prompts (each under 100 tokens with the template)
+    assert l["prompt_tokens"] > 2 * 500, l
 
 
 def test_against_a_running_server(agentkv, servers):
