@@ -20,10 +20,10 @@ CLIENT_CPUS=${CLIENT_CPUS:-}
 MAX_CLIENTS=$(tr ',' '\n' <<<"$CLIENTS" | sort -n | tail -1)
 mkdir -p "$OUT"
 
-pin() {  # pin CPUS CMD...: run CMD on those CPUs (or anywhere when CPUS is empty)
-  local cpus=$1; shift
-  if [[ -n $cpus ]]; then taskset -c "$cpus" "$@"; else "$@"; fi
-}
+# taskset prefixes (empty: anywhere); as a command's prefix they keep $! the server's own pid.
+PIN_SERVER=(); PIN_CLIENT=()
+[[ -n $SERVER_CPUS ]] && PIN_SERVER=(taskset -c "$SERVER_CPUS")
+[[ -n $CLIENT_CPUS ]] && PIN_CLIENT=(taskset -c "$CLIENT_CPUS")
 
 wait_ready() {  # wait_ready PORT PID
   for _ in $(seq 1 600); do
@@ -42,18 +42,18 @@ trap cleanup EXIT
 run_server() {  # run_server NAME ALIAS FILE PORT
   local name=$1 alias=$2 file=$3 port=$4 pid
   if [[ $name == agentkv ]]; then
-    pin "$SERVER_CPUS" ./build/agentkv serve -m "$alias" --port "$port" -t "$T" --kv-mem 1G \
+    "${PIN_SERVER[@]}" ./build/agentkv serve -m "$alias" --port "$port" -t "$T" --kv-mem 1G \
       --chat-sharing off --round-sharing off >"$OUT/$name-$alias.log" 2>&1 &
   else
     # One slot per client, each with room for a prompt and its answer; llama-server's own defaults
     # otherwise (continuous batching, flash attention auto).
-    LD_LIBRARY_PATH=$BIN pin "$SERVER_CPUS" "$BIN/llama-server" -m "$MODELS/$file" --port "$port" -t "$T" -tb "$T" \
+    LD_LIBRARY_PATH=$BIN "${PIN_SERVER[@]}" "$BIN/llama-server" -m "$MODELS/$file" --port "$port" -t "$T" -tb "$T" \
       -np "$MAX_CLIENTS" -c $((MAX_CLIENTS * 512)) --no-webui >"$OUT/$name-$alias.log" 2>&1 &
   fi
   pid=$!
   PIDS+=("$pid")
   wait_ready "$port" "$pid"
-  pin "$CLIENT_CPUS" ./build/agentkv bench-serve --url "http://127.0.0.1:$port" -m "$alias" --clients "$CLIENTS" \
+  "${PIN_CLIENT[@]}" ./build/agentkv bench-serve --url "http://127.0.0.1:$port" -m "$alias" --clients "$CLIENTS" \
     --duration "$SECONDS_PER_LEVEL" --json >"$OUT/$name-$alias.json"
   kill "$pid"
   wait "$pid" 2>/dev/null || true
@@ -76,6 +76,6 @@ for alias in ("smollm2", "gemma3"):
     for x, y in zip(a, l):
         r = x["output_tokens_per_second"] / y["output_tokens_per_second"] if y["output_tokens_per_second"] else 0
         print(f"{alias:8s} {x['clients']:7d} {x['output_tokens_per_second']:14.1f} {y['output_tokens_per_second']:13.1f} "
-              f"{r:6.2f} {x['ttft_p99_seconds'] * 1e3:12.0fms {y['ttft_p99_seconds'] * 1e3:14.0fms "
-              f"{x['itl_p99_seconds'] * 1e3:11.1fms {y['itl_p99_seconds'] * 1e3:13.1fms")
+              f"{r:6.2f} {x['ttft_p99_seconds'] * 1e3:12.0f}ms {y['ttft_p99_seconds'] * 1e3:14.0f}ms "
+              f"{x['itl_p99_seconds'] * 1e3:11.1f}ms {y['itl_p99_seconds'] * 1e3:13.1f}ms")
 PY

@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -18,37 +19,48 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 // Through the serving engine (block manager, scheduler, sampler): prefill = time to the first token
-// of an n_prompt request, decode = the time between the first and the last of n_gen tokens of a
-// 1-token request.
+// of an n_prompt request, decode = the time between the first and the last of n_gen tokens of
+// `parallel` 1-token requests decoded together (one batched step per token of all of them).
 Status engine_times(const LoadedModel& lm, ThreadPool& pool, const std::vector<int32_t>& prompt, int64_t n_gen,
-                    double* pp, double* tg) {
+                    int64_t parallel, double* pp, double* tg) {
   EngineOptions eo;
   eo.kv.mem_bytes = KvArena::bytes_per_block(lm.config(), eo.kv.block_size) *
-                    ((int64_t(prompt.size()) + n_gen) / eo.kv.block_size + 8);
+                    ((int64_t(prompt.size()) + n_gen) / eo.kv.block_size + 8) * parallel;
   eo.kv.prefix_caching = false;  // repetitions must not hit the previous one's blocks
-  eo.scheduler.max_batch_tokens = int(prompt.size());
+  eo.scheduler.max_batch_tokens = int(std::max<int64_t>(int64_t(prompt.size()), parallel));
+  eo.scheduler.max_running = int(std::max<int64_t>(eo.scheduler.max_running, parallel));
   std::unique_ptr<Engine> engine;
   AGENTKV_ASSIGN_OR_RETURN(engine, Engine::create(lm, eo, pool));
-  auto run = [&](std::vector<int32_t> p, int64_t max_tokens, double* first, double* last) -> Status {
-    RequestParams rp;
-    rp.prompt = std::move(p);
-    rp.max_tokens = int(max_tokens);
-    rp.ignore_eos = true;
+  // *first: when the last request got its first token (all are decoding from then on).
+  auto run = [&](std::vector<int32_t> p, int64_t max_tokens, int64_t n_requests, double* first,
+                 double* last) -> Status {
     const auto t0 = std::chrono::steady_clock::now();
     *first = -1;
-    auto id = engine->add_request(std::move(rp), [&](const RequestEvent& ev) {
-      if (!ev.has_token) return;
-      const double t = seconds_since(t0);
-      if (*first < 0) *first = t;
-      *last = t;
-    });
-    if (!id.ok()) return id.status_error();
+    std::vector<char> started(size_t(n_requests), 0);
+    int64_t n_started = 0;
+    for (int64_t i = 0; i < n_requests; ++i) {
+      RequestParams rp;
+      rp.prompt = p;
+      rp.prompt[0] = int32_t((p[0] + i) % lm.config().n_vocab);  // no prefix hits between them
+      rp.max_tokens = int(max_tokens);
+      rp.ignore_eos = true;
+      auto id = engine->add_request(std::move(rp), [&, i](const RequestEvent& ev) {
+        if (!ev.has_token) return;
+        const double t = seconds_since(t0);
+        if (!started[size_t(i)]) {
+          started[size_t(i)] = 1;
+          if (++n_started == n_requests) *first = t;
+        }
+        *last = t;
+      });
+      if (!id.ok()) return id.status_error();
+    }
     return engine->run_until_idle();
   };
   double first = 0, last = 0;
-  AGENTKV_TRY(run(prompt, 1, &first, &last));
+  AGENTKV_TRY(run(prompt, 1, 1, &first, &last));
   *pp = first;
-  AGENTKV_TRY(run({prompt[0]}, n_gen + 1, &first, &last));
+  AGENTKV_TRY(run({prompt[0]}, n_gen + 1, parallel, &first, &last));
   *tg = last - first;  // n_gen decode steps after the first token
   return {};
 }
@@ -67,8 +79,14 @@ int cmd_bench(int argc, char** argv) {
   p.add_threads(&threads);
   p.add_int("-r,--reps", &reps, "repetitions", 1, 1000);
   bool use_engine = false;
+  int64_t parallel = 1;
   p.add_flag("--engine", &use_engine, "run through the serving engine (paged KV manager, scheduler, sampler)");
+  p.add_int("--parallel", &parallel,
+            "with --engine: sequences decoded together, one batched step per token; decode_tok_s counts all "
+            "of them",
+            1, 4096);
   if (auto rc = p.parse_command(argc, argv)) return *rc;
+  if (parallel > 1 && !use_engine) return cli_fail("--parallel needs --engine (the single-sequence path runs one)");
   auto lm = load_model(model);
   if (!lm.ok()) return cli_fail(lm.error());
   const Model& m = *(*lm)->model;
@@ -84,7 +102,7 @@ int cmd_bench(int argc, char** argv) {
   for (int r = -1; r < reps; ++r) {  // r = -1 is the warm-up
     if (use_engine) {
       double pp = 0, tg = 0;
-      if (Status st = engine_times(**lm, pool, prompt, n_gen, &pp, &tg); !st.ok()) return cli_fail(st.error());
+      if (Status st = engine_times(**lm, pool, prompt, n_gen, parallel, &pp, &tg); !st.ok()) return cli_fail(st.error());
       if (r >= 0) {
         pp_total += pp;
         tg_total += tg;
@@ -115,9 +133,10 @@ int cmd_bench(int argc, char** argv) {
                     {"path", use_engine ? "engine" : "single-sequence"},
                     {"n_prompt", n_prompt},
                     {"n_gen", n_gen},
+                    {"parallel", parallel},
                     {"reps", reps},
                     {"prefill_tok_s", std::round(double(n_prompt) * reps / pp_total * 100) / 100},
-                    {"decode_tok_s", std::round(double(n_gen) * reps / tg_total * 100) / 100}};
+                    {"decode_tok_s", std::round(double(n_gen * parallel) * reps / tg_total * 100) / 100}};
   std::printf("%s\n", dump_json(out).c_str());
   return 0;
 }
