@@ -736,8 +736,31 @@ void wide_legacy(const uint8_t* w, size_t row_bytes, const ActBuffer& a, int64_t
       }
     }
     __m512i codes[R];
-    __mmask64 neg[R];  // signed codes: where the weight is negative, the activation is negated
     __m512 dx[R];
+#if defined(__AVX512VNNI__)
+    // VNNI: vpdpbusd adds into an accumulator, so each lane starts at minus its offset term and one
+    // instruction per (row, token pair) yields the 256-bit tile's exact integer. Signed Q8_0 codes
+    // become unsigned as x + 128 (x ^ 0x80), whose extra 128 * sum(y) joins the offset term.
+    constexpr int kOffset = W::kSigned ? 128 : 8 * W::kLaneOffset;  // per code, against sum(y)
+    for (int r = 0; r < R; ++r) {
+      const uint8_t* blk = w + size_t(r) * row_bytes + size_t(k) * W::kBytes;
+      _mm_prefetch(reinterpret_cast<const char*>(blk + kPrefetchRows * row_bytes), _MM_HINT_T0);
+      __m256i c = W::codes(blk);
+      if constexpr (W::kSigned) c = _mm256_xor_si256(c, _mm256_set1_epi8(char(0x80)));
+      codes[r] = both_si(c);
+      dx[r] = _mm512_set1_ps(half_at(blk));
+    }
+    for (int p = 0; p < P; ++p) {
+      const int t = 2 * p;
+      const __m512i yv = load_pair(yq[t] + 32 * k, yq[t + 1] + 32 * k);
+      const __m512 dy = pair_ps(_mm256_set1_ps(yd[t][k]), _mm256_set1_ps(yd[t + 1][k]));
+      __m512i start = _mm512_setzero_si512();
+      if constexpr (kOffset != 0)
+        start = _mm512_sub_epi32(start, _mm512_dpbusd_epi32(start, _mm512_set1_epi8(char(kOffset)), yv));
+      for (int r = 0; r < R; ++r) {
+        const __m512i prod = _mm512_dpbusd_epi32(start, codes[r], yv);
+#else
+    __mmask64 neg[R];  // signed codes: where the weight is negative, the activation is negated
     for (int r = 0; r < R; ++r) {
       const uint8_t* blk = w + size_t(r) * row_bytes + size_t(k) * W::kBytes;
       // Few tokens per weight (a decode batch): the rows ahead stream from memory as in the 1-token tile.
@@ -766,6 +789,7 @@ void wide_legacy(const uint8_t* w, size_t row_bytes, const ActBuffer& a, int64_t
           prod = dot_u8s8_w(codes[r], yv);
         }
         if constexpr (W::kLaneOffset != 0) prod = _mm512_sub_epi32(prod, lane_off);
+#endif
         acc.v[r][p] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(prod), _mm512_mul_ps(dx[r], dy), acc.v[r][p]);
       }
     }
