@@ -6,6 +6,7 @@
 
 #include "kv/direct_prefill.h"
 #include "lab/transfer/transfer_quality.h"
+#include "ops/argmax.h"
 
 namespace agentkv {
 
@@ -13,7 +14,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-int32_t argmax(const std::vector<float>& v) { return int32_t(std::max_element(v.begin(), v.end()) - v.begin()); }
+int32_t argmax(const std::vector<float>& v) { return agentkv::argmax(v.data(), int64_t(v.size())); }
 
 }  // namespace
 

@@ -9,6 +9,7 @@
 #include "cli/transfer_cli.h"
 #include "gguf/gguf_file.h"
 #include "kv/direct_prefill.h"
+#include "ops/argmax.h"
 #include "transfer/kv_cache_file.h"
 #include "transfer/kv_transfer.h"
 #include "transfer/context_prefill.h"
@@ -66,7 +67,7 @@ int cmd_transfer_generate(int argc, char** argv) {
   std::string first;
   int64_t n_rest = n_new;
   if (next.empty()) {
-    const int32_t tok = int32_t(std::max_element(logits.begin(), logits.end()) - logits.begin());
+    const int32_t tok = argmax(logits.data(), int64_t(logits.size()));
     first = receiver.tokenizer->decode(std::vector<int32_t>{tok});
     next.push_back(tok);
     --n_rest;

@@ -6,6 +6,7 @@
 #include <limits>
 #include <unordered_set>
 
+#include "ops/argmax.h"
 #include "util/monotonic_clock.h"
 
 namespace agentkv {
@@ -107,7 +108,7 @@ int32_t Sampler::sample(float* logits, int32_t n_vocab, std::span<const int32_t>
 int32_t Sampler::pick(float* logits, int32_t n_vocab) {
   if (p_.temperature <= 0.0f) {
     // Greedy; ties go to the lowest id, as with llama.cpp's argmax.
-    return int32_t(std::max_element(logits, logits + n_vocab) - logits);
+    return argmax(logits, n_vocab);
   }
   cand_.clear();
   cand_.reserve(n_vocab);

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "kv/direct_prefill.h"
+#include "ops/argmax.h"
 
 namespace agentkv {
 
@@ -22,7 +23,6 @@ std::vector<double> log_softmax(const float* logits, int n) {
   return out;
 }
 
-int argmax(const float* logits, int n) { return int(std::max_element(logits, logits + n) - logits); }
 
 }  // namespace
 

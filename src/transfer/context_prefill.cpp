@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "kv/direct_prefill.h"
+#include "ops/argmax.h"
 
 namespace agentkv {
 
@@ -21,7 +22,7 @@ Result<std::string> greedy_continuation(const LoadedModel& lm, const KvSequence&
   AGENTKV_TRY(prefill_sequence(*lm.model, kv, seq, prompt, pool, RowOutputs{&logits}));
   std::vector<int32_t> out;
   for (int i = 0; i < n_new; ++i) {
-    const int32_t tok = int32_t(std::max_element(logits.begin(), logits.end()) - logits.begin());
+    const int32_t tok = argmax(logits.data(), int64_t(logits.size()));
     out.push_back(tok);
     if (i + 1 == n_new || (done && done(lm.tokenizer->decode(out)))) break;
     AGENTKV_TRY(prefill_sequence(*lm.model, kv, seq, std::span<const int32_t>(&tok, 1), pool, RowOutputs{&logits},
