@@ -9,5 +9,7 @@ namespace agentkv {
 
 Result<std::unique_ptr<Model>> create_llama_model(const GgufFile& file, ModelConfig cfg);
 Result<std::unique_ptr<Model>> create_gemma3_model(const GgufFile& file, ModelConfig cfg);
+Result<std::unique_ptr<Model>> create_qwen2_model(const GgufFile& file, ModelConfig cfg);
+Result<std::unique_ptr<Model>> create_qwen3_model(const GgufFile& file, ModelConfig cfg);
 
 }  // namespace agentkv

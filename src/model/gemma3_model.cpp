@@ -49,33 +49,16 @@ class Gemma3Model final : public Model {
     const ModelConfig& c = cfg_;
     const int64_t n = b.size();
     const int d = c.n_embd;
-    const int hd = c.head_dim;
-    std::vector<float> h(n * d), q(n * c.q_dim()), k(n * c.kv_dim()), v(n * c.kv_dim()),
-        att(n * c.q_dim()), gate(n * c.n_ff), up(n * c.n_ff);
+    std::vector<float> h(n * d), gate(n * c.n_ff), up(n * c.n_ff);
+    AttentionScratch scratch(c, n);
     if (layer_begin == 0) embed_tokens(embd_, b, std::sqrt(float(d)), x, pool);
-    const float kq_scale = 1.0f / std::sqrt(float(hd));
     auto norm = [&](const float* src, const float* w, float* dst) { norm_rows(src, w, dst, n, d, c.rms_eps, pool); };
     for (int il = layer_begin; il < layer_end; ++il) {
       const Gemma3Layer& L = layers_[il];
       const bool swa = c.layer_is_swa[il] != 0;
-      const Rope& rope = layer_rope(il);
       norm(x, L.attn_norm, h.data());
-      matmul(L.attn.wq, h.data(), n, q.data(), pool, b.n_tile_tokens);
-      matmul(L.attn.wk, h.data(), n, k.data(), pool, b.n_tile_tokens);
-      matmul(L.attn.wv, h.data(), n, v.data(), pool, b.n_tile_tokens);
-      pool.parallel_for(n, 8, [&](int64_t t0, int64_t t1) {
-        for (int64_t t = t0; t < t1; ++t) {
-          float* qt = &q[t * c.q_dim()];
-          float* kt = &k[t * c.kv_dim()];
-          for (int hh = 0; hh < c.n_head; ++hh) rms_norm(qt + hh * hd, L.q_norm, qt + hh * hd, hd, c.rms_eps);
-          for (int hh = 0; hh < c.n_head_kv; ++hh) rms_norm(kt + hh * hd, L.k_norm, kt + hh * hd, hd, c.rms_eps);
-          rope.apply(qt, c.n_head, b.positions[t]);
-          rope.apply(kt, c.n_head_kv, b.positions[t]);
-        }
-      });
-      write_kv(b, kv, il, k.data(), v.data());
-      attention(c, b, kv, il, q.data(), swa ? c.sliding_window : 0, kq_scale, att.data(), pool);
-      matmul(L.attn.wo, att.data(), n, h.data(), pool, b.n_tile_tokens);
+      attention_block(c, b, kv, il, L.attn, AttentionExtras{.q_norm = L.q_norm, .k_norm = L.k_norm}, layer_rope(il),
+                      swa ? c.sliding_window : 0, h.data(), h.data(), scratch, pool);
       norm(h.data(), L.post_attn_norm, h.data());
       add_inplace(x, h.data(), n * d);
 
@@ -103,6 +86,8 @@ Result<std::unique_ptr<Model>> create_gemma3_model(const GgufFile& f, ModelConfi
   WeightView embd;
   AGENTKV_ASSIGN_OR_RETURN(embd, find_embedding(f, cfg));
   AGENTKV_ASSIGN_OR_RETURN(cfg.rope_base_swa, read_positive_float(f, "gemma3.rope.freq_base_swa", kDefaultSwaRopeBase, 1e30));
+  cfg.rope_style = RopeStyle::kNeox;
+  if (cfg.rope_freq_scale != 1.0f) return make_error("gemma3: rope.scaling is not supported yet");
   if (cfg.sliding_window > 0)
     for (int il = 0; il < cfg.n_layer; ++il) cfg.layer_is_swa[il] = (il % kSwaPattern) < kSwaPattern - 1;
   const int d = cfg.n_embd;

@@ -17,6 +17,12 @@ Result<int> required_int(const GgufFile& f, const std::string& key, int64_t lo, 
 
 }  // namespace
 
+Rope layer_rope(const ModelConfig& cfg, int il) {
+  const bool swa = il >= 0 && il < int(cfg.layer_is_swa.size()) && cfg.layer_is_swa[size_t(il)];
+  return Rope(cfg.head_dim, cfg.n_rot, swa ? cfg.rope_base_swa : cfg.rope_base, cfg.rope_style, cfg.rope_freq_factors,
+              cfg.rope_freq_scale);
+}
+
 Result<float> read_positive_float(const GgufFile& f, const std::string& key, std::optional<double> dflt, double hi) {
   double v = 0;
   if (dflt && !f.has(key)) {
@@ -72,6 +78,17 @@ Result<ModelConfig> read_model_config(const GgufFile& f) {
   c.sliding_window = int(f.get_int_or(p + "attention.sliding_window", 0));
   if (c.sliding_window < 0) return make_error("key '" + p + "attention.sliding_window' is negative");
   c.layer_is_swa.assign(c.n_layer, 0);
+  // RoPE scaling: none, or linear (positions divided by the factor). Others (yarn, longrope, ...)
+  // change more than the angle and are refused, naming the type.
+  const std::string scaling = f.get_string_or(p + "rope.scaling.type", "none");
+  if (scaling == "linear") {
+    float factor = 1.0f;
+    AGENTKV_ASSIGN_OR_RETURN(factor, read_positive_float(f, p + "rope.scaling.factor", 1.0, 1e6));
+    c.rope_freq_scale = 1.0f / factor;
+  } else if (scaling != "none") {
+    return make_error("key '" + p + "rope.scaling.type' = '" + scaling +
+                      "' is not supported (supported: none, linear; Llama 3's scaling comes as rope_freqs.weight)");
+  }
 
   // n_vocab comes from the embedding tensor's shape (set by the architecture loader).
   return c;

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "ops/rope.h"
 #include "util/status.h"
 
 namespace agentkv {
@@ -27,12 +28,18 @@ struct ModelConfig {
   float rms_eps = 1e-5f;
   float rope_base = 10000.0f;
   float rope_base_swa = 10000.0f;   // local (sliding-window) layers of gemma3
+  RopeStyle rope_style = RopeStyle::kNorm;  // set by the architecture
+  std::vector<float> rope_freq_factors;     // rope_freqs.weight (Llama 3.x), or empty
+  float rope_freq_scale = 1.0f;             // 1 / {arch}.rope.scaling.factor for "linear" scaling
   int sliding_window = 0;           // 0: none
   std::vector<uint8_t> layer_is_swa;  // per layer: 1 if sliding-window attention
 
   int q_dim() const { return n_head * head_dim; }
   int kv_dim() const { return n_head_kv * head_dim; }
 };
+
+// Layer il's RoPE (its base, style, frequency factors and scale): the one rotation its cached K carries.
+Rope layer_rope(const ModelConfig& cfg, int il);
 
 // Reads the common keys ({arch}.block_count, …); a missing required key is an error naming it.
 Result<ModelConfig> read_model_config(const GgufFile& file);

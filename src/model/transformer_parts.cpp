@@ -1,6 +1,7 @@
 #include "model/transformer_parts.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "gguf/gguf_file.h"
@@ -118,6 +119,43 @@ void attention(const ModelConfig& cfg, const Batch& b, const KvArena& kv, int il
       attend_group(q + off, group, l, b.seqs[b.seq[t]].table, lo, slot, kvh, hd, scale, out + off, scratch.data());
     }
   });
+}
+
+namespace {
+
+void add_bias(float* y, const float* bias, int64_t n_tokens, int width) {
+  for (int64_t t = 0; t < n_tokens; ++t)
+    for (int i = 0; i < width; ++i) y[t * width + i] += bias[i];
+}
+
+}  // namespace
+
+void attention_block(const ModelConfig& c, const Batch& b, const KvArena& kv, int il, const AttentionWeights& w,
+                     const AttentionExtras& x, const Rope& rope, int window, const float* h, float* out,
+                     AttentionScratch& s, ThreadPool& pool) {
+  const int64_t n = b.size();
+  const int hd = c.head_dim;
+  matmul(w.wq, h, n, s.q.data(), pool, b.n_tile_tokens);
+  matmul(w.wk, h, n, s.k.data(), pool, b.n_tile_tokens);
+  matmul(w.wv, h, n, s.v.data(), pool, b.n_tile_tokens);
+  if (x.bq) add_bias(s.q.data(), x.bq, n, c.q_dim());
+  if (x.bk) add_bias(s.k.data(), x.bk, n, c.kv_dim());
+  if (x.bv) add_bias(s.v.data(), x.bv, n, c.kv_dim());
+  pool.parallel_for(n, 8, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      float* qt = &s.q[size_t(t * c.q_dim())];
+      float* kt = &s.k[size_t(t * c.kv_dim())];
+      if (x.q_norm)
+        for (int hh = 0; hh < c.n_head; ++hh) rms_norm(qt + hh * hd, x.q_norm, qt + hh * hd, hd, c.rms_eps);
+      if (x.k_norm)
+        for (int hh = 0; hh < c.n_head_kv; ++hh) rms_norm(kt + hh * hd, x.k_norm, kt + hh * hd, hd, c.rms_eps);
+      rope.apply(qt, c.n_head, b.positions[t]);
+      rope.apply(kt, c.n_head_kv, b.positions[t]);
+    }
+  });
+  write_kv(b, kv, il, s.k.data(), s.v.data());
+  attention(c, b, kv, il, s.q.data(), window, 1.0f / std::sqrt(float(hd)), s.att.data(), pool);
+  matmul(w.wo, s.att.data(), n, out, pool, b.n_tile_tokens);
 }
 
 void lm_head(const WeightView& head, const float* out_norm, float eps, const Batch& b, const float* x,

@@ -8,6 +8,7 @@
 #include "model/batch.h"
 #include "model/kv_arena.h"
 #include "model/model_config.h"
+#include "ops/rope.h"
 #include "ops/matmul.h"
 #include "ops/quant.h"
 #include "util/status.h"
@@ -48,6 +49,30 @@ void write_kv(const Batch& b, const KvArena& kv, int il, const float* k, const f
 // lo = slot_t - window + 1 for a sliding-window layer (window > 0) and 0 otherwise.
 void attention(const ModelConfig& cfg, const Batch& b, const KvArena& kv, int il, const float* q,
                int window, float scale, float* out, ThreadPool& pool);
+
+// What some families add to an attention block: biases on the Q/K/V projections (Qwen2) and a
+// per-head RMS norm of Q and K before RoPE (Qwen3, Gemma 3). Null: absent.
+struct AttentionExtras {
+  const float* bq = nullptr;      // [q_dim]
+  const float* bk = nullptr;      // [kv_dim]
+  const float* bv = nullptr;      // [kv_dim]
+  const float* q_norm = nullptr;  // [head_dim]
+  const float* k_norm = nullptr;  // [head_dim]
+};
+
+// The per-forward buffers of attention_block for n tokens.
+struct AttentionScratch {
+  std::vector<float> q, k, v, att;
+  AttentionScratch(const ModelConfig& c, int64_t n)
+      : q(size_t(n * c.q_dim())), k(size_t(n * c.kv_dim())), v(size_t(n * c.kv_dim())), att(size_t(n * c.q_dim())) {}
+};
+
+// One attention sub-block of layer il on the normed input h [n_tokens][n_embd]: the Q/K/V
+// projections (and biases), Q/K head norms, RoPE at each token's position, the K/V write, attention
+// over window slots (0: all) with scale 1/sqrt(head_dim), and the output projection into out.
+void attention_block(const ModelConfig& c, const Batch& b, const KvArena& kv, int il, const AttentionWeights& w,
+                     const AttentionExtras& x, const Rope& rope, int window, const float* h, float* out,
+                     AttentionScratch& s, ThreadPool& pool);
 
 // Final norm of the rows in b.logit_rows, then logits = head · x.
 void lm_head(const WeightView& head, const float* out_norm, float eps, const Batch& b, const float* x,

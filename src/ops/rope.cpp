@@ -1,14 +1,22 @@
 #include "ops/rope.h"
 
 #include <cmath>
+#include <utility>
 
 #include "util/status.h"
 
 namespace agentkv {
 
-Rope::Rope(int head_dim, int n_rot, float freq_base, RopeStyle style)
-    : head_dim_(head_dim), n_rot_(n_rot), style_(style), inv_freq_(n_rot / 2) {
+Rope::Rope(int head_dim, int n_rot, float freq_base, RopeStyle style, std::vector<float> freq_factors,
+           float freq_scale)
+    : head_dim_(head_dim),
+      n_rot_(n_rot),
+      style_(style),
+      inv_freq_(n_rot / 2),
+      freq_factors_(std::move(freq_factors)),
+      freq_scale_(freq_scale) {
   AGENTKV_CHECK(n_rot > 0 && n_rot % 2 == 0 && n_rot <= 1024 && n_rot <= head_dim);
+  AGENTKV_CHECK(freq_factors_.empty() || int(freq_factors_.size()) == n_rot / 2);
   // ggml computes theta by repeated multiplication with theta_scale = base^(-2/n_rot); we do the
   // same so our angles round like llama.cpp's.
   const float theta_scale = std::pow(freq_base, -2.0f / float(n_rot));
@@ -24,7 +32,10 @@ void Rope::apply(float* x, int n_heads, int64_t pos) const {
   // Per-position cos/sin computed once for all heads.
   float cs[512], sn[512];
   for (int i = 0; i < half; ++i) {
-    const float theta = float(pos) * inv_freq_[i];
+    // ggml's order: the angle, divided by the pair's frequency factor, times the linear scale.
+    float theta = float(pos) * inv_freq_[i];
+    if (!freq_factors_.empty()) theta /= freq_factors_[size_t(i)];
+    theta *= freq_scale_;
     cs[i] = std::cos(theta);
     sn[i] = std::sin(theta);
   }

@@ -14,7 +14,11 @@ enum class RopeStyle {
 
 class Rope {
  public:
-  Rope(int head_dim, int n_rot, float freq_base, RopeStyle style);
+  // freq_factors (n_rot/2 values, or empty): each pair's angle is divided by its factor, as llama.cpp
+  // applies a GGUF's rope_freqs.weight (Llama 3.x's frequency scaling). freq_scale multiplies every
+  // angle (linear RoPE scaling: 1 / rope.scaling.factor).
+  Rope(int head_dim, int n_rot, float freq_base, RopeStyle style, std::vector<float> freq_factors = {},
+       float freq_scale = 1.0f);
   // Rotates n_heads heads of head_dim floats, contiguous, at position pos (pos may be negative,
   // which un-rotates: used to move cached K between positions).
   void apply(float* x, int n_heads, int64_t pos) const;
@@ -25,6 +29,8 @@ class Rope {
   int n_rot_;
   RopeStyle style_;
   std::vector<float> inv_freq_;  // theta_i = pos * inv_freq_[i], i < n_rot/2
+  std::vector<float> freq_factors_;
+  float freq_scale_ = 1.0f;
 };
 
 }  // namespace agentkv

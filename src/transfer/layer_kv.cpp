@@ -7,13 +7,6 @@
 
 namespace agentkv {
 
-Rope layer_rope(const ModelConfig& cfg, int il) {
-  const bool gemma = cfg.arch == "gemma3";
-  const bool swa = il < int(cfg.layer_is_swa.size()) && cfg.layer_is_swa[size_t(il)];
-  return Rope(cfg.head_dim, cfg.n_rot, swa ? cfg.rope_base_swa : cfg.rope_base,
-              gemma ? RopeStyle::kNeox : RopeStyle::kNorm);
-}
-
 void read_unrotated_rows(const ModelConfig& cfg, const KvArena& arena, std::span<const int32_t> table, int il,
                          int64_t t0, int64_t t1, LayerKv& out) {
   const int bs = arena.block_size();

@@ -15,11 +15,6 @@
 
 namespace agentkv {
 
-// The rotation layer il applies to K. Mirrors the architectures' forward passes from ModelConfig
-// alone: llama rotates consecutive pairs with rope_base; gemma3 rotates half-split pairs, with
-// rope_base_swa on its sliding-window layers and rope_base on the global ones.
-Rope layer_rope(const ModelConfig& cfg, int il);
-
 // One layer's un-rotated K and V, [n_tokens][kv_dim] each.
 struct LayerKv {
   int64_t n_tokens = 0;

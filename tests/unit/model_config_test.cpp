@@ -8,21 +8,29 @@
 
 #include "gguf/gguf_file.h"
 #include "gguf/gguf_writer.h"
+#include "model/model.h"
 #include "model/model_config.h"
 
 namespace agentkv {
 namespace {
 
-std::vector<uint8_t> llama_header(std::optional<float> eps, std::optional<float> rope_base) {
+std::vector<uint8_t> llama_header(std::optional<float> eps, std::optional<float> rope_base,
+                                  const std::string& arch = "llama", const std::string& scaling = "",
+                                  float scaling_factor = 4.0f) {
   GgufWriter w;
-  w.add_string("general.architecture", "llama");
-  w.add<uint32_t>("llama.block_count", 2);
-  w.add<uint32_t>("llama.embedding_length", 64);
-  w.add<uint32_t>("llama.feed_forward_length", 128);
-  w.add<uint32_t>("llama.attention.head_count", 4);
-  w.add<uint32_t>("llama.context_length", 512);
-  if (eps) w.add<float>("llama.attention.layer_norm_rms_epsilon", *eps);
-  if (rope_base) w.add<float>("llama.rope.freq_base", *rope_base);
+  w.add_string("general.architecture", arch);
+  const std::string p = arch + ".";
+  w.add<uint32_t>(p + "block_count", 2);
+  w.add<uint32_t>(p + "embedding_length", 64);
+  w.add<uint32_t>(p + "feed_forward_length", 128);
+  w.add<uint32_t>(p + "attention.head_count", 4);
+  w.add<uint32_t>(p + "context_length", 512);
+  if (eps) w.add<float>(p + "attention.layer_norm_rms_epsilon", *eps);
+  if (rope_base) w.add<float>(p + "rope.freq_base", *rope_base);
+  if (!scaling.empty()) {
+    w.add_string(p + "rope.scaling.type", scaling);
+    w.add<float>(p + "rope.scaling.factor", scaling_factor);
+  }
   w.add<float>("t.swa_base", rope_base.value_or(10000.f));
   return w.finish();
 }
@@ -82,6 +90,29 @@ TEST(ModelConfig, ArchitectureFloatKeysGoThroughTheSameCheck) {
   auto absent = read_positive_float(**f, "t.absent", 7.0, 1e30);
   ASSERT_TRUE(absent.ok());
   EXPECT_FLOAT_EQ(*absent, 7.0f);
+}
+
+TEST(ModelConfig, RopeScalingIsLinearOrRefusedNamingTheType) {
+  auto lin = config_of(llama_header(1e-5f, 10000.f, "llama", "linear", 4.0f));
+  ASSERT_TRUE(lin.ok()) << lin.error();
+  EXPECT_FLOAT_EQ(lin->rope_freq_scale, 0.25f);
+  auto none = config_of(llama_header(1e-5f, 10000.f, "llama", "none"));
+  ASSERT_TRUE(none.ok()) << none.error();
+  EXPECT_FLOAT_EQ(none->rope_freq_scale, 1.0f);
+  auto yarn = config_of(llama_header(1e-5f, 10000.f, "llama", "yarn"));
+  ASSERT_FALSE(yarn.ok());
+  EXPECT_NE(yarn.error().find("'yarn'"), std::string::npos) << yarn.error();
+  EXPECT_FALSE(config_of(llama_header(1e-5f, 10000.f, "llama", "linear", 0.0f)).ok());
+}
+
+// A file of an architecture agentkv does not run: one line naming it and the supported list.
+TEST(ModelConfig, UnsupportedArchitectureIsNamedWithTheSupportedList) {
+  const std::vector<uint8_t> bytes = llama_header(1e-5f, 10000.f, "mamba");
+  auto f = GgufFile::parse(bytes.data(), bytes.size());
+  ASSERT_TRUE(f.ok()) << f.error();
+  auto m = create_model(**f);
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(m.error(), "unsupported architecture 'mamba' (supported: llama, gemma3, qwen2, qwen3)");
 }
 
 }  // namespace

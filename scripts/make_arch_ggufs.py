@@ -1,0 +1,157 @@
+#!/usr/bin/env python3
+"""Tiny random-weight GGUFs of the architectures agentkv loads beside its two real models, for the
+architecture tests (tests/model/arch_golden_test.cpp) and their llama.cpp goldens
+(scripts/make_arch_goldens.py).
+
+Each file has 3 layers, small dimensions, Q8_0 matrices (F32 norms and biases) and SmolLM2's real
+tokenizer (copied from its GGUF), so llama.cpp loads it as it loads a real model. Weights come from a
+fixed numpy seed per architecture: the same script writes the same bytes (the goldens record each
+file's sha256 and the test checks it).
+
+  make_arch_ggufs.py OUT_DIR [--models DIR]   (DIR: where SmolLM2-135M-Instruct.Q4_1.gguf is)
+"""
+import argparse
+import hashlib
+import os
+import sys
+
+import numpy as np
+import gguf
+
+SMOLLM2 = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+# name: (architecture, head_dim, extra parts)
+ARCHS = {
+    "qwen2": ("qwen2", 32, {"qkv_bias"}),
+    "qwen3": ("qwen3", 64, {"qk_norm"}),   # head_dim 64 != n_embd / n_head = 32, as in Qwen3
+    "llama3": ("llama", 32, {"rope_freqs"}),  # Llama 3.x frequency scaling through rope_freqs.weight
+}
+N_EMBD, N_HEAD, N_HEAD_KV, N_FF, N_LAYER, N_CTX = 128, 4, 2, 256, 3, 2048
+
+
+def tokenizer_fields(models_dir):
+    r = gguf.GGUFReader(os.path.join(models_dir, SMOLLM2))
+
+    def field(name):
+        return r.fields[name]
+
+    def strings(name):
+        f = field(name)
+        return [bytes(f.parts[i]).decode("utf-8") for i in f.data]
+
+    def scalar(name):
+        f = field(name)
+        return int(f.parts[f.data[0]][0])
+
+    return {
+        "tokens": strings("tokenizer.ggml.tokens"),
+        "types": [int(field("tokenizer.ggml.token_type").parts[i][0]) for i in field("tokenizer.ggml.token_type").data],
+        "merges": strings("tokenizer.ggml.merges"),
+        "bos": scalar("tokenizer.ggml.bos_token_id"),
+        "eos": scalar("tokenizer.ggml.eos_token_id"),
+    }
+
+
+def llama3_freq_factors(n_rot, base=500000.0, factor=8.0, low=1.0, high=4.0, orig_ctx=8192):
+    """Llama 3.1's rope scaling as the GGUF converter writes it (rope_freqs.weight)."""
+    freqs = 1.0 / (base ** (np.arange(0, n_rot, 2, dtype=np.float64) / n_rot))
+    low_wavelen, high_wavelen = orig_ctx / low, orig_ctx / high
+    out = []
+    for f in freqs:
+        wavelen = 2 * np.pi / f
+        if wavelen < high_wavelen:
+            out.append(1.0)
+        elif wavelen > low_wavelen:
+            out.append(factor)
+        else:
+            smooth = (orig_ctx / wavelen - low) / (high - low)
+            out.append(1.0 / ((1 - smooth) / factor + smooth))
+    return np.array(out, dtype=np.float32)
+
+
+def write(out_dir, name, tok):
+    arch, head_dim, extra = ARCHS[name]
+    rng = np.random.default_rng(sum(map(ord, name)))  # fixed per architecture
+    n_vocab = len(tok["tokens"])
+    q_dim, kv_dim = N_HEAD * head_dim, N_HEAD_KV * head_dim
+    path = os.path.join(out_dir, f"{name}.gguf")
+    w = gguf.GGUFWriter(path, arch)
+    w.add_name(f"agentkv tiny {name}")
+    w.add_block_count(N_LAYER)
+    w.add_context_length(N_CTX)
+    w.add_embedding_length(N_EMBD)
+    w.add_feed_forward_length(N_FF)
+    w.add_head_count(N_HEAD)
+    w.add_head_count_kv(N_HEAD_KV)
+    w.add_layer_norm_rms_eps(1e-6)
+    w.add_rope_freq_base(500000.0 if name == "llama3" else 1000000.0)
+    if head_dim != N_EMBD // N_HEAD:
+        w.add_key_length(head_dim)
+        w.add_value_length(head_dim)
+    w.add_rope_dimension_count(head_dim)
+    w.add_tokenizer_model("gpt2")
+    w.add_tokenizer_pre("smollm")
+    w.add_token_list(tok["tokens"])
+    w.add_token_types(tok["types"])
+    w.add_token_merges(tok["merges"])
+    w.add_bos_token_id(tok["bos"])
+    w.add_eos_token_id(tok["eos"])
+    w.add_add_bos_token(False)
+
+    def matrix(tname, rows, cols, scale=None):
+        a = rng.standard_normal((rows, cols)).astype(np.float32) * np.float32(scale or 1.0 / np.sqrt(cols))
+        w.add_tensor(tname, gguf.quants.quantize(a, gguf.GGMLQuantizationType.Q8_0),
+                     raw_dtype=gguf.GGMLQuantizationType.Q8_0)
+
+    def vector(tname, n, center, spread):
+        w.add_tensor(tname, (center + spread * rng.standard_normal(n)).astype(np.float32))
+
+    matrix("token_embd.weight", n_vocab, N_EMBD, scale=1.0)
+    if "rope_freqs" in extra:
+        w.add_tensor("rope_freqs.weight", llama3_freq_factors(head_dim))
+    for il in range(N_LAYER):
+        p = f"blk.{il}."
+        vector(p + "attn_norm.weight", N_EMBD, 1.0, 0.1)
+        # Q and K 3x larger than the rest: peaked attention, so that RoPE (its style, its frequency
+        # factors) shows in the logits instead of averaging away.
+        matrix(p + "attn_q.weight", q_dim, N_EMBD, scale=3.0 / np.sqrt(N_EMBD))
+        matrix(p + "attn_k.weight", kv_dim, N_EMBD, scale=3.0 / np.sqrt(N_EMBD))
+        matrix(p + "attn_v.weight", kv_dim, N_EMBD)
+        if "qkv_bias" in extra:
+            vector(p + "attn_q.bias", q_dim, 0.0, 0.5)
+            vector(p + "attn_k.bias", kv_dim, 0.0, 0.5)
+            vector(p + "attn_v.bias", kv_dim, 0.0, 0.5)
+        if "qk_norm" in extra:
+            vector(p + "attn_q_norm.weight", head_dim, 1.0, 0.2)
+            vector(p + "attn_k_norm.weight", head_dim, 1.0, 0.2)
+        matrix(p + "attn_output.weight", N_EMBD, q_dim)
+        vector(p + "ffn_norm.weight", N_EMBD, 1.0, 0.1)
+        matrix(p + "ffn_gate.weight", N_FF, N_EMBD)
+        matrix(p + "ffn_up.weight", N_FF, N_EMBD)
+        matrix(p + "ffn_down.weight", N_EMBD, N_FF)
+    vector("output_norm.weight", N_EMBD, 1.0, 0.1)
+    # An own head (a head tied to random embeddings mostly predicts the last input token again, which
+    # would make the greedy check trivial; tied heads are tested by SmolLM2).
+    matrix("output.weight", n_vocab, N_EMBD)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    with open(path, "rb") as f:
+        return path, hashlib.sha256(f.read()).hexdigest()
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("out_dir")
+    ap.add_argument("--models", default=os.environ.get("AGENTKV_MODELS") or os.path.expanduser("~/.cache/agentkv/models"))
+    args = ap.parse_args()
+    os.makedirs(args.out_dir, exist_ok=True)
+    tok = tokenizer_fields(args.models)
+    for name in ARCHS:
+        path, digest = write(args.out_dir, name, tok)
+        print(f"{name} {path} {digest}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

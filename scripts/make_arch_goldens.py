@@ -1,0 +1,95 @@
+#!/usr/bin/env python3
+"""llama.cpp's answers on the tiny architecture GGUFs (scripts/make_arch_ggufs.py), for
+tests/model/arch_golden_test.cpp: the last-position logits of each prompt (raw little-endian f32) and
+32 greedy tokens, with the file's sha256 so the test knows it regenerated the
+same bytes.
+
+Goldens are made only where the answer is not a coin toss: a prompt whose top two logits are within
+MIN_MARGIN is refused, and the greedy run starts from the first candidate prompt whose 32 steps all
+clear it (random weights make near-ties common).
+
+Run with the reference build of scripts/build_llamacpp_reference.sh on PYTHONPATH / LLAMA_CPP_LIB_PATH:
+  make_arch_goldens.py   (writes tests/data/arch/<name>.json and <name>.<i>.f32)
+"""
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+import llama_cpp
+from llama_cpp import Llama
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+LLAMA_CPP_COMMIT = "0c1e570"
+# Token ids (SmolLM2's vocabulary), so the goldens check the forward pass, not a tokenizer.
+PROMPTS = [
+    [504, 3575, 282, 4649, 314],                      # "The capital of France is"
+    [1, 28, 216, 33, 28, 216, 34, 28, 216, 35, 28],   # digits and commas
+    list(range(1000, 1600, 7)),                       # 86 tokens: several prefill panels
+    [(i * 7919) % 40000 + 103 for i in range(400)],   # 400 tokens: where RoPE's low frequencies turn
+]
+N_GREEDY = 32
+# Random weights make near-ties: a prompt (or greedy step) whose top two logits are closer than this
+# would make "the same top-1" a coin toss between two correct kernels, so the goldens refuse it.
+MIN_MARGIN = 0.005
+
+
+def margin(logits):
+    top2 = np.sort(logits)[-2:]
+    return float(top2[1] - top2[0])
+
+
+def main():
+    out_dir = os.path.join(ROOT, "tests/data/arch")
+    os.makedirs(out_dir, exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        made = subprocess.run([sys.executable, os.path.join(ROOT, "scripts/make_arch_ggufs.py"), tmp],
+                              check=True, capture_output=True, text=True).stdout.split("\n")
+        for line in filter(None, made):
+            name, path, digest = line.split()
+            m = Llama(path, n_ctx=512, n_batch=512, n_threads=2, verbose=False, flash_attn=False)
+            meta = {"name": name, "sha256": digest, "llama_cpp_python": llama_cpp.__version__,
+                    "llama_cpp_commit": LLAMA_CPP_COMMIT, "n_vocab": m.n_vocab(), "prompts": []}
+            for i, base in enumerate(PROMPTS):
+                # The prompt, or the first one-token extension of it whose top-1 is clear.
+                for extra in [[]] + [[k] for k in range(100, 164)]:
+                    ids = base + extra
+                    m.reset()
+                    m.eval(ids)
+                    ptr = llama_cpp.llama_get_logits_ith(m._ctx.ctx, -1)
+                    logits = np.ctypeslib.as_array(ptr, shape=(m.n_vocab(),)).astype(np.float32).copy()
+                    if margin(logits) >= MIN_MARGIN:
+                        break
+                else:
+                    sys.exit(f"{name} prompt {i}: every candidate's top-2 margin is below {MIN_MARGIN}")
+                logits.astype("<f4").tofile(os.path.join(out_dir, f"{name}.{i}.f32"))
+                entry = {"tokens": ids, "top1": int(np.argmax(logits))}
+                meta["prompts"].append(entry)
+                print(name, i, len(ids), entry["top1"], file=sys.stderr)
+            # 32 greedy tokens from the first candidate prompt whose whole path is free of near-ties.
+            for extra in [[]] + [[k] for k in range(100, 164)]:
+                ids = PROMPTS[0] + extra
+                m.reset()
+                m.eval(ids)
+                greedy = []
+                for _ in range(N_GREEDY):
+                    ptr = llama_cpp.llama_get_logits_ith(m._ctx.ctx, -1)
+                    cur = np.ctypeslib.as_array(ptr, shape=(m.n_vocab(),))
+                    if margin(cur) < MIN_MARGIN:
+                        break
+                    greedy.append(int(np.argmax(cur)))
+                    m.eval([greedy[-1]])
+                if len(greedy) == N_GREEDY:
+                    meta["greedy"] = {"tokens": ids, "greedy": greedy}
+                    break
+            else:
+                sys.exit(f"{name}: every candidate's greedy path has a near-tie")
+            with open(os.path.join(out_dir, f"{name}.json"), "w") as f:
+                json.dump(meta, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,102 @@
+#include "model/gated_decoder.h"
+
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "gguf/gguf_file.h"
+#include "ops/norm.h"
+#include "ops/rope.h"
+
+namespace agentkv {
+
+namespace {
+
+class GatedDecoder final : public Model {
+ public:
+  GatedDecoder(ModelConfig cfg, std::vector<GatedDecoderLayer> layers, WeightView embd, WeightView head,
+               const float* out_norm)
+      : Model(std::move(cfg)),
+        layers_(std::move(layers)),
+        embd_(embd),
+        head_(head),
+        out_norm_(out_norm),
+        rope_(agentkv::layer_rope(cfg_, 0)) {}
+
+  const Rope& layer_rope(int) const override { return rope_; }
+
+ protected:
+  void forward_layers_validated(const Batch& b, const KvArena& kv, int layer_begin, int layer_end, float* x,
+                                float* logits, ThreadPool& pool) const override {
+    const ModelConfig& c = cfg_;
+    const int64_t n = b.size();
+    const int d = c.n_embd;
+    std::vector<float> h(n * d), gate(n * c.n_ff), up(n * c.n_ff);
+    AttentionScratch scratch(c, n);
+    if (layer_begin == 0) embed_tokens(embd_, b, 1.0f, x, pool);
+    for (int il = layer_begin; il < layer_end; ++il) {
+      const GatedDecoderLayer& L = layers_[il];
+      norm_rows(x, L.attn_norm, h.data(), n, d, c.rms_eps, pool);
+      attention_block(c, b, kv, il, L.attn, L.extras, rope_, 0, h.data(), h.data(), scratch, pool);
+      add_inplace(x, h.data(), n * d);
+
+      norm_rows(x, L.ffn_norm, h.data(), n, d, c.rms_eps, pool);
+      matmul(L.ffn.gate, h.data(), n, gate.data(), pool, b.n_tile_tokens);
+      matmul(L.ffn.up, h.data(), n, up.data(), pool, b.n_tile_tokens);
+      silu_mul(gate.data(), up.data(), n * c.n_ff);
+      matmul(L.ffn.down, gate.data(), n, h.data(), pool, b.n_tile_tokens);
+      add_inplace(x, h.data(), n * d);
+    }
+    if (layer_end == c.n_layer) lm_head(head_, out_norm_, c.rms_eps, b, x, d, logits, pool);
+  }
+
+ private:
+  std::vector<GatedDecoderLayer> layers_;
+  WeightView embd_, head_;
+  const float* out_norm_;
+  Rope rope_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Model>> load_gated_decoder(const GgufFile& f, ModelConfig cfg, GatedDecoderParts parts) {
+  WeightView embd;
+  AGENTKV_ASSIGN_OR_RETURN(embd, find_embedding(f, cfg));
+  if (f.tensor("rope_freqs.weight")) {
+    const float* ff;
+    AGENTKV_ASSIGN_OR_RETURN(ff, find_vector(f, "rope_freqs.weight", cfg.n_rot / 2));
+    cfg.rope_freq_factors.assign(ff, ff + cfg.n_rot / 2);
+    for (float v : cfg.rope_freq_factors)
+      if (!(v > 0) || !std::isfinite(v)) return make_error("tensor 'rope_freqs.weight' holds a factor that is not finite and > 0");
+  }
+  const int d = cfg.n_embd;
+  std::vector<GatedDecoderLayer> layers(cfg.n_layer);
+  for (int il = 0; il < cfg.n_layer; ++il) {
+    const std::string p = "blk." + std::to_string(il) + ".";
+    GatedDecoderLayer& L = layers[il];
+    AGENTKV_ASSIGN_OR_RETURN(L.attn_norm, find_vector(f, p + "attn_norm.weight", d));
+    AGENTKV_ASSIGN_OR_RETURN(L.attn, find_attention(f, p, cfg));
+    if (parts.qkv_bias) {
+      AGENTKV_ASSIGN_OR_RETURN(L.extras.bq, find_vector(f, p + "attn_q.bias", cfg.q_dim()));
+      AGENTKV_ASSIGN_OR_RETURN(L.extras.bk, find_vector(f, p + "attn_k.bias", cfg.kv_dim()));
+      AGENTKV_ASSIGN_OR_RETURN(L.extras.bv, find_vector(f, p + "attn_v.bias", cfg.kv_dim()));
+    }
+    if (parts.qk_norm) {
+      AGENTKV_ASSIGN_OR_RETURN(L.extras.q_norm, find_vector(f, p + "attn_q_norm.weight", cfg.head_dim));
+      AGENTKV_ASSIGN_OR_RETURN(L.extras.k_norm, find_vector(f, p + "attn_k_norm.weight", cfg.head_dim));
+    }
+    AGENTKV_ASSIGN_OR_RETURN(L.ffn_norm, find_vector(f, p + "ffn_norm.weight", d));
+    AGENTKV_ASSIGN_OR_RETURN(L.ffn, find_ffn(f, p, cfg));
+  }
+  WeightView head;
+  const float* out_norm;
+  AGENTKV_ASSIGN_OR_RETURN(out_norm, find_vector(f, "output_norm.weight", d));
+  if (f.tensor("output.weight")) {
+    AGENTKV_ASSIGN_OR_RETURN(head, find_matrix(f, "output.weight", d, cfg.n_vocab));
+  } else {
+    head = embd;  // tied embeddings
+  }
+  return std::unique_ptr<Model>(new GatedDecoder(std::move(cfg), std::move(layers), embd, head, out_norm));
+}
+
+}  // namespace agentkv

@@ -1,0 +1,33 @@
+// The pre-norm decoder several families share, one implementation: RMS norm, attention with RoPE
+// (optionally with Q/K/V biases, as Qwen2 has, and a per-head RMS norm of Q and K before RoPE, as
+// Qwen3 has), a SiLU-gated FFN, the final norm and the LM head (tied to the embedding or not).
+// llama_model.cpp, qwen2_model.cpp and qwen3_model.cpp each read their file into it.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "model/model.h"
+#include "model/transformer_parts.h"
+
+namespace agentkv {
+
+struct GatedDecoderLayer {
+  const float* attn_norm = nullptr;
+  AttentionWeights attn;
+  AttentionExtras extras;  // Qwen2's biases, Qwen3's Q/K norms
+  const float* ffn_norm = nullptr;
+  FfnWeights ffn;
+};
+
+struct GatedDecoderParts {
+  bool qkv_bias = false;  // blk.N.attn_{q,k,v}.bias
+  bool qk_norm = false;   // blk.N.attn_{q,k}_norm.weight
+};
+
+// Reads every layer, the embedding, the final norm and the head (output.weight, or the embedding when
+// the file has none), and rope_freqs.weight when present; a missing tensor is an error naming it.
+Result<std::unique_ptr<Model>> load_gated_decoder(const GgufFile& f, ModelConfig cfg, GatedDecoderParts parts);
+
+}  // namespace agentkv
