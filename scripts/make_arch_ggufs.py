@@ -20,11 +20,12 @@ import gguf
 
 SMOLLM2 = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
-# name: (architecture, head_dim, extra parts)
+# name: (architecture, head_dim, extra parts, pre-tokenizer). The Qwen files name the "qwen2"
+# pre-tokenizer over SmolLM2's vocabulary and merges, so the tokenizer goldens check that splitter.
 ARCHS = {
-    "qwen2": ("qwen2", 32, {"qkv_bias"}),
-    "qwen3": ("qwen3", 64, {"qk_norm"}),   # head_dim 64 != n_embd / n_head = 32, as in Qwen3
-    "llama3": ("llama", 32, {"rope_freqs"}),  # Llama 3.x frequency scaling through rope_freqs.weight
+    "qwen2": ("qwen2", 32, {"qkv_bias"}, "qwen2"),
+    "qwen3": ("qwen3", 64, {"qk_norm"}, "qwen2"),   # head_dim 64 != n_embd / n_head = 32, as in Qwen3
+    "llama3": ("llama", 32, {"rope_freqs"}, "smollm"),  # Llama 3.x frequency scaling: rope_freqs.weight
 }
 N_EMBD, N_HEAD, N_HEAD_KV, N_FF, N_LAYER, N_CTX = 128, 4, 2, 256, 3, 2048
 
@@ -70,7 +71,7 @@ def llama3_freq_factors(n_rot, base=500000.0, factor=8.0, low=1.0, high=4.0, ori
 
 
 def write(out_dir, name, tok):
-    arch, head_dim, extra = ARCHS[name]
+    arch, head_dim, extra, pre = ARCHS[name]
     rng = np.random.default_rng(sum(map(ord, name)))  # fixed per architecture
     n_vocab = len(tok["tokens"])
     q_dim, kv_dim = N_HEAD * head_dim, N_HEAD_KV * head_dim
@@ -90,7 +91,7 @@ def write(out_dir, name, tok):
         w.add_value_length(head_dim)
     w.add_rope_dimension_count(head_dim)
     w.add_tokenizer_model("gpt2")
-    w.add_tokenizer_pre("smollm")
+    w.add_tokenizer_pre(pre)
     w.add_token_list(tok["tokens"])
     w.add_token_types(tok["types"])
     w.add_token_merges(tok["merges"])

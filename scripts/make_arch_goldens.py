@@ -32,6 +32,18 @@ PROMPTS = [
     [(i * 7919) % 40000 + 103 for i in range(400)],   # 400 tokens: where RoPE's low frequencies turn
 ]
 N_GREEDY = 32
+# Texts for the pre-tokenizer: contractions in any case, digit runs, whitespace runs before letters,
+# digits, line breaks and the end, punctuation runs with line breaks, letters of several scripts.
+TOKENIZER_TEXTS = [
+    "I'M sure WE'LL see; they'Re here, it's HIS dog'S bone and you'd've",
+    "12345 + 6.78 = 12351.78, 2024-12-01",
+    "a   b\t\tc \n\n  x\r\n y  \n",
+    "...!!\n\n--> (ok)?  ;;\n",
+    "Привет, мир! 東京は日本の首都です。 naïve café Ωmega",
+    "def f(x):\n    return x**2  # square\n\n\n",
+    "emoji 👍🏽 and   trailing spaces   ",
+    "  leading\u00a0nbsp and\u2003em space",
+]
 # Random weights make near-ties: a prompt (or greedy step) whose top two logits are closer than this
 # would make "the same top-1" a coin toss between two correct kernels, so the goldens refuse it.
 MIN_MARGIN = 0.005
@@ -69,6 +81,8 @@ def main():
                 entry = {"tokens": ids, "top1": int(np.argmax(logits))}
                 meta["prompts"].append(entry)
                 print(name, i, len(ids), entry["top1"], file=sys.stderr)
+            meta["tokenizer"] = [{"text": t, "ids": m.tokenize(t.encode("utf-8"), add_bos=False, special=False)}
+                                 for t in TOKENIZER_TEXTS]
             # 32 greedy tokens from the first candidate prompt whose whole path is free of near-ties.
             for extra in [[]] + [[k] for k in range(100, 164)]:
                 ids = PROMPTS[0] + extra

@@ -1,10 +1,15 @@
-// Byte-level BPE (tokenizer.ggml.model = "gpt2") with the "smollm" pre-tokenizer.
+// Byte-level BPE (tokenizer.ggml.model = "gpt2") with the "smollm" or the "qwen2" pre-tokenizer.
 //
-// Pre-tokenization applies two patterns in sequence, each to the pieces left by the previous one,
-// keeping matched and unmatched spans (llama.cpp's unicode_regex_split):
+// smollm applies two patterns in sequence, each to the pieces left by the previous one, keeping
+// matched and unmatched spans (llama.cpp's unicode_regex_split):
 //   1. \p{N}  -- every number code point becomes a piece of its own;
 //   2. 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
-// Both are hand-written matchers over code points: std::regex is slow and not Unicode aware.
+// qwen2 (also "deepseek-r1-qwen") is one pattern, Qwen2's tokenizer.json regex:
+//   (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
+// All are hand-written matchers over code points: std::regex is slow and not Unicode aware.
+#include <algorithm>
+#include <cctype>
+
 #include "tokenizer/symbol_merge.h"
 #include "tokenizer/tokenizer_core.h"
 #include "tokenizer/unicode.h"
@@ -93,6 +98,70 @@ void gpt2_split(const std::vector<uint32_t>& cps, size_t begin, size_t end,
   }
 }
 
+// The qwen2 pattern above, alternative by alternative, leftmost first, at each position of [0, n).
+void qwen2_split(const std::vector<uint32_t>& cps, std::vector<std::pair<size_t, size_t>>& out) {
+  const size_t end = cps.size();
+  auto cls_at = [&](size_t p) { return p < end ? classify(cps[p]) : Cls::kNone; };
+  auto is_crlf = [&](size_t p) { return p < end && (cps[p] == '\r' || cps[p] == '\n'); };
+  auto lower = [&](size_t p) { return p < end && cps[p] < 128 ? uint32_t(std::tolower(int(cps[p]))) : 0u; };
+  size_t pos = 0;
+  auto emit_to = [&](size_t to) {
+    out.emplace_back(pos, to);
+    pos = to;
+  };
+  while (pos < end) {
+    const uint32_t cp = cps[pos];
+    const Cls cls = cls_at(pos);
+    // (?i:'s|'t|'re|'ve|'m|'ll|'d)
+    if (cp == '\'') {
+      const uint32_t c1 = lower(pos + 1), c2 = lower(pos + 2);
+      if (c1 == 's' || c1 == 't' || c1 == 'm' || c1 == 'd') {
+        emit_to(pos + 2);
+        continue;
+      }
+      if ((c1 == 'r' && c2 == 'e') || (c1 == 'v' && c2 == 'e') || (c1 == 'l' && c2 == 'l')) {
+        emit_to(pos + 3);
+        continue;
+      }
+    }
+    // [^\r\n\p{L}\p{N}]?\p{L}+
+    if (cls == Cls::kLetter || (!is_crlf(pos) && cls != Cls::kNumber && cls_at(pos + 1) == Cls::kLetter)) {
+      size_t p = pos + 1;
+      while (cls_at(p) == Cls::kLetter) ++p;
+      emit_to(p);
+      continue;
+    }
+    // \p{N}
+    if (cls == Cls::kNumber) {
+      emit_to(pos + 1);
+      continue;
+    }
+    // " ?[^\s\p{L}\p{N}]+[\r\n]*"
+    const size_t run = pos + (cp == ' ' ? 1 : 0);
+    if (cls_at(run) == Cls::kOther) {
+      size_t p = run;
+      while (cls_at(p) == Cls::kOther) ++p;
+      while (is_crlf(p)) ++p;
+      emit_to(p);
+      continue;
+    }
+    size_t n_space = 0, after_last_crlf = 0;
+    while (cls_at(pos + n_space) == Cls::kSpace) {
+      if (is_crlf(pos + n_space)) after_last_crlf = pos + n_space + 1;
+      ++n_space;
+    }
+    if (after_last_crlf > 0) {  // \s*[\r\n]+
+      emit_to(after_last_crlf);
+      continue;
+    }
+    if (n_space > 1 && pos + n_space < end) {  // \s+(?!\S): the last space joins what follows
+      emit_to(pos + n_space - 1);
+      continue;
+    }
+    emit_to(pos + std::max<size_t>(n_space, 1));  // \s+ (or a lone character nothing matched)
+  }
+}
+
 struct Bigram {
   int left, right;
   int32_t rank;
@@ -136,10 +205,17 @@ std::vector<std::pair<size_t, size_t>> smollm_pretokenize(const std::vector<uint
   return out;
 }
 
+std::vector<std::pair<size_t, size_t>> qwen2_pretokenize(const std::vector<uint32_t>& cps) {
+  std::vector<std::pair<size_t, size_t>> out;
+  qwen2_split(cps, out);
+  return out;
+}
+
 void bpe_encode_fragment(const TokenizerCore& core, std::string_view text, std::vector<int32_t>& out) {
   const std::vector<uint32_t> cps = unicode::decode(text);
   std::string word;
-  for (const auto& [b, e] : smollm_pretokenize(cps)) {
+  const auto pieces = core.pre == BpePre::kQwen2 ? qwen2_pretokenize(cps) : smollm_pretokenize(cps);
+  for (const auto& [b, e] : pieces) {
     // Re-encoding the decoded code points is deliberate: invalid bytes become U+FFFD (EF BF BD)
     // and overlong forms are normalised, exactly as llama.cpp feeds them to the byte map.
     const std::string utf8 = unicode::to_utf8(cps, b, e);

@@ -147,7 +147,7 @@ char byte_of_token(const std::string& text) {
   return static_cast<char>(std::strtol(hex.c_str(), nullptr, 16));
 }
 
-// A byte offset where the smollm pre-tokenizer always splits and UTF-8 decoding is unchanged, so
+// A byte offset where the smollm and qwen2 pre-tokenizers always split and UTF-8 decoding is unchanged, so
 // that encoding [0, i) and [i, end) on their own gives the tokens of the whole: before an ASCII digit
 // (every number is a piece of its own), or before " x" (x an ASCII letter) after a character that is
 // not whitespace (" ?\p{L}+" starts there). The byte before is ASCII, so no character straddles it.
@@ -174,10 +174,15 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::create(VocabData vocab) {
   TokenizerCore& c = *tok->core_;
   if (vocab.model == "gpt2") {
     c.kind = Kind::kBpe;
-    // Only "smollm" is implemented: its siblings share the pre-tokenizer but enable llama.cpp's
-    // clean_spaces detokenizer pass, which we do not have.
-    if (vocab.pre != "smollm") {
-      return make_error("tokenizer: unsupported BPE pre-tokenizer '" + vocab.pre + "'");
+    // smollm and qwen2 (deepseek-r1-qwen is the same regex): both without llama.cpp's ignore_merges
+    // and clean_spaces passes. Others (llama-bpe: those passes and \p{N}{1,3}; gpt-4o; ...) are refused.
+    if (vocab.pre == "smollm") {
+      c.pre = BpePre::kSmollm;
+    } else if (vocab.pre == "qwen2" || vocab.pre == "deepseek-r1-qwen") {
+      c.pre = BpePre::kQwen2;
+    } else {
+      return make_error("tokenizer: unsupported BPE pre-tokenizer '" + vocab.pre +
+                        "' (supported: smollm, qwen2, deepseek-r1-qwen)");
     }
   } else if (vocab.model == "llama") {
     c.kind = Kind::kSpm;

@@ -36,8 +36,12 @@ class SpecialTrie {
   std::unordered_map<uint64_t, uint32_t> edges_;  // (node << 8 | byte) -> child node
 };
 
+// The BPE pre-tokenizers implemented (tokenizer.ggml.pre): smollm, and qwen2 (= deepseek-r1-qwen).
+enum class BpePre { kSmollm, kQwen2 };
+
 struct TokenizerCore {
   Tokenizer::Kind kind = Tokenizer::Kind::kBpe;
+  BpePre pre = BpePre::kSmollm;
   VocabData vocab;  // tokens / scores / types as loaded (empty tokens renamed like llama.cpp)
   std::vector<uint32_t> attrs;
   std::unordered_map<std::string_view, int32_t> token_to_id;  // views into vocab.tokens
@@ -65,8 +69,9 @@ void bpe_encode_fragment(const TokenizerCore& core, std::string_view text, std::
 void spm_encode_fragment(const TokenizerCore& core, std::string_view text, bool prefix_space,
                          std::vector<int32_t>& out);
 
-// Pre-tokenizer of the "smollm" family: returns [begin, end) code point spans of `cps`.
+// Pre-tokenizers: [begin, end) code point spans of `cps`.
 std::vector<std::pair<size_t, size_t>> smollm_pretokenize(const std::vector<uint32_t>& cps);
+std::vector<std::pair<size_t, size_t>> qwen2_pretokenize(const std::vector<uint32_t>& cps);
 
 // Splits `text` at special tokens exactly like llama.cpp's tokenizer_st_partition.
 struct Fragment {

@@ -112,6 +112,21 @@ TEST_P(ArchGolden, LogitsAndGreedyTokensMatchLlamaCpp) {
   EXPECT_EQ(ours, g["greedy"].get<std::vector<int32_t>>()) << name << ": greedy tokens";
 }
 
+// The file's pre-tokenizer ("qwen2" on the Qwen files, "smollm" on llama3) over SmolLM2's merges:
+// the same ids as llama.cpp for texts that exercise every alternative of its pattern.
+TEST_P(ArchGolden, TokenizerMatchesLlamaCpp) {
+  const auto& files = tiny_files();
+  ASSERT_TRUE(files.count(GetParam()));
+  auto lm = load_model(files.at(GetParam()).first);
+  ASSERT_TRUE(lm.ok()) << lm.error();
+  auto golden = parse_json(testing::read_file(testing::source_path("tests/data/arch/" + GetParam() + ".json")));
+  ASSERT_TRUE(golden.ok()) << golden.error();
+  for (const Json& t : (*golden)["tokenizer"]) {
+    const std::string text = t["text"].get<std::string>();
+    EXPECT_EQ((*lm)->tokenizer->encode(text, false, false), t["ids"].get<std::vector<int32_t>>()) << GetParam() << ": " << text;
+  }
+}
+
 TEST_P(ArchGolden, BatchedDecodeEqualsOneAtATimeBitForBit) {
   const auto& files = tiny_files();
   ASSERT_TRUE(files.count(GetParam()));

@@ -541,7 +541,13 @@ TEST(HttpServer, StopWaitsForARunningHandlerAndJoinsEveryThread) {
   const int threads_before = thread_count();
   std::atomic<bool> entered{false}, finished{false};
   auto server = std::make_unique<HttpServer>();
-  ASSERT_TRUE(server->start([&](const HttpRequest&, HttpResponseWriter& w) {
+  // Only /busy runs long: the idle client's own request must not be the one stop() waits for (it
+  // was, when both slept: under load stop() could then come before the busy request was read).
+  ASSERT_TRUE(server->start([&](const HttpRequest& req, HttpResponseWriter& w) {
+    if (req.path != "/busy") {
+      w.respond(200, "text/plain", "idle");
+      return;
+    }
     entered = true;
     std::this_thread::sleep_for(300ms);
     w.respond(200, "text/plain", "done");
@@ -549,8 +555,9 @@ TEST(HttpServer, StopWaitsForARunningHandlerAndJoinsEveryThread) {
   }).ok());
   TestClient busy(server->port());
   TestClient idle(server->port());
-  ASSERT_TRUE(idle.send(get("/")));  // served at once, then idles on keep-alive
-  ASSERT_TRUE(busy.send(get("/")));
+  ASSERT_TRUE(idle.send(get("/")));
+  ASSERT_EQ(idle.read_response().body, "idle");  // served, and now idles on keep-alive
+  ASSERT_TRUE(busy.send(get("/busy")));
   ASSERT_TRUE(eventually([&] { return entered.load(); }));
   server->stop();
   EXPECT_TRUE(finished.load());
