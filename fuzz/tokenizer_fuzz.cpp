@@ -1,5 +1,5 @@
-// libFuzzer target: encodes arbitrary bytes with a small built-in byte-level BPE vocab and a small
-// SentencePiece vocab (no model files), then decodes. Checks invariants that hold for any input:
+// libFuzzer target: encodes arbitrary bytes with a small built-in byte-level BPE vocab (under both
+// the smollm and the qwen2 pre-tokenizer) and a small SentencePiece vocab (no model files), then decodes. Checks invariants that hold for any input:
 // ids are in range, valid UTF-8 input round-trips through the SPM vocab (it has all 256 byte
 // tokens and no control tokens), and the streaming decoder reproduces decode().
 #include <cstddef>
@@ -18,10 +18,10 @@ using agentkv::Tokenizer;
 using agentkv::TokenType;
 using agentkv::VocabData;
 
-std::unique_ptr<Tokenizer> build_bpe() {
+std::unique_ptr<Tokenizer> build_bpe(const char* pre) {
   VocabData v;
   v.model = "gpt2";
-  v.pre = "smollm";
+  v.pre = pre;
   for (int b = 0; b < 256; ++b) v.tokens.push_back(agentkv::unicode::byte_to_utf8(static_cast<uint8_t>(b)));
   v.token_types.assign(256, static_cast<int32_t>(TokenType::kNormal));
   const char* merges[] = {"\xC4\xA0 t", "h e", "\xC4\xA0t he", "i n", "e r", "\xC4\xA0 a", "o n", "a n"};
@@ -116,11 +116,13 @@ void check(const Tokenizer& tok, std::string_view text, bool parse_special) {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  static const std::unique_ptr<Tokenizer> bpe = build_bpe();
+  static const std::unique_ptr<Tokenizer> bpe = build_bpe("smollm");
+  static const std::unique_ptr<Tokenizer> qwen2 = build_bpe("qwen2");
   static const std::unique_ptr<Tokenizer> spm = build_spm();
   const std::string_view text(reinterpret_cast<const char*>(data), size);
   for (bool ps : {false, true}) {
     check(*bpe, text, ps);
+    check(*qwen2, text, ps);
     check(*spm, text, ps);
   }
   return 0;

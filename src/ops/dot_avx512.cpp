@@ -2,8 +2,10 @@
 // so each unpacked weight block is reused across twice as many tokens.
 // GCC 12's AVX-512 intrinsics build their results from _mm512_undefined_*(), which -Wmaybe-uninitialized
 // reports at every inlined use (GCC bug 105593, fixed in GCC 13); nothing of ours is uninitialized.
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
 #include "ops/dot_x86_tiles.h"
 
 namespace agentkv {
