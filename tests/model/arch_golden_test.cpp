@@ -11,8 +11,11 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <system_error>
 #include <memory>
 #include <vector>
+
+#include <unistd.h>
 
 #include "batched_decode_check.h"
 #include "engine/single_sequence.h"
@@ -35,14 +38,24 @@ std::string venv_python() {
   return std::string(home ? home : ".") + "/.cache/agentkv/venv/bin/python";
 }
 
-// Writes the tiny files once per test binary; name -> (path, sha256).
+// The process's own directory of tiny files, removed when the process exits (~40 MB).
+struct TinyDir {
+  std::string path =
+      (std::filesystem::temp_directory_path() / ("agentkv-arch-" + std::to_string(::getpid()))).string();
+  ~TinyDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+  }
+};
+
+// Writes the tiny files once per test process; name -> (path, sha256).
 const std::map<std::string, std::pair<std::string, std::string>>& tiny_files() {
   static std::map<std::string, std::pair<std::string, std::string>> files;
+  static TinyDir tiny_dir;
   static bool made = false;
   if (made) return files;
   made = true;
-  const std::string dir =
-      (std::filesystem::temp_directory_path() / ("agentkv-arch-" + std::to_string(::getpid()))).string();
+  const std::string& dir = tiny_dir.path;
   const std::string cmd = venv_python() + " " + testing::source_path("scripts/make_arch_ggufs.py") + " " + dir +
                           " --models " + model_cache_dir();
   FILE* p = popen(cmd.c_str(), "r");
