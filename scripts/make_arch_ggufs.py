@@ -26,6 +26,7 @@ ARCHS = {
     "qwen2": ("qwen2", 32, {"qkv_bias"}, "qwen2"),
     "qwen3": ("qwen3", 64, {"qk_norm"}, "qwen2"),   # head_dim 64 != n_embd / n_head = 32, as in Qwen3
     "llama3": ("llama", 32, {"rope_freqs"}, "smollm"),  # Llama 3.x frequency scaling: rope_freqs.weight
+    "phi3": ("phi3", 32, {"fused"}, "smollm"),  # attn_qkv and gate+up ffn_up fused, as Phi-3 files are
 }
 N_EMBD, N_HEAD, N_HEAD_KV, N_FF, N_LAYER, N_CTX = 128, 4, 2, 256, 3, 2048
 
@@ -77,7 +78,9 @@ def write(out_dir, name, tok):
     q_dim, kv_dim = N_HEAD * head_dim, N_HEAD_KV * head_dim
     path = os.path.join(out_dir, f"{name}.gguf")
     w = gguf.GGUFWriter(path, arch)
-    w.add_name(f"agentkv tiny {name}")
+    # Not the family's name: llama.cpp sets token attributes by model name ("phi3" looks up "</s>",
+    # which SmolLM2's vocabulary does not have).
+    w.add_name("agentkv tiny test file")
     w.add_block_count(N_LAYER)
     w.add_context_length(N_CTX)
     w.add_embedding_length(N_EMBD)
@@ -115,9 +118,15 @@ def write(out_dir, name, tok):
         vector(p + "attn_norm.weight", N_EMBD, 1.0, 0.1)
         # Q and K 3x larger than the rest: peaked attention, so that RoPE (its style, its frequency
         # factors) shows in the logits instead of averaging away.
-        matrix(p + "attn_q.weight", q_dim, N_EMBD, scale=3.0 / np.sqrt(N_EMBD))
-        matrix(p + "attn_k.weight", kv_dim, N_EMBD, scale=3.0 / np.sqrt(N_EMBD))
-        matrix(p + "attn_v.weight", kv_dim, N_EMBD)
+        if "fused" in extra:
+            qkv = rng.standard_normal((q_dim + 2 * kv_dim, N_EMBD)).astype(np.float32) / np.float32(np.sqrt(N_EMBD))
+            qkv[: q_dim + kv_dim] *= np.float32(3.0)
+            w.add_tensor(p + "attn_qkv.weight", gguf.quants.quantize(qkv, gguf.GGMLQuantizationType.Q8_0),
+                         raw_dtype=gguf.GGMLQuantizationType.Q8_0)
+        else:
+            matrix(p + "attn_q.weight", q_dim, N_EMBD, scale=3.0 / np.sqrt(N_EMBD))
+            matrix(p + "attn_k.weight", kv_dim, N_EMBD, scale=3.0 / np.sqrt(N_EMBD))
+            matrix(p + "attn_v.weight", kv_dim, N_EMBD)
         if "qkv_bias" in extra:
             vector(p + "attn_q.bias", q_dim, 0.0, 0.5)
             vector(p + "attn_k.bias", kv_dim, 0.0, 0.5)
@@ -127,8 +136,11 @@ def write(out_dir, name, tok):
             vector(p + "attn_k_norm.weight", head_dim, 1.0, 0.2)
         matrix(p + "attn_output.weight", N_EMBD, q_dim)
         vector(p + "ffn_norm.weight", N_EMBD, 1.0, 0.1)
-        matrix(p + "ffn_gate.weight", N_FF, N_EMBD)
-        matrix(p + "ffn_up.weight", N_FF, N_EMBD)
+        if "fused" in extra:
+            matrix(p + "ffn_up.weight", 2 * N_FF, N_EMBD)  # gate rows, then up rows
+        else:
+            matrix(p + "ffn_gate.weight", N_FF, N_EMBD)
+            matrix(p + "ffn_up.weight", N_FF, N_EMBD)
         matrix(p + "ffn_down.weight", N_EMBD, N_FF)
     vector("output_norm.weight", N_EMBD, 1.0, 0.1)
     # An own head (a head tied to random embeddings mostly predicts the last input token again, which

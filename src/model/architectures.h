@@ -11,5 +11,6 @@ Result<std::unique_ptr<Model>> create_llama_model(const GgufFile& file, ModelCon
 Result<std::unique_ptr<Model>> create_gemma3_model(const GgufFile& file, ModelConfig cfg);
 Result<std::unique_ptr<Model>> create_qwen2_model(const GgufFile& file, ModelConfig cfg);
 Result<std::unique_ptr<Model>> create_qwen3_model(const GgufFile& file, ModelConfig cfg);
+Result<std::unique_ptr<Model>> create_phi3_model(const GgufFile& file, ModelConfig cfg);
 
 }  // namespace agentkv

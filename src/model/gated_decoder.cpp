@@ -62,6 +62,8 @@ class GatedDecoder final : public Model {
 Result<std::unique_ptr<Model>> load_gated_decoder(const GgufFile& f, ModelConfig cfg, GatedDecoderParts parts) {
   WeightView embd;
   AGENTKV_ASSIGN_OR_RETURN(embd, find_embedding(f, cfg));
+  if (f.tensor("rope_factors_long.weight") || f.tensor("rope_factors_short.weight"))
+    return make_error("rope_factors_long/short.weight (LongRoPE, Phi-3 128k and Phi-3.5) are not supported yet");
   if (f.tensor("rope_freqs.weight")) {
     const float* ff;
     AGENTKV_ASSIGN_OR_RETURN(ff, find_vector(f, "rope_freqs.weight", cfg.n_rot / 2));
@@ -75,7 +77,17 @@ Result<std::unique_ptr<Model>> load_gated_decoder(const GgufFile& f, ModelConfig
     const std::string p = "blk." + std::to_string(il) + ".";
     GatedDecoderLayer& L = layers[il];
     AGENTKV_ASSIGN_OR_RETURN(L.attn_norm, find_vector(f, p + "attn_norm.weight", d));
-    AGENTKV_ASSIGN_OR_RETURN(L.attn, find_attention(f, p, cfg));
+    if (parts.phi3 && f.tensor(p + "attn_qkv.weight")) {
+      const int64_t q = cfg.q_dim(), kvd = cfg.kv_dim(), total = q + 2 * kvd;
+      const std::string qkv = p + "attn_qkv.weight";
+      AGENTKV_ASSIGN_OR_RETURN(L.attn.wq, find_matrix_rows(f, qkv, d, total, 0, q));
+      AGENTKV_ASSIGN_OR_RETURN(L.attn.wk, find_matrix_rows(f, qkv, d, total, q, kvd));
+      AGENTKV_ASSIGN_OR_RETURN(L.attn.wv, find_matrix_rows(f, qkv, d, total, q + kvd, kvd));
+      AGENTKV_ASSIGN_OR_RETURN(L.attn.wo, find_matrix(f, p + "attn_output.weight", q, d));
+    } else {
+      AGENTKV_ASSIGN_OR_RETURN(L.attn, find_attention(f, p, cfg));
+    }
+    L.extras.prescale_q = parts.phi3;
     if (parts.qkv_bias) {
       AGENTKV_ASSIGN_OR_RETURN(L.extras.bq, find_vector(f, p + "attn_q.bias", cfg.q_dim()));
       AGENTKV_ASSIGN_OR_RETURN(L.extras.bk, find_vector(f, p + "attn_k.bias", cfg.kv_dim()));
@@ -86,7 +98,14 @@ Result<std::unique_ptr<Model>> load_gated_decoder(const GgufFile& f, ModelConfig
       AGENTKV_ASSIGN_OR_RETURN(L.extras.k_norm, find_vector(f, p + "attn_k_norm.weight", cfg.head_dim));
     }
     AGENTKV_ASSIGN_OR_RETURN(L.ffn_norm, find_vector(f, p + "ffn_norm.weight", d));
-    AGENTKV_ASSIGN_OR_RETURN(L.ffn, find_ffn(f, p, cfg));
+    if (parts.phi3) {
+      const std::string up = p + "ffn_up.weight";
+      AGENTKV_ASSIGN_OR_RETURN(L.ffn.gate, find_matrix_rows(f, up, d, 2 * int64_t(cfg.n_ff), 0, cfg.n_ff));
+      AGENTKV_ASSIGN_OR_RETURN(L.ffn.up, find_matrix_rows(f, up, d, 2 * int64_t(cfg.n_ff), cfg.n_ff, cfg.n_ff));
+      AGENTKV_ASSIGN_OR_RETURN(L.ffn.down, find_matrix(f, p + "ffn_down.weight", cfg.n_ff, d));
+    } else {
+      AGENTKV_ASSIGN_OR_RETURN(L.ffn, find_ffn(f, p, cfg));
+    }
   }
   WeightView head;
   const float* out_norm;

@@ -24,6 +24,9 @@ struct GatedDecoderLayer {
 struct GatedDecoderParts {
   bool qkv_bias = false;  // blk.N.attn_{q,k,v}.bias
   bool qk_norm = false;   // blk.N.attn_{q,k}_norm.weight
+  // Phi-3: blk.N.attn_qkv.weight (Q, K, V rows in that order) when the file has it, and
+  // blk.N.ffn_up.weight holding the gate rows then the up rows; Q pre-scaled.
+  bool phi3 = false;
 };
 
 // Reads every layer, the embedding, the final norm and the head (output.weight, or the embedding when

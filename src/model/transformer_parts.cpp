@@ -31,6 +31,16 @@ Result<WeightView> find_matrix(const GgufFile& f, const std::string& name, int64
   return w;
 }
 
+Result<WeightView> find_matrix_rows(const GgufFile& f, const std::string& name, int64_t cols, int64_t total_rows,
+                                    int64_t row_begin, int64_t n_rows) {
+  WeightView w;
+  AGENTKV_ASSIGN_OR_RETURN(w, find_matrix(f, name, cols, total_rows));
+  AGENTKV_CHECK(row_begin >= 0 && n_rows > 0 && row_begin + n_rows <= total_rows);
+  w.data = static_cast<const uint8_t*>(w.data) + size_t(row_begin) * w.row_bytes;
+  w.rows = n_rows;
+  return w;
+}
+
 Result<const float*> find_vector(const GgufFile& f, const std::string& name, int64_t n) {
   const GgufTensorInfo* t = f.tensor(name);
   if (!t) return make_error("tensor '" + name + "' missing");
@@ -151,10 +161,11 @@ void attention_block(const ModelConfig& c, const Batch& b, const KvArena& kv, in
         for (int hh = 0; hh < c.n_head_kv; ++hh) rms_norm(kt + hh * hd, x.k_norm, kt + hh * hd, hd, c.rms_eps);
       rope.apply(qt, c.n_head, b.positions[t]);
       rope.apply(kt, c.n_head_kv, b.positions[t]);
+      if (x.prescale_q) scale_inplace(qt, 1.0f / std::sqrt(float(hd)), c.q_dim());
     }
   });
   write_kv(b, kv, il, s.k.data(), s.v.data());
-  attention(c, b, kv, il, s.q.data(), window, 1.0f / std::sqrt(float(hd)), s.att.data(), pool);
+  attention(c, b, kv, il, s.q.data(), window, x.prescale_q ? 1.0f : 1.0f / std::sqrt(float(hd)), s.att.data(), pool);
   matmul(w.wo, s.att.data(), n, out, pool, b.n_tile_tokens);
 }
 

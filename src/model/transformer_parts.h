@@ -20,6 +20,10 @@ class GgufFile;
 
 // A 2-D weight [rows][cols] (GGUF ne = {cols, rows}) of a type the matmul kernels support.
 Result<WeightView> find_matrix(const GgufFile& f, const std::string& name, int64_t cols, int64_t rows);
+// Rows [row_begin, row_begin + n_rows) of a 2-D weight of total_rows rows (a part of a fused tensor:
+// Phi-3's attn_qkv, its gate+up ffn_up), as a matrix of its own; no copy.
+Result<WeightView> find_matrix_rows(const GgufFile& f, const std::string& name, int64_t cols, int64_t total_rows,
+                                    int64_t row_begin, int64_t n_rows);
 // A 1-D F32 vector of length n (norm weights).
 Result<const float*> find_vector(const GgufFile& f, const std::string& name, int64_t n);
 
@@ -58,6 +62,9 @@ struct AttentionExtras {
   const float* bv = nullptr;      // [kv_dim]
   const float* q_norm = nullptr;  // [head_dim]
   const float* k_norm = nullptr;  // [head_dim]
+  // Phi-3: Q is multiplied by 1/sqrt(head_dim) after RoPE and the scores are not scaled (llama.cpp's
+  // order; the same maths, rounded as llama.cpp rounds it).
+  bool prescale_q = false;
 };
 
 // The per-forward buffers of attention_block for n tokens.
