@@ -27,6 +27,8 @@ ARCHS = {
     "qwen3": ("qwen3", 64, {"qk_norm"}, "qwen2"),   # head_dim 64 != n_embd / n_head = 32, as in Qwen3
     "llama3": ("llama", 32, {"rope_freqs"}, "smollm"),  # Llama 3.x frequency scaling: rope_freqs.weight
     "phi3": ("phi3", 32, {"fused"}, "smollm"),  # attn_qkv and gate+up ffn_up fused, as Phi-3 files are
+    # Soft-capped scores and logits, alternating 64-slot sliding window, sandwich norms, tied head.
+    "gemma2": ("gemma2", 32, {"gemma"}, "smollm"),
 }
 N_EMBD, N_HEAD, N_HEAD_KV, N_FF, N_LAYER, N_CTX = 128, 4, 2, 256, 3, 2048
 
@@ -93,6 +95,12 @@ def write(out_dir, name, tok):
         w.add_key_length(head_dim)
         w.add_value_length(head_dim)
     w.add_rope_dimension_count(head_dim)
+    if "gemma" in extra:
+        # Small caps and window, so that the tiny model's scores, logits and 86/400-token prompts
+        # depend on them.
+        w.add_float32("gemma2.attn_logit_softcapping", 5.0)
+        w.add_float32("gemma2.final_logit_softcapping", 2.0)
+        w.add_uint32("gemma2.attention.sliding_window", 64)
     w.add_tokenizer_model("gpt2")
     w.add_tokenizer_pre(pre)
     w.add_token_list(tok["tokens"])
@@ -110,7 +118,8 @@ def write(out_dir, name, tok):
     def vector(tname, n, center, spread):
         w.add_tensor(tname, (center + spread * rng.standard_normal(n)).astype(np.float32))
 
-    matrix("token_embd.weight", n_vocab, N_EMBD, scale=1.0)
+    # Gemma ties its head to the embedding: small rows keep the logits from mostly repeating the input.
+    matrix("token_embd.weight", n_vocab, N_EMBD, scale=0.05 if "gemma" in extra else 1.0)
     if "rope_freqs" in extra:
         w.add_tensor("rope_freqs.weight", llama3_freq_factors(head_dim))
     for il in range(N_LAYER):
@@ -135,6 +144,8 @@ def write(out_dir, name, tok):
             vector(p + "attn_q_norm.weight", head_dim, 1.0, 0.2)
             vector(p + "attn_k_norm.weight", head_dim, 1.0, 0.2)
         matrix(p + "attn_output.weight", N_EMBD, q_dim)
+        if "gemma" in extra:
+            vector(p + "post_attention_norm.weight", N_EMBD, 1.0, 0.1)
         vector(p + "ffn_norm.weight", N_EMBD, 1.0, 0.1)
         if "fused" in extra:
             matrix(p + "ffn_up.weight", 2 * N_FF, N_EMBD)  # gate rows, then up rows
@@ -142,10 +153,13 @@ def write(out_dir, name, tok):
             matrix(p + "ffn_gate.weight", N_FF, N_EMBD)
             matrix(p + "ffn_up.weight", N_FF, N_EMBD)
         matrix(p + "ffn_down.weight", N_EMBD, N_FF)
+        if "gemma" in extra:
+            vector(p + "post_ffw_norm.weight", N_EMBD, 1.0, 0.1)
     vector("output_norm.weight", N_EMBD, 1.0, 0.1)
     # An own head (a head tied to random embeddings mostly predicts the last input token again, which
     # would make the greedy check trivial; tied heads are tested by SmolLM2).
-    matrix("output.weight", n_vocab, N_EMBD)
+    if "gemma" not in extra:
+        matrix("output.weight", n_vocab, N_EMBD)
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()

@@ -87,7 +87,7 @@ Result<std::unique_ptr<Model>> load_gated_decoder(const GgufFile& f, ModelConfig
     } else {
       AGENTKV_ASSIGN_OR_RETURN(L.attn, find_attention(f, p, cfg));
     }
-    L.extras.prescale_q = parts.phi3;
+    if (parts.phi3) L.extras.q_scale = 1.0f / std::sqrt(float(cfg.head_dim));
     if (parts.qkv_bias) {
       AGENTKV_ASSIGN_OR_RETURN(L.extras.bq, find_vector(f, p + "attn_q.bias", cfg.q_dim()));
       AGENTKV_ASSIGN_OR_RETURN(L.extras.bk, find_vector(f, p + "attn_k.bias", cfg.kv_dim()));

@@ -1,113 +1,13 @@
-// Architecture "gemma3": embeddings scaled by sqrt(n_embd), QK-norm before RoPE (NeoX pairs),
-// sandwich norms after attention and FFN, GELU(tanh)-gated FFN, sliding-window attention on five of
-// every six layers with their own RoPE base, tied LM head. GGUF norm weights already include Gemma's
-// (1 + w), so they are applied as plain scales.
-#include <cmath>
-#include <vector>
-
-#include "gguf/gguf_file.h"
+// Architecture "gemma3": the Gemma decoder with a per-head Q/K norm before RoPE and five local layers
+// of every six. llama.cpp's gemma3 loader hard-codes that pattern of 6 and a local RoPE base of 10000
+// when the file does not say otherwise.
 #include "model/architectures.h"
-#include "model/transformer_parts.h"
-#include "ops/norm.h"
-#include "ops/rope.h"
+#include "model/gemma_decoder.h"
 
 namespace agentkv {
 
-namespace {
-
-// llama.cpp's gemma3 loader hard-codes a pattern of 6 (five local layers, then one global) and a
-// local RoPE base of 10000 when the file does not say otherwise.
-constexpr int kSwaPattern = 6;
-constexpr double kDefaultSwaRopeBase = 10000.0;
-
-struct Gemma3Layer {
-  const float* attn_norm;
-  AttentionWeights attn;
-  const float* q_norm;
-  const float* k_norm;
-  const float* post_attn_norm;
-  const float* ffn_norm;
-  FfnWeights ffn;
-  const float* post_ffw_norm;
-};
-
-class Gemma3Model final : public Model {
- public:
-  Gemma3Model(ModelConfig cfg, std::vector<Gemma3Layer> layers, WeightView embd, const float* out_norm)
-      : Model(std::move(cfg)),
-        layers_(std::move(layers)),
-        embd_(embd),
-        out_norm_(out_norm),
-        rope_global_(cfg_.head_dim, cfg_.n_rot, cfg_.rope_base, RopeStyle::kNeox),
-        rope_local_(cfg_.head_dim, cfg_.n_rot, cfg_.rope_base_swa, RopeStyle::kNeox) {}
-
-  const Rope& layer_rope(int il) const override { return cfg_.layer_is_swa[il] ? rope_local_ : rope_global_; }
-
- protected:
-  void forward_layers_validated(const Batch& b, const KvArena& kv, int layer_begin, int layer_end, float* x,
-                                float* logits, ThreadPool& pool) const override {
-    const ModelConfig& c = cfg_;
-    const int64_t n = b.size();
-    const int d = c.n_embd;
-    std::vector<float> h(n * d), gate(n * c.n_ff), up(n * c.n_ff);
-    AttentionScratch scratch(c, n);
-    if (layer_begin == 0) embed_tokens(embd_, b, std::sqrt(float(d)), x, pool);
-    auto norm = [&](const float* src, const float* w, float* dst) { norm_rows(src, w, dst, n, d, c.rms_eps, pool); };
-    for (int il = layer_begin; il < layer_end; ++il) {
-      const Gemma3Layer& L = layers_[il];
-      const bool swa = c.layer_is_swa[il] != 0;
-      norm(x, L.attn_norm, h.data());
-      attention_block(c, b, kv, il, L.attn, AttentionExtras{.q_norm = L.q_norm, .k_norm = L.k_norm}, layer_rope(il),
-                      swa ? c.sliding_window : 0, h.data(), h.data(), scratch, pool);
-      norm(h.data(), L.post_attn_norm, h.data());
-      add_inplace(x, h.data(), n * d);
-
-      norm(x, L.ffn_norm, h.data());
-      matmul(L.ffn.gate, h.data(), n, gate.data(), pool, b.n_tile_tokens);
-      matmul(L.ffn.up, h.data(), n, up.data(), pool, b.n_tile_tokens);
-      gelu_tanh_mul(gate.data(), up.data(), n * c.n_ff);
-      matmul(L.ffn.down, gate.data(), n, h.data(), pool, b.n_tile_tokens);
-      norm(h.data(), L.post_ffw_norm, h.data());
-      add_inplace(x, h.data(), n * d);
-    }
-    if (layer_end == c.n_layer) lm_head(embd_, out_norm_, c.rms_eps, b, x, d, logits, pool);
-  }
-
- private:
-  std::vector<Gemma3Layer> layers_;
-  WeightView embd_;
-  const float* out_norm_;
-  Rope rope_global_, rope_local_;
-};
-
-}  // namespace
-
 Result<std::unique_ptr<Model>> create_gemma3_model(const GgufFile& f, ModelConfig cfg) {
-  WeightView embd;
-  AGENTKV_ASSIGN_OR_RETURN(embd, find_embedding(f, cfg));
-  AGENTKV_ASSIGN_OR_RETURN(cfg.rope_base_swa, read_positive_float(f, "gemma3.rope.freq_base_swa", kDefaultSwaRopeBase, 1e30));
-  cfg.rope_style = RopeStyle::kNeox;
-  if (cfg.rope_freq_scale != 1.0f) return make_error("gemma3: rope.scaling is not supported yet");
-  if (cfg.sliding_window > 0)
-    for (int il = 0; il < cfg.n_layer; ++il) cfg.layer_is_swa[il] = (il % kSwaPattern) < kSwaPattern - 1;
-  const int d = cfg.n_embd;
-  const int hd = cfg.head_dim;
-  std::vector<Gemma3Layer> layers(cfg.n_layer);
-  for (int il = 0; il < cfg.n_layer; ++il) {
-    const std::string p = "blk." + std::to_string(il) + ".";
-    Gemma3Layer& L = layers[il];
-    AGENTKV_ASSIGN_OR_RETURN(L.attn_norm, find_vector(f, p + "attn_norm.weight", d));
-    AGENTKV_ASSIGN_OR_RETURN(L.attn, find_attention(f, p, cfg));
-    AGENTKV_ASSIGN_OR_RETURN(L.q_norm, find_vector(f, p + "attn_q_norm.weight", hd));
-    AGENTKV_ASSIGN_OR_RETURN(L.k_norm, find_vector(f, p + "attn_k_norm.weight", hd));
-    AGENTKV_ASSIGN_OR_RETURN(L.post_attn_norm, find_vector(f, p + "post_attention_norm.weight", d));
-    AGENTKV_ASSIGN_OR_RETURN(L.ffn_norm, find_vector(f, p + "ffn_norm.weight", d));
-    AGENTKV_ASSIGN_OR_RETURN(L.ffn, find_ffn(f, p, cfg));
-    AGENTKV_ASSIGN_OR_RETURN(L.post_ffw_norm, find_vector(f, p + "post_ffw_norm.weight", d));
-  }
-  const float* out_norm;
-  AGENTKV_ASSIGN_OR_RETURN(out_norm, find_vector(f, "output_norm.weight", d));
-  return std::unique_ptr<Model>(new Gemma3Model(std::move(cfg), std::move(layers), embd, out_norm));
+  return load_gemma_decoder(f, std::move(cfg), GemmaParts{.qk_norm = true, .swa_pattern = 6});
 }
 
 }  // namespace agentkv

@@ -59,7 +59,9 @@ Result<std::unique_ptr<Model>> create_model(const GgufFile& file) {
   if (cfg->arch == "qwen2") return create_qwen2_model(file, std::move(*cfg));
   if (cfg->arch == "qwen3") return create_qwen3_model(file, std::move(*cfg));
   if (cfg->arch == "phi3") return create_phi3_model(file, std::move(*cfg));
-  return make_error("unsupported architecture '" + cfg->arch + "' (supported: llama, gemma3, qwen2, qwen3, phi3)");
+  if (cfg->arch == "gemma2") return create_gemma2_model(file, std::move(*cfg));
+  return make_error("unsupported architecture '" + cfg->arch +
+                    "' (supported: llama, gemma3, qwen2, qwen3, phi3, gemma2)");
 }
 
 }  // namespace agentkv

@@ -32,6 +32,8 @@ struct ModelConfig {
   std::vector<float> rope_freq_factors;     // rope_freqs.weight (Llama 3.x), or empty
   float rope_freq_scale = 1.0f;             // 1 / {arch}.rope.scaling.factor for "linear" scaling
   int sliding_window = 0;           // 0: none
+  float attn_softcap = 0.0f;        // Gemma 2: scores -> cap * tanh(score / cap); 0: none
+  float final_softcap = 0.0f;       // Gemma 2: logits -> cap * tanh(logit / cap); 0: none
   std::vector<uint8_t> layer_is_swa;  // per layer: 1 if sliding-window attention
 
   int q_dim() const { return n_head * head_dim; }

@@ -126,7 +126,8 @@ void attention(const ModelConfig& cfg, const Batch& b, const KvArena& kv, int il
       const int32_t slot = b.slots[t];
       const int64_t lo = window > 0 ? std::max<int64_t>(0, int64_t(slot) - window + 1) : 0;
       const int64_t off = (t * cfg.n_head + int64_t(kvh) * group) * hd;
-      attend_group(q + off, group, l, b.seqs[b.seq[t]].table, lo, slot, kvh, hd, scale, out + off, scratch.data());
+      attend_group(q + off, group, l, b.seqs[b.seq[t]].table, lo, slot, kvh, hd, scale, out + off, scratch.data(),
+                   cfg.attn_softcap);
     }
   });
 }
@@ -161,16 +162,16 @@ void attention_block(const ModelConfig& c, const Batch& b, const KvArena& kv, in
         for (int hh = 0; hh < c.n_head_kv; ++hh) rms_norm(kt + hh * hd, x.k_norm, kt + hh * hd, hd, c.rms_eps);
       rope.apply(qt, c.n_head, b.positions[t]);
       rope.apply(kt, c.n_head_kv, b.positions[t]);
-      if (x.prescale_q) scale_inplace(qt, 1.0f / std::sqrt(float(hd)), c.q_dim());
+      if (x.q_scale > 0.0f) scale_inplace(qt, x.q_scale, c.q_dim());
     }
   });
   write_kv(b, kv, il, s.k.data(), s.v.data());
-  attention(c, b, kv, il, s.q.data(), window, x.prescale_q ? 1.0f : 1.0f / std::sqrt(float(hd)), s.att.data(), pool);
+  attention(c, b, kv, il, s.q.data(), window, x.q_scale > 0.0f ? 1.0f : 1.0f / std::sqrt(float(hd)), s.att.data(), pool);
   matmul(w.wo, s.att.data(), n, out, pool, b.n_tile_tokens);
 }
 
 void lm_head(const WeightView& head, const float* out_norm, float eps, const Batch& b, const float* x,
-             int n_embd, float* logits, ThreadPool& pool) {
+             int n_embd, float* logits, ThreadPool& pool, float softcap) {
   const int64_t n_out = int64_t(b.logit_rows.size());
   if (n_out == 0) return;
   std::vector<float> normed(size_t(n_out) * n_embd);
@@ -183,6 +184,7 @@ void lm_head(const WeightView& head, const float* out_norm, float eps, const Bat
     while (n_tile < n_out && b.logit_rows[size_t(n_tile)] < b.n_tile_tokens) ++n_tile;
   }
   matmul(head, normed.data(), n_out, logits, pool, n_tile);
+  if (softcap > 0.0f) apply_softcap(logits, n_out * head.rows, softcap);
 }
 
 }  // namespace agentkv

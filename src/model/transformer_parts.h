@@ -62,9 +62,9 @@ struct AttentionExtras {
   const float* bv = nullptr;      // [kv_dim]
   const float* q_norm = nullptr;  // [head_dim]
   const float* k_norm = nullptr;  // [head_dim]
-  // Phi-3: Q is multiplied by 1/sqrt(head_dim) after RoPE and the scores are not scaled (llama.cpp's
-  // order; the same maths, rounded as llama.cpp rounds it).
-  bool prescale_q = false;
+  // > 0 (Phi-3, Gemma 2): Q is multiplied by q_scale after RoPE and the scores are not scaled
+  // (llama.cpp's order for those families; 0: scores scaled by 1/sqrt(head_dim)).
+  float q_scale = 0.0f;
 };
 
 // The per-forward buffers of attention_block for n tokens.
@@ -82,7 +82,8 @@ void attention_block(const ModelConfig& c, const Batch& b, const KvArena& kv, in
                      AttentionScratch& s, ThreadPool& pool);
 
 // Final norm of the rows in b.logit_rows, then logits = head · x.
+// softcap > 0: logits -> softcap * tanh(logit / softcap) (Gemma 2).
 void lm_head(const WeightView& head, const float* out_norm, float eps, const Batch& b, const float* x,
-             int n_embd, float* logits, ThreadPool& pool);
+             int n_embd, float* logits, ThreadPool& pool, float softcap = 0.0f);
 
 }  // namespace agentkv

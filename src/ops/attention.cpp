@@ -35,7 +35,7 @@ void kv_load_scalar(float* dst, const kv_t* src, int n) {
   for (int i = 0; i < n; ++i) dst[i] = fp16_to_f32(src[i]);
 }
 
-void attend_group_scalar(const float* q, int n_q, const PagedKvLayer& kv, const int32_t* table, int64_t lo,
+void attend_group_scalar(float softcap, const float* q, int n_q, const PagedKvLayer& kv, const int32_t* table, int64_t lo,
                          int64_t hi, int kv_head, int head_dim, float scale, float* out, float* scratch) {
   const int64_t n = hi - lo + 1;
   const int64_t head_off = int64_t(kv_head) * head_dim;
@@ -51,6 +51,7 @@ void attend_group_scalar(const float* q, int n_q, const PagedKvLayer& kv, const 
       scratch[h * n + j] = s * scale;
     }
   }
+  if (softcap > 0.0f) apply_softcap(scratch, int64_t(n_q) * n, softcap);
   softmax_rows_f16_weights(scratch, n_q, n);
   std::fill(out, out + int64_t(n_q) * head_dim, 0.0f);
   for (int64_t j = 0; j < n; ++j) {
@@ -81,11 +82,16 @@ void kv_load(float* dst, const kv_t* src, int n) {
 }
 
 void attend_group(const float* q, int n_q, const PagedKvLayer& kv, const int32_t* table, int64_t lo, int64_t hi,
-                  int kv_head, int head_dim, float scale, float* out, float* scratch) {
+                  int kv_head, int head_dim, float scale, float* out, float* scratch, float softcap) {
   if (use_avx2() && head_dim % 8 == 0 && head_dim <= 1024)
-    attention_impl::attend_group_avx2(q, n_q, kv, table, lo, hi, kv_head, head_dim, scale, out, scratch);
+    attention_impl::attend_group_avx2(softcap, q, n_q, kv, table, lo, hi, kv_head, head_dim, scale, out, scratch);
   else
-    attention_impl::attend_group_scalar(q, n_q, kv, table, lo, hi, kv_head, head_dim, scale, out, scratch);
+    attention_impl::attend_group_scalar(softcap, q, n_q, kv, table, lo, hi, kv_head, head_dim, scale, out, scratch);
+}
+
+void apply_softcap(float* x, int64_t n, float softcap) {
+  const float inv = 1.0f / softcap;
+  for (int64_t i = 0; i < n; ++i) x[i] = softcap * std::tanh(x[i] * inv);
 }
 
 }  // namespace agentkv

@@ -35,8 +35,13 @@ void kv_load(float* dst, const kv_t* src, int n);
 // whose block table is given. scratch must hold n_q * (hi - lo + 1) floats.
 // Mirrors ggml's non-flash attention with an f16 cache: q is rounded to f16 for the K dot (the K·q
 // mul_mat converts q to the cache type), the softmax weights are rounded to f16 before weighting V;
-// sums are in f32.
+// sums are in f32. softcap > 0 (Gemma 2): each scaled score s becomes softcap * tanh(s / softcap) before
+// the softmax, as llama.cpp applies f_attn_logit_softcapping.
 void attend_group(const float* q, int n_q, const PagedKvLayer& kv, const int32_t* block_table, int64_t lo,
-                  int64_t hi, int kv_head, int head_dim, float scale, float* out, float* scratch);
+                  int64_t hi, int kv_head, int head_dim, float scale, float* out, float* scratch,
+                  float softcap = 0.0f);
+
+// x[i] = softcap * tanh(x[i] / softcap) for i < n (llama.cpp's scale, tanh, scale).
+void apply_softcap(float* x, int64_t n, float softcap);
 
 }  // namespace agentkv

@@ -90,12 +90,12 @@ void kv_load_avx2(float* dst, const kv_t* src, int n) {
   if (i < n) kv_load_scalar(dst + i, src + i, n - i);
 }
 
-void attend_group_avx2(const float* q, int n_q, const PagedKvLayer& kv, const int32_t* table, int64_t lo,
+void attend_group_avx2(float softcap, const float* q, int n_q, const PagedKvLayer& kv, const int32_t* table, int64_t lo,
                        int64_t hi, int kv_head, int head_dim, float scale, float* out, float* scratch) {
   constexpr int kMaxGroup = 8;
   if (n_q > kMaxGroup) {  // very wide groups: split
-    attend_group_avx2(q, kMaxGroup, kv, table, lo, hi, kv_head, head_dim, scale, out, scratch);
-    attend_group_avx2(q + kMaxGroup * head_dim, n_q - kMaxGroup, kv, table, lo, hi, kv_head, head_dim, scale,
+    attend_group_avx2(softcap, q, kMaxGroup, kv, table, lo, hi, kv_head, head_dim, scale, out, scratch);
+    attend_group_avx2(softcap, q + kMaxGroup * head_dim, n_q - kMaxGroup, kv, table, lo, hi, kv_head, head_dim, scale,
                       out + kMaxGroup * head_dim, scratch);
     return;
   }
@@ -116,6 +116,7 @@ void attend_group_avx2(const float* q, int n_q, const PagedKvLayer& kv, const in
     }
     for (int h = 0; h < n_q; ++h) scratch[h * n + j] = hsum(acc[h]) * scale;
   }
+  if (softcap > 0.0f) apply_softcap(scratch, int64_t(n_q) * n, softcap);
   softmax_rows_f16_weights_avx2(scratch, n_q, n);
   std::fill(out, out + int64_t(n_q) * head_dim, 0.0f);
   for (int64_t j = 0; j < n; ++j) {
