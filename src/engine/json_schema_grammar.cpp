@@ -92,10 +92,16 @@ class JsonRules {
     if (!number_) {
       const Item digit = GrammarBuilder::range('0', '9');
       const uint32_t frac = b_.rule("fraction", {Seq{GrammarBuilder::byte('.'), GrammarBuilder::ref(b_.repeat(digit, 1, 16))}});
+      // Exponents up to 99 (1-2 digits, or 3 with a leading zero as in "3e-007"): every number the
+      // grammar admits is then a finite double (16 integer digits x 10^99 < 1.8e308), so the server's own
+      // JSON parser (and any client's) reads what it generated. Any 3 digits let 9999999999999999E999
+      // through, which overflows (found by json_schema_fuzz).
+      const uint32_t exp_digits = b_.rule(
+          "exponent digits", {Seq{GrammarBuilder::ref(b_.repeat(digit, 1, 2))}, Seq{GrammarBuilder::byte('0'), digit, digit}});
       const uint32_t exp = b_.rule(
           "exponent", {Seq{GrammarBuilder::bytes(ByteSet().set('e').set('E')),
                            GrammarBuilder::ref(b_.optional(GrammarBuilder::bytes(ByteSet().set('+').set('-')))),
-                           GrammarBuilder::ref(b_.repeat(digit, 1, 3))}});
+                           GrammarBuilder::ref(exp_digits)}});
       number_ = b_.rule("number", {Seq{GrammarBuilder::ref(integer()), GrammarBuilder::ref(b_.optional(GrammarBuilder::ref(frac))),
                                        GrammarBuilder::ref(b_.optional(GrammarBuilder::ref(exp)))}});
     }
