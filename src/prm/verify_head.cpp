@@ -18,17 +18,9 @@ Result<VerifyHead> make_verify_head(const Tokenizer& tok, const std::string& que
                                     const std::string& neg) {
   VerifyHead head;
   head.question = question;
-  std::string text;
-  switch (detect_chat_format(tok)) {
-    case ChatFormat::kChatML:
-      text = "<|im_end|>\n<|im_start|>user\n" + question + "<|im_end|>\n<|im_start|>assistant\n";
-      break;
-    case ChatFormat::kGemma:
-      text = "<end_of_turn>\n<start_of_turn>user\n" + question + "<end_of_turn>\n<start_of_turn>model\n";
-      break;
-    case ChatFormat::kUnknown:
-      return make_error("verify head: the tokenizer has no known chat format");
-  }
+  auto markers = chat_turn_markers(tok);
+  if (!markers.ok()) return make_error("verify head: " + markers.error());
+  const std::string text = markers->end_of_turn + markers->user_open + question + markers->assistant_open;
   head.tokens = tok.encode(text, false, true);
   auto p = single_token(tok, pos);
   if (!p.ok()) return p.status_error();

@@ -1,25 +1,31 @@
 #include "tokenizer/chat_template.h"
 
+#include "tokenizer/chat_formats.h"
 #include "tokenizer/chat_tools.h"
 
 namespace agentkv {
 
-namespace {
+namespace chat_formats {
 
-// The default system message of templates written like SmolLM2's:
-//   {% if loop.first and messages[0]['role'] != 'system' %}{{ '<|im_start|>system\n...<|im_end|>\n' }}
-// Returns the literal between the quotes with \n escapes resolved, or "" if there is none.
-std::string chatml_default_system(const std::string& tmpl) {
-  const size_t cond = tmpl.find("!= 'system'");
-  if (cond == std::string::npos) return {};
-  const size_t open = tmpl.find("{{ '<|im_start|>system", cond);
-  const size_t endif = tmpl.find("{% endif %}", cond);
-  if (open == std::string::npos || (endif != std::string::npos && open > endif)) return {};
-  const size_t start = open + 4;
+void put_content(RenderedChat& r, std::string_view content) {
+  r.content_spans.emplace_back(r.text.size(), r.text.size() + content.size());
+  r.text += content;
+}
+
+std::string trim(std::string_view s) {
+  const char* ws = " \t\n\r\f\v";
+  const size_t b = s.find_first_not_of(ws);
+  if (b == std::string_view::npos) return {};
+  return std::string(s.substr(b, s.find_last_not_of(ws) - b + 1));
+}
+
+std::optional<std::string> template_literal(const std::string& tmpl, size_t quote) {
+  if (quote >= tmpl.size()) return std::nullopt;
+  const char q = tmpl[quote];
   std::string out;
-  for (size_t i = start; i < tmpl.size(); ++i) {
+  for (size_t i = quote + 1; i < tmpl.size(); ++i) {
     const char c = tmpl[i];
-    if (c == '\'') return out;
+    if (c == q) return out;
     if (c == '\\' && i + 1 < tmpl.size()) {
       const char e = tmpl[++i];
       out += e == 'n' ? '\n' : e == 't' ? '\t' : e;
@@ -27,106 +33,82 @@ std::string chatml_default_system(const std::string& tmpl) {
     }
     out += c;
   }
-  return {};  // unterminated literal: ignore
+  return std::nullopt;
 }
 
-std::string trim(const std::string& s) {
-  const char* ws = " \t\n\r\f\v";
-  const size_t b = s.find_first_not_of(ws);
-  if (b == std::string::npos) return {};
-  return s.substr(b, s.find_last_not_of(ws) - b + 1);
-}
-
-// Appends a message's content to the rendered text and records where it is.
-void put_content(RenderedChat& r, std::string_view content) {
-  r.content_spans.emplace_back(r.text.size(), r.text.size() + content.size());
-  r.text += content;
-}
-
-RenderedChat render_chatml(const Tokenizer& tok, std::span<const ChatMessage> msgs, bool gen) {
-  RenderedChat r;
-  if (!msgs.empty() && msgs[0].role != "system") r.text += chatml_default_system(tok.chat_template());
-  for (const ChatMessage& m : msgs) {
-    r.text += "<|im_start|>" + m.role + "\n";
-    put_content(r, m.content);
-    r.text += "<|im_end|>\n";
-  }
-  if (gen) r.text += "<|im_start|>assistant\n";
-  return r;
-}
-
-Result<RenderedChat> render_gemma(std::span<const ChatMessage> msgs, bool gen) {
-  std::string_view system;  // Gemma has no system role: its content opens the first turn
-  const bool has_system = !msgs.empty() && msgs[0].role == "system";
-  if (has_system) {
-    system = msgs[0].content;
-    msgs = msgs.subspan(1);
-  }
-  RenderedChat r;
-  for (size_t i = 0; i < msgs.size(); ++i) {
-    const ChatMessage& m = msgs[i];
-    if ((m.role == "user") != (i % 2 == 0)) {
-      return make_error("chat template: Gemma conversations must alternate user/assistant, got '" + m.role +
-                        "' at turn " + std::to_string(i));
-    }
-    const std::string role = m.role == "assistant" ? "model" : m.role;
-    r.text += "<start_of_turn>" + role + "\n";
-    if (i == 0 && has_system) {
-      put_content(r, system);
-      r.text += "\n\n";
-    }
-    put_content(r, trim(m.content));
-    r.text += "<end_of_turn>\n";
-  }
-  if (gen) r.text += "<start_of_turn>model\n";
-  return r;
-}
-
-}  // namespace
+}  // namespace chat_formats
 
 ChatFormat detect_chat_format(const Tokenizer& tok) {
   const std::string& t = tok.chat_template();
-  if (t.find("<|im_start|>") != std::string::npos) return ChatFormat::kChatML;
-  if (t.find("<start_of_turn>") != std::string::npos) return ChatFormat::kGemma;
+  auto has = [&t](std::string_view s) { return t.find(s) != std::string::npos; };
+  if (has("<|im_start|>")) return has("<tool_call>") ? ChatFormat::kQwen : ChatFormat::kChatML;
+  if (has("<|start_header_id|>")) return ChatFormat::kLlama3;
+  if (has("<|user|>") && has("<|end|>")) return ChatFormat::kPhi3;
+  if (has("<start_of_turn>")) return ChatFormat::kGemma;
   if (t.empty()) {
     if (tok.architecture().rfind("gemma", 0) == 0 || tok.find_token("<start_of_turn>") >= 0) {
       return ChatFormat::kGemma;
     }
     if (tok.find_token("<|im_start|>") >= 0) return ChatFormat::kChatML;
+    if (tok.find_token("<|start_header_id|>") >= 0) return ChatFormat::kLlama3;
   }
   return ChatFormat::kUnknown;
 }
 
-namespace {
-
-// The content of a ChatML template's default system message ("" if none).
-std::string chatml_default_system_content(const Tokenizer& tok) {
-  const std::string block = chatml_default_system(tok.chat_template());
-  const std::string head = "<|im_start|>system\n", tail = "<|im_end|>\n";
-  if (block.size() < head.size() + tail.size() || block.compare(0, head.size(), head) != 0) return {};
-  return block.substr(head.size(), block.size() - head.size() - tail.size());
-}
-
-}  // namespace
-
-Result<RenderedChat> render_chat(const Tokenizer& tok, std::span<const ChatMessage> messages, bool add_generation_prompt,
-                                 std::span<const ChatToolDef> tools) {
-  std::vector<ChatMessage> lowered;
-  if (needs_tool_lowering(messages, tools)) {
-    const std::string default_system =
-        detect_chat_format(tok) == ChatFormat::kChatML ? chatml_default_system_content(tok) : std::string();
-    lowered = lower_tool_messages(messages, tools, default_system);
-    messages = lowered;
-  }
+Result<ChatTurnMarkers> chat_turn_markers(const Tokenizer& tok) {
   switch (detect_chat_format(tok)) {
     case ChatFormat::kChatML:
-      return render_chatml(tok, messages, add_generation_prompt);
+    case ChatFormat::kQwen:
+      return ChatTurnMarkers{"<|im_end|>\n", "<|im_start|>user\n", "<|im_end|>\n<|im_start|>assistant\n"};
+    case ChatFormat::kLlama3:
+      return ChatTurnMarkers{"<|eot_id|>", "<|start_header_id|>user<|end_header_id|>\n\n",
+                             "<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n"};
+    case ChatFormat::kPhi3:
+      return ChatTurnMarkers{"<|end|>\n", "<|user|>\n", "<|end|>\n<|assistant|>\n"};
     case ChatFormat::kGemma:
-      return render_gemma(messages, add_generation_prompt);
+      return ChatTurnMarkers{"<end_of_turn>\n", "<start_of_turn>user\n", "<end_of_turn>\n<start_of_turn>model\n"};
     case ChatFormat::kUnknown:
       break;
   }
-  return make_error("chat template: unsupported template (neither ChatML nor Gemma)");
+  return make_error("chat template: the tokenizer has no known chat format");
+}
+
+ToolCallSyntax tool_call_syntax(const Tokenizer& tok) {
+  if (detect_chat_format(tok) == ChatFormat::kLlama3 && chat_formats::llama3_has_tool_format(tok.chat_template()))
+    return ToolCallSyntax{"{\"name\": \"", "\", \"parameters\": ", "}", "", false};
+  return kGenericToolCalls;
+}
+
+Result<RenderedChat> render_chat(const Tokenizer& tok, std::span<const ChatMessage> messages, bool add_generation_prompt,
+                                 std::span<const ChatToolDef> tools, std::string_view date) {
+  const ChatFormat format = detect_chat_format(tok);
+  const std::string& tmpl = tok.chat_template();
+  if (format == ChatFormat::kLlama3 && chat_formats::llama3_has_tool_format(tmpl))
+    return chat_formats::render_llama3(tmpl, messages, add_generation_prompt, tools, date);
+  const bool chatml = format == ChatFormat::kChatML || format == ChatFormat::kQwen;
+  const std::string default_system = chatml ? chat_formats::chatml_default_system(tmpl) : std::string();
+  std::vector<ChatMessage> lowered;
+  if (needs_tool_lowering(messages, tools)) {
+    lowered = lower_tool_messages(messages, tools, default_system,
+                                  format == ChatFormat::kQwen ? ToolStyle::kQwen : ToolStyle::kGeneric);
+    messages = lowered;
+  }
+  switch (format) {
+    case ChatFormat::kChatML:
+    case ChatFormat::kQwen:
+      return chat_formats::render_chatml(messages, add_generation_prompt, default_system,
+                                         format == ChatFormat::kQwen && tmpl.find("reasoning_content") != std::string::npos);
+    case ChatFormat::kLlama3:
+      return chat_formats::render_llama3(tmpl, messages, add_generation_prompt, {}, date);
+    case ChatFormat::kPhi3:
+      return chat_formats::render_phi3(messages, add_generation_prompt,
+                                       tok.eos_id() >= 0 ? tok.token_text(tok.eos_id()) : std::string());
+    case ChatFormat::kGemma:
+      return chat_formats::render_gemma(messages, add_generation_prompt);
+    case ChatFormat::kUnknown:
+      break;
+  }
+  return make_error("chat template: unsupported template (known: ChatML, Qwen, Llama 3.x, Phi-3, Gemma)");
 }
 
 Result<std::string> apply_chat_template(const Tokenizer& tok, std::span<const ChatMessage> messages,

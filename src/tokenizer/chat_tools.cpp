@@ -11,7 +11,41 @@ std::string tool_call_text(const ChatToolCall& call) {
          (call.arguments.empty() ? std::string("{}") : call.arguments) + std::string(kToolCallClose);
 }
 
-std::string tool_prompt(std::span<const ChatToolDef> tools) {
+Json tool_definition_json(const ChatToolDef& t) {
+  Json fn = Json::object();
+  fn["name"] = t.name;
+  if (!t.description.empty()) fn["description"] = t.description;
+  auto params = parse_json(t.parameters_json.empty() ? std::string_view("{}") : std::string_view(t.parameters_json));
+  fn["parameters"] = params.ok() ? std::move(*params) : Json(t.parameters_json);
+  return Json{{"type", "function"}, {"function", std::move(fn)}};
+}
+
+std::string python_arguments(const std::string& arguments) {
+  if (arguments.empty()) return "{}";
+  auto j = parse_json(arguments);
+  return j.ok() ? dump_json_python(*j) : arguments;
+}
+
+namespace {
+
+// Qwen2 / 2.5 / 3 templates' tool section (their tokenizer_config.json chat_template), tools as their
+// `tojson` writes them.
+std::string qwen_tool_prompt(std::span<const ChatToolDef> tools) {
+  std::string out =
+      "# Tools\n\nYou may call one or more functions to assist with the user query.\n\nYou are provided with "
+      "function signatures within <tools></tools> XML tags:\n<tools>";
+  for (const ChatToolDef& t : tools) out += "\n" + dump_json_python(tool_definition_json(t));
+  out +=
+      "\n</tools>\n\nFor each function call, return a json object with function name and arguments within "
+      "<tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, \"arguments\": "
+      "<args-json-object>}\n</tool_call>";
+  return out;
+}
+
+}  // namespace
+
+std::string tool_prompt(std::span<const ChatToolDef> tools, ToolStyle style) {
+  if (style == ToolStyle::kQwen) return qwen_tool_prompt(tools);
   std::string out =
       "# Tools\n\nYou can call functions to help with the user's request. They are listed here, one JSON object a "
       "line:\n<tools>\n";
@@ -35,9 +69,9 @@ bool needs_tool_lowering(std::span<const ChatMessage> messages, std::span<const 
 }
 
 std::vector<ChatMessage> lower_tool_messages(std::span<const ChatMessage> messages, std::span<const ChatToolDef> tools,
-                                             const std::string& default_system) {
+                                             const std::string& default_system, ToolStyle style) {
   std::vector<ChatMessage> out;
-  const std::string prompt = tools.empty() ? std::string() : tool_prompt(tools);
+  const std::string prompt = tools.empty() ? std::string() : tool_prompt(tools, style);
   if (!prompt.empty() && (messages.empty() || messages[0].role != "system"))
     out.push_back(ChatMessage{"system", default_system.empty() ? prompt : default_system + "\n\n" + prompt});
   for (size_t i = 0; i < messages.size(); ++i) {
@@ -52,7 +86,9 @@ std::vector<ChatMessage> lower_tool_messages(std::span<const ChatMessage> messag
     if (i == 0 && m.role == "system" && !prompt.empty()) plain.content += (plain.content.empty() ? "" : "\n\n") + prompt;
     for (size_t k = 0; k < m.tool_calls.size(); ++k) {
       if (!plain.content.empty() || k > 0) plain.content += k > 0 ? std::string(kToolCallSeparator) : std::string("\n");
-      plain.content += tool_call_text(m.tool_calls[k]);
+      ChatToolCall call = m.tool_calls[k];
+      if (style == ToolStyle::kQwen) call.arguments = python_arguments(call.arguments);
+      plain.content += tool_call_text(call);
     }
     out.push_back(std::move(plain));
   }

@@ -42,6 +42,13 @@ size_t json_longest_array(std::string_view text, size_t limit);
 // written as U+FFFD (a token's text can end inside a character). Never throws.
 inline std::string dump_json(const Json& j) { return j.dump(-1, ' ', false, Json::error_handler_t::replace); }
 
+// j as Python's json.dumps(j, ensure_ascii=False) writes it, which is what the `tojson` filter of
+// Hugging Face chat templates writes (tokenizer/chat_format_*.cpp render those templates natively):
+// ", " between items and ": " after keys, members in their order; with indent >= 0, one item a line,
+// indented by `indent` spaces a level ("," at line ends), and empty containers as {} and []. Scalars are
+// dump_json's (integers exact; a double can differ from Python's repr in the last form, e.g. 1e15).
+std::string dump_json_python(const Json& j, int indent = -1);
+
 // The member `key` of object j; nullptr when j is not an object or has no such member.
 inline const Json* json_member(const Json& j, std::string_view key) {
   if (!j.is_object()) return nullptr;
@@ -222,6 +229,44 @@ inline size_t json_longest_array(std::string_view text, size_t limit) {
   } catch (const Json::exception&) {
   }
   return counter.longest();
+}
+
+namespace json_detail {
+
+inline void dump_python(const Json& j, int indent, int level, std::string& out) {
+  const bool container = j.is_object() || j.is_array();
+  if (!container || j.empty()) {
+    out += container ? (j.is_object() ? "{}" : "[]") : dump_json(j);
+    return;
+  }
+  // A new line indented to `depth` levels (nothing without indent).
+  auto line = [&out, indent](int depth) {
+    if (indent < 0) return;
+    out.push_back('\n');
+    out.append(size_t(indent) * size_t(depth), ' ');
+  };
+  out.push_back(j.is_object() ? '{' : '[');
+  bool first = true;
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    if (!first) out.append(indent >= 0 ? "," : ", ");
+    first = false;
+    line(level + 1);
+    if (j.is_object()) {
+      out.append(dump_json(Json(it.key())));
+      out.append(": ");
+    }
+    dump_python(it.value(), indent, level + 1, out);
+  }
+  line(level);
+  out.push_back(j.is_object() ? '}' : ']');
+}
+
+}  // namespace json_detail
+
+inline std::string dump_json_python(const Json& j, int indent) {
+  std::string out;
+  json_detail::dump_python(j, indent, 0, out);
+  return out;
 }
 
 inline Result<Json> parse_json(std::string_view text, int max_depth) {
