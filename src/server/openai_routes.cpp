@@ -170,7 +170,7 @@ void handle_completion(ServerState& s, const HttpRequest& req, HttpResponseWrite
   std::optional<ChatSharingRequest> shared;
   std::shared_ptr<const Grammar> grammar;  // response_format, tools (server/structured_output.h)
   if (chat) {
-    if (auto e = output_grammar(cr, &grammar)) return reply(w, *e);
+    if (auto e = output_grammar(cr, tool_call_syntax(tok), &grammar)) return reply(w, *e);
     auto chat_text = render_chat(tok, cr.messages, true, offered_tools(cr));
     if (!chat_text.ok()) return reply(w, api_error(chat_text.status_error(), "messages"));
     // Message content never becomes a special token; tokenizing stops once past the context.
@@ -192,7 +192,7 @@ void handle_completion(ServerState& s, const HttpRequest& req, HttpResponseWrite
     return reply(w, *e);
   apply_sampling(cr, &p);
   p.sampling.grammar = grammar;
-  p.stop_repeated_tool_calls = chat && calls_allowed(cr) && cr.parallel_tool_calls;
+  p.stop_repeated_tool_calls = chat && calls_allowed(cr) && cr.parallel_tool_calls && tool_call_syntax(tok).parallel;
   p.n = cr.n;
   p.top_logprobs = cr.logprobs;
   p.announce_admission = cr.stream;
@@ -223,7 +223,8 @@ void handle_completion(ServerState& s, const HttpRequest& req, HttpResponseWrite
   std::vector<ToolCallStream> calls;
   if (chat && calls_allowed(cr))
     for (int i = 0; i < cr.n; ++i)
-      calls.emplace_back(true, text_allowed(cr), "call_" + rid.substr(rid.find('-') + 1) + "_" + std::to_string(i));
+      calls.emplace_back(true, text_allowed(cr), "call_" + rid.substr(rid.find('-') + 1) + "_" + std::to_string(i),
+                         tool_call_syntax(tok));
   UsageCounts usage;
   usage.prompt_tokens = n_prompt;
   bool streaming = false;

@@ -35,8 +35,9 @@ std::optional<ApiError> response_rule(GrammarBuilder& b, const ResponseFormat& r
   return std::nullopt;
 }
 
-// call ::= kToolCallOpen NAME kToolCallArguments ARGS kToolCallClose, over the allowed tools.
-std::optional<ApiError> call_rule(GrammarBuilder& b, const CompletionRequest& cr, uint32_t* out) {
+// call ::= open NAME arguments ARGS close (the model's syntax), over the allowed tools.
+std::optional<ApiError> call_rule(GrammarBuilder& b, const CompletionRequest& cr, const ToolCallSyntax& syntax,
+                                  uint32_t* out) {
   std::vector<Seq> alternatives;
   for (size_t i = 0; i < cr.tools.size(); ++i) {
     const ToolSpec& t = cr.tools[i];
@@ -51,18 +52,22 @@ std::optional<ApiError> call_rule(GrammarBuilder& b, const CompletionRequest& cr
       args = *r;
     }
     Seq s;
-    GrammarBuilder::append_literal(s, std::string(kToolCallOpen) + t.name + std::string(kToolCallArguments));
+    GrammarBuilder::append_literal(s, std::string(syntax.open) + t.name + std::string(syntax.arguments));
     s.push_back(GrammarBuilder::ref(args));
-    GrammarBuilder::append_literal(s, kToolCallClose);
+    GrammarBuilder::append_literal(s, syntax.close);
     alternatives.push_back(std::move(s));
   }
   const uint32_t one = b.rule("tool_call", std::move(alternatives));
   // After a call the answer may end, with or without a newline: a model writes "\n" after a block
   // out of habit, and if that newline could only start another call, the grammar would force one.
   // With parallel_tool_calls, the newline may also lead to the next call.
+  if (syntax.separator.empty()) {  // one call, nothing after it (Llama 3.x)
+    *out = one;
+    return std::nullopt;
+  }
   Seq next;
-  GrammarBuilder::append_literal(next, kToolCallSeparator);
-  if (cr.parallel_tool_calls) {
+  GrammarBuilder::append_literal(next, syntax.separator);
+  if (cr.parallel_tool_calls && syntax.parallel) {
     const uint32_t more = b.declare("more_calls");  // more ::= "\n" call more | "\n" | ε
     Seq again = next;
     again.push_back(GrammarBuilder::ref(one));
@@ -81,8 +86,8 @@ std::optional<ApiError> call_rule(GrammarBuilder& b, const CompletionRequest& cr
 
 // An answer that does not start like a call: for each proper prefix P of the call's opening, P then
 // a byte that does not continue it (then anything), or P and the end.
-uint32_t not_a_call_rule(GrammarBuilder& b) {
-  const std::string_view open = kToolCallOpen;
+uint32_t not_a_call_rule(GrammarBuilder& b, const ToolCallSyntax& syntax) {
+  const std::string_view open = syntax.open;
   std::vector<Seq> alternatives;
   for (size_t i = 0; i < open.size(); ++i) {
     Seq s;
@@ -112,7 +117,8 @@ std::vector<ChatToolDef> offered_tools(const CompletionRequest& cr) {
   return out;
 }
 
-std::optional<ApiError> output_grammar(const CompletionRequest& cr, std::shared_ptr<const Grammar>* out) {
+std::optional<ApiError> output_grammar(const CompletionRequest& cr, const ToolCallSyntax& syntax,
+                                       std::shared_ptr<const Grammar>* out) {
   out->reset();
   GrammarBuilder b;
   std::optional<uint32_t> value;
@@ -120,10 +126,20 @@ std::optional<ApiError> output_grammar(const CompletionRequest& cr, std::shared_
   uint32_t root = 0;
   if (calls_allowed(cr)) {
     uint32_t calls = 0;
-    if (auto e = call_rule(b, cr, &calls)) return e;
+    if (auto e = call_rule(b, cr, syntax, &calls)) return e;
     root = calls;
-    if (cr.tool_choice == ToolChoice::kAuto)  // a JSON value starts with no '<': the two never overlap
-      root = b.rule("answer", {{GrammarBuilder::ref(calls)}, {GrammarBuilder::ref(value ? *value : not_a_call_rule(b))}});
+    if (cr.tool_choice == ToolChoice::kAuto) {
+      // The generic calls open with '<', which no JSON value does; a syntax whose calls are JSON objects
+      // could not tell a call from the response format's value.
+      if (value && syntax.open.starts_with('{'))
+        return ApiError{400,
+                        "this model's tool calls are JSON objects (Llama 3.x), so under tool_choice auto they cannot be "
+                        "told apart from a JSON response_format; use tool_choice \"required\" or \"none\", or drop "
+                        "response_format",
+                        "response_format"};
+      root = b.rule("answer",
+                    {{GrammarBuilder::ref(calls)}, {GrammarBuilder::ref(value ? *value : not_a_call_rule(b, syntax))}});
+    }
   } else if (value) {
     root = *value;
   } else {

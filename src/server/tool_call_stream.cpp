@@ -23,8 +23,9 @@ void emit(std::vector<ToolCallStream::Delta>& out, ToolCallStream::Delta::Kind k
 
 }  // namespace
 
-ToolCallStream::ToolCallStream(bool calls_allowed, bool text_allowed, std::string id_prefix)
-    : text_allowed_(text_allowed || !calls_allowed), id_prefix_(std::move(id_prefix)),
+ToolCallStream::ToolCallStream(bool calls_allowed, bool text_allowed, std::string id_prefix,
+                               const ToolCallSyntax& syntax)
+    : text_allowed_(text_allowed || !calls_allowed), syntax_(syntax), id_prefix_(std::move(id_prefix)),
       state_(calls_allowed ? State::kStart : State::kText) {}
 
 void ToolCallStream::to_text(std::vector<Delta>& out) {
@@ -60,19 +61,19 @@ void ToolCallStream::feed(char c, std::vector<Delta>& out) {
       return;
     case State::kStart:
       held_ += c;
-      if (kToolCallOpen[lit_pos_] != c) {
+      if (syntax_.open[lit_pos_] != c) {
         lit_pos_ = 0;
         to_text(out);
         return;
       }
-      if (++lit_pos_ == kToolCallOpen.size()) {
+      if (++lit_pos_ == syntax_.open.size()) {
         lit_pos_ = 0;
         held_.clear();
         start_call();
       }
       return;
     case State::kName:
-      if (c == kToolCallArguments[0]) {  // names are [A-Za-z0-9_-]: the first quote ends one
+      if (c == syntax_.arguments[0]) {  // names are [A-Za-z0-9_-]: the first quote ends one
         Delta d;
         d.kind = Delta::Kind::kCallStart;
         d.call = call;
@@ -86,7 +87,7 @@ void ToolCallStream::feed(char c, std::vector<Delta>& out) {
       }
       return;
     case State::kArgsLead:
-      if (literal(kToolCallArguments)) {
+      if (literal(syntax_.arguments)) {
         state_ = State::kArgs;
         depth_ = 0;
         in_string_ = escaped_ = false;
@@ -111,11 +112,11 @@ void ToolCallStream::feed(char c, std::vector<Delta>& out) {
       return;
     }
     case State::kClose:
-      if (literal(kToolCallClose)) state_ = State::kBetween;
+      if (literal(syntax_.close)) state_ = State::kBetween;
       return;
     case State::kBetween: {
-      // Another call: the separator, then a call's opening.
-      const std::string next = std::string(kToolCallSeparator) + std::string(kToolCallOpen);
+      // Another call: the separator, then a call's opening (nothing may follow where there is no separator).
+      const std::string next = syntax_.separator.empty() ? std::string() : std::string(syntax_.separator) + std::string(syntax_.open);
       if (literal(next)) start_call();
       return;
     }

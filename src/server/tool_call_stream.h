@@ -1,5 +1,5 @@
-// Splits a chat answer into text and tool calls as it streams, in the generic tool format
-// (tokenizer/chat_tools.h). Under tool_choice required / a named function the grammar makes the
+// Splits a chat answer into text and tool calls as it streams, in the model's tool-call syntax
+// (tokenizer/chat_tools.h: the generic format, or Llama 3.x's JSON calls). Under tool_choice required / a named function the grammar makes the
 // whole answer calls; under auto it is calls or text, decided by its first bytes, so text is held
 // back only while it could still be the start of a call. Arguments stream out as they are written:
 // a call's arguments end where its JSON value closes (strings and escapes are followed), which is
@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "tokenizer/chat_template.h"
+#include "tokenizer/chat_tools.h"
 
 namespace agentkv {
 
@@ -28,7 +29,8 @@ class ToolCallStream {
 
   // calls_allowed: tools are offered and tool_choice is not none; text_allowed: the answer may be
   // text (tool_choice auto). id_prefix: ids are id_prefix + "_" + the call's index.
-  ToolCallStream(bool calls_allowed, bool text_allowed, std::string id_prefix);
+  ToolCallStream(bool calls_allowed, bool text_allowed, std::string id_prefix,
+                 const ToolCallSyntax& syntax = kGenericToolCalls);
 
   std::vector<Delta> push(std::string_view text);
   // The end of the answer: text still held back comes out.
@@ -46,6 +48,7 @@ class ToolCallStream {
   void to_text(std::vector<Delta>& out);  // the answer is text after all: release what was held
 
   bool text_allowed_;
+  ToolCallSyntax syntax_;
   std::string id_prefix_;
   State state_;
   std::string raw_, held_;   // held_: bytes not yet released (a literal being matched)

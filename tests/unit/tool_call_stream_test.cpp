@@ -2,6 +2,8 @@
 // answer into text and calls, streamed in any cut or whole.
 #include <gtest/gtest.h>
 
+#include "engine/grammar_matcher.h"
+#include "server/structured_output.h"
 #include "server/tool_call_stream.h"
 #include "tokenizer/chat_tools.h"
 
@@ -52,6 +54,57 @@ TEST(ToolCallStream, CallsInAnyCut) {
     EXPECT_EQ(r.ids[0], "call_abc_0");
     EXPECT_EQ(r.ids[1], "call_abc_1");
   }
+}
+
+// Llama 3.x's syntax: {"name": NAME, "parameters": ARGS}, one call an answer, or text that only
+// starts like one.
+TEST(ToolCallStream, LlamaJsonCallsInAnyCut) {
+  const ToolCallSyntax llama{"{\"name\": \"", "\", \"parameters\": ", "}", "", false};
+  const std::string call = "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Oslo}\", \"n\": [1]}}";
+  for (size_t cut : {1, 2, 5, 1000}) {
+    ToolCallStream s(true, true, "c", llama);
+    const Rebuilt r = stream(s, call, cut);
+    EXPECT_EQ(r.text, "") << cut;
+    ASSERT_TRUE(s.has_calls()) << cut;
+    ASSERT_EQ(s.calls().size(), 1u);
+    EXPECT_EQ(s.calls()[0].name, "get_weather");
+    EXPECT_EQ(s.calls()[0].arguments, "{\"city\": \"Oslo}\", \"n\": [1]}");
+    EXPECT_EQ(r.arguments.at(0), s.calls()[0].arguments);
+  }
+  ToolCallStream more(true, true, "c", llama);  // nothing may follow the one call
+  stream(more, call + "\n" + call, 1000);
+  EXPECT_FALSE(more.has_calls());
+  ToolCallStream text(true, true, "c", llama);
+  const Rebuilt t = stream(text, "{\"nam and more", 3);
+  EXPECT_FALSE(text.has_calls());
+  EXPECT_EQ(t.text, "{\"nam and more");
+}
+
+// The answer's grammar follows the model's syntax: Llama 3.x's one JSON call (no second one, not the
+// generic block); under auto with a JSON response format the two could not be told apart: a 400.
+TEST(ToolCallStream, GrammarFollowsTheModelsSyntax) {
+  const ToolCallSyntax llama{"{\"name\": \"", "\", \"parameters\": ", "}", "", false};
+  CompletionRequest cr;
+  cr.tools.push_back({"get_weather", "", Json{{"type", "object"}, {"properties", {{"city", {{"type", "string"}}}}}}, false});
+  cr.tool_choice = ToolChoice::kRequired;
+  auto accepts = [](const std::shared_ptr<const Grammar>& g, const std::string& text) {
+    GrammarMatcher m(g, nullptr);
+    return m.advance_bytes(text) && m.complete();
+  };
+  std::shared_ptr<const Grammar> g;
+  ASSERT_FALSE(output_grammar(cr, llama, &g).has_value());
+  ASSERT_TRUE(g);
+  EXPECT_TRUE(accepts(g, "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Oslo\"}}"));
+  EXPECT_FALSE(accepts(g, "{\"name\": \"get_weather\", \"parameters\": {}}\n{\"name\": \"get_weather\", \"parameters\": {}}"));
+  EXPECT_FALSE(accepts(g, tool_call_text({"", "get_weather", "{}"})));
+  ASSERT_FALSE(output_grammar(cr, kGenericToolCalls, &g).has_value());
+  EXPECT_TRUE(accepts(g, tool_call_text({"", "get_weather", "{}"})));
+  cr.tool_choice = ToolChoice::kAuto;
+  cr.response_format.kind = ResponseFormat::Kind::kJsonObject;
+  const auto refused = output_grammar(cr, llama, &g);
+  ASSERT_TRUE(refused.has_value());
+  EXPECT_EQ(refused->status, 400);
+  EXPECT_FALSE(output_grammar(cr, kGenericToolCalls, &g).has_value());
 }
 
 TEST(ToolCallStream, TextUnderAutoIsHeldOnlyWhileItCouldBeACall) {
