@@ -1,4 +1,4 @@
-// Byte-level BPE (tokenizer.ggml.model = "gpt2") with the "smollm" or the "qwen2" pre-tokenizer.
+// Byte-level BPE (tokenizer.ggml.model = "gpt2") with the "smollm", "qwen2" or "llama-bpe" pre-tokenizer.
 //
 // smollm applies two patterns in sequence, each to the pieces left by the previous one, keeping
 // matched and unmatched spans (llama.cpp's unicode_regex_split):
@@ -6,6 +6,9 @@
 //   2. 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
 // qwen2 (also "deepseek-r1-qwen") is one pattern, Qwen2's tokenizer.json regex:
 //   (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
+// llama-bpe (Llama 3.x; also llama3, llama-v3, falcon3, ...: see is_llama3_pre) is the same pattern
+// with \p{N}{1,3} for \p{N}, so one matcher serves both. llama.cpp also sets ignore_merges for it: a
+// pre-token that is itself a vocab entry becomes that token without any merging (merge_word).
 // All are hand-written matchers over code points: std::regex is slow and not Unicode aware.
 #include <algorithm>
 #include <cctype>
@@ -98,8 +101,10 @@ void gpt2_split(const std::vector<uint32_t>& cps, size_t begin, size_t end,
   }
 }
 
-// The qwen2 pattern above, alternative by alternative, leftmost first, at each position of [0, n).
-void qwen2_split(const std::vector<uint32_t>& cps, std::vector<std::pair<size_t, size_t>>& out) {
+// The qwen2 pattern above, alternative by alternative, leftmost first, at each position of [0, n);
+// max_digits is the N of \p{N}{1,N} (1 for qwen2, 3 for llama-bpe).
+void qwen2_split(const std::vector<uint32_t>& cps, size_t max_digits,
+                 std::vector<std::pair<size_t, size_t>>& out) {
   const size_t end = cps.size();
   auto cls_at = [&](size_t p) { return p < end ? classify(cps[p]) : Cls::kNone; };
   auto is_crlf = [&](size_t p) { return p < end && (cps[p] == '\r' || cps[p] == '\n'); };
@@ -131,9 +136,11 @@ void qwen2_split(const std::vector<uint32_t>& cps, std::vector<std::pair<size_t,
       emit_to(p);
       continue;
     }
-    // \p{N}
+    // \p{N}{1,max_digits}
     if (cls == Cls::kNumber) {
-      emit_to(pos + 1);
+      size_t p = pos + 1;
+      while (p - pos < max_digits && cls_at(p) == Cls::kNumber) ++p;
+      emit_to(p);
       continue;
     }
     // " ?[^\s\p{L}\p{N}]+[\r\n]*"
@@ -176,6 +183,12 @@ struct BigramWorse {
 };
 
 void merge_word(const TokenizerCore& core, std::string_view word, std::vector<int32_t>& out) {
+  if (core.ignore_merges) {
+    if (const int32_t whole = core.lookup(word); whole >= 0) {
+      out.push_back(whole);
+      return;
+    }
+  }
   std::vector<MergeSymbol> syms = split_symbols(word);
   run_merges<Bigram, BigramWorse>(syms, [&](int l, int r, auto push) {
     const int32_t rank =
@@ -190,10 +203,7 @@ void merge_word(const TokenizerCore& core, std::string_view word, std::vector<in
   });
 }
 
-}  // namespace
-
-std::vector<std::pair<size_t, size_t>> smollm_pretokenize(const std::vector<uint32_t>& cps) {
-  std::vector<std::pair<size_t, size_t>> out;
+void smollm_split(const std::vector<uint32_t>& cps, std::vector<std::pair<size_t, size_t>>& out) {
   size_t run = 0;
   for (size_t i = 0; i <= cps.size(); ++i) {
     if (i == cps.size() || unicode::is_number(cps[i])) {
@@ -202,20 +212,30 @@ std::vector<std::pair<size_t, size_t>> smollm_pretokenize(const std::vector<uint
       run = i + 1;
     }
   }
-  return out;
 }
 
-std::vector<std::pair<size_t, size_t>> qwen2_pretokenize(const std::vector<uint32_t>& cps) {
+}  // namespace
+
+std::vector<std::pair<size_t, size_t>> bpe_pretokenize(BpePre pre, const std::vector<uint32_t>& cps) {
   std::vector<std::pair<size_t, size_t>> out;
-  qwen2_split(cps, out);
+  switch (pre) {
+    case BpePre::kSmollm:
+      smollm_split(cps, out);
+      break;
+    case BpePre::kQwen2:
+      qwen2_split(cps, 1, out);
+      break;
+    case BpePre::kLlama3:
+      qwen2_split(cps, 3, out);
+      break;
+  }
   return out;
 }
 
 void bpe_encode_fragment(const TokenizerCore& core, std::string_view text, std::vector<int32_t>& out) {
   const std::vector<uint32_t> cps = unicode::decode(text);
   std::string word;
-  const auto pieces = core.pre == BpePre::kQwen2 ? qwen2_pretokenize(cps) : smollm_pretokenize(cps);
-  for (const auto& [b, e] : pieces) {
+  for (const auto& [b, e] : bpe_pretokenize(core.pre, cps)) {
     // Re-encoding the decoded code points is deliberate: invalid bytes become U+FFFD (EF BF BD)
     // and overlong forms are normalised, exactly as llama.cpp feeds them to the byte map.
     const std::string utf8 = unicode::to_utf8(cps, b, e);
