@@ -1,5 +1,5 @@
 // libFuzzer target: encodes arbitrary bytes with a small built-in byte-level BPE vocab (under the
-// smollm, qwen2 and llama-bpe pre-tokenizers) and a small SentencePiece vocab (no model files), then
+// smollm, qwen2, llama-bpe and gpt-4o pre-tokenizers) and a small SentencePiece vocab (no model files), then
 // decodes. Checks invariants that hold for any input: ids are in range, valid UTF-8 input
 // round-trips through the streaming decoder (both vocabs have all 256 byte tokens), and decode() is
 // what streaming gives -- less some spaces for llama-bpe, whose decode() cleans spaces like llama.cpp.
@@ -133,12 +133,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static const std::unique_ptr<Tokenizer> bpe = build_bpe("smollm");
   static const std::unique_ptr<Tokenizer> qwen2 = build_bpe("qwen2");
   static const std::unique_ptr<Tokenizer> llama3 = build_bpe("llama-bpe");
+  static const std::unique_ptr<Tokenizer> gpt4o = build_bpe("gpt-4o");
   static const std::unique_ptr<Tokenizer> spm = build_spm();
   const std::string_view text(reinterpret_cast<const char*>(data), size);
   for (bool ps : {false, true}) {
     check(*bpe, text, ps);
     check(*qwen2, text, ps);
     check(*llama3, text, ps, /*cleans_spaces=*/true);
+    check(*gpt4o, text, ps);
     check(*spm, text, ps);
   }
   return 0;

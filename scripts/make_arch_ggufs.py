@@ -21,14 +21,15 @@ import gguf
 SMOLLM2 = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 # name: (architecture, head_dim, extra parts, pre-tokenizer). The Qwen files name the "qwen2"
-# pre-tokenizer and the llama3 file "llama-bpe" (as Llama 3.x files do) over SmolLM2's vocabulary and
-# merges, so the tokenizer goldens check those splitters.
+# pre-tokenizer, the llama3 file "llama-bpe" (as Llama 3.x files do) and the phi3 file "gpt-4o" (Phi-3
+# has a SentencePiece vocabulary of its own; this one is only a carrier) over SmolLM2's vocabulary and
+# merges, so the tokenizer goldens check those splitters; gemma2 keeps "smollm".
 ARCHS = {
     "qwen2": ("qwen2", 32, {"qkv_bias"}, "qwen2"),
     "qwen3": ("qwen3", 64, {"qk_norm"}, "qwen2"),   # head_dim 64 != n_embd / n_head = 32, as in Qwen3
     # Llama 3.x frequency scaling (rope_freqs.weight); "unreachable": see UNREACHABLE_MERGES below.
     "llama3": ("llama", 32, {"rope_freqs", "unreachable"}, "llama-bpe"),
-    "phi3": ("phi3", 32, {"fused"}, "smollm"),  # attn_qkv and gate+up ffn_up fused, as Phi-3 files are
+    "phi3": ("phi3", 32, {"fused"}, "gpt-4o"),  # attn_qkv and gate+up ffn_up fused, as Phi-3 files are
     # Soft-capped scores and logits, alternating 64-slot sliding window, sandwich norms, tied head.
     "gemma2": ("gemma2", 32, {"gemma"}, "smollm"),
 }

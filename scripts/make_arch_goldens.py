@@ -38,7 +38,8 @@ N_GREEDY = 32
 # for llama-bpe also digit runs of 1 to 7 (split in threes), the words and digit runs its
 # ignore_merges takes whole on the llama3 file (make_arch_ggufs.py's UNREACHABLE_MERGES and _TOKENS),
 # and the spaces before punctuation and apostrophes that its clean_spaces removes when
-# llama_detokenize turns the ids back into text.
+# llama_detokenize turns the ids back into text; for gpt-4o (the phi3 file) letter runs split by case,
+# contractions only after a word, and "/" after punctuation and line breaks.
 TOKENIZER_TEXTS = [
     "I'M sure WE'LL see; they'Re here, it's HIS dog'S bone and you'd've",
     "12345 + 6.78 = 12351.78, 2024-12-01",
@@ -54,6 +55,7 @@ TOKENIZER_TEXTS = [
     "x  \t\n\n   y 1  2\t\t3   \n",
     "Hello hello, Say hello! HelloHello hellos Hello\nhello",
     "Hi , there ! what ? yes . no ' quoted ' it 's I 'm we 're you 've don 't",
+    "HelloWorld helloWorld ÉCOLE École McDonald's iPhone DON'T it's 'tis a/b/c x?\n/y",
 ]
 # Random weights make near-ties: a prompt (or greedy step) whose top two logits are closer than this
 # would make "the same top-1" a coin toss between two correct kernels, so the goldens refuse it.

@@ -152,13 +152,14 @@ char byte_of_token(const std::string& text) {
 // ASCII (no character straddles the cut) and, but for smollm's digits, not whitespace: how a run of
 // whitespace splits depends on what follows it (\s+(?!\S)). Then every pattern splits before " x"
 // (x an ASCII letter: a letter run with its one leading character starts there) and before an ASCII
-// digit (smollm makes every number a piece first), except inside a llama-bpe \p{N}{1,3} count.
+// digit (smollm makes every number a piece first), except inside a \p{N}{1,3} count (llama-bpe, gpt-4o).
 bool bpe_safe_cut(BpePre pre, std::string_view s, size_t i) {
   if (i == 0 || i + 1 >= s.size() || static_cast<uint8_t>(s[i - 1]) >= 0x80) return false;
   auto digit = [](char c) { return c >= '0' && c <= '9'; };
   const bool after_space = unicode::is_whitespace(static_cast<uint8_t>(s[i - 1]));
   if (digit(s[i])) {
-    return pre == BpePre::kSmollm || (!after_space && !(pre == BpePre::kLlama3 && digit(s[i - 1])));
+    const bool counts_digits = pre == BpePre::kLlama3 || pre == BpePre::kGpt4o;
+    return pre == BpePre::kSmollm || (!after_space && !(counts_digits && digit(s[i - 1])));
   }
   const char next = s[i + 1];
   return s[i] == ' ' && ((next >= 'a' && next <= 'z') || (next >= 'A' && next <= 'Z')) && !after_space;
@@ -179,8 +180,8 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::create(VocabData vocab) {
   TokenizerCore& c = *tok->core_;
   if (vocab.model == "gpt2") {
     c.kind = Kind::kBpe;
-    // smollm and qwen2 (deepseek-r1-qwen is the same regex) go without llama.cpp's ignore_merges and
-    // clean_spaces passes; its Llama 3 pre-tokenizer has both. Others (gpt-4o, ...) are refused.
+    // smollm, qwen2 (deepseek-r1-qwen is the same regex) and gpt-4o go without llama.cpp's
+    // ignore_merges and clean_spaces passes; its Llama 3 pre-tokenizer has both. Others are refused.
     if (vocab.pre == "smollm") {
       c.pre = BpePre::kSmollm;
     } else if (vocab.pre == "qwen2" || vocab.pre == "deepseek-r1-qwen") {
@@ -189,10 +190,13 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::create(VocabData vocab) {
       c.pre = BpePre::kLlama3;
       c.ignore_merges = true;
       c.clean_spaces = true;
+    } else if (vocab.pre == "gpt-4o" || vocab.pre == "llama4" || vocab.pre == "kanana2" ||
+               vocab.pre == "talkie") {
+      c.pre = BpePre::kGpt4o;
     } else {
-      return make_error(
-          "tokenizer: unsupported BPE pre-tokenizer '" + vocab.pre +
-          "' (supported: smollm, qwen2, deepseek-r1-qwen, llama-bpe and its other names such as llama3)");
+      return make_error("tokenizer: unsupported BPE pre-tokenizer '" + vocab.pre +
+                        "' (supported: smollm, qwen2, deepseek-r1-qwen, llama-bpe and its other names such "
+                        "as llama3, gpt-4o)");
     }
   } else if (vocab.model == "llama") {
     c.kind = Kind::kSpm;

@@ -36,9 +36,9 @@ class SpecialTrie {
   std::unordered_map<uint64_t, uint32_t> edges_;  // (node << 8 | byte) -> child node
 };
 
-// The BPE pre-tokenizers implemented (tokenizer.ggml.pre): smollm, qwen2 (= deepseek-r1-qwen) and
-// llama3 (llama-bpe and the other names of is_llama3_pre).
-enum class BpePre { kSmollm, kQwen2, kLlama3 };
+// The BPE pre-tokenizers implemented (tokenizer.ggml.pre): smollm, qwen2 (= deepseek-r1-qwen),
+// llama3 (llama-bpe and the other names of is_llama3_pre) and gpt-4o (= llama4, kanana2, talkie).
+enum class BpePre { kSmollm, kQwen2, kLlama3, kGpt4o };
 
 struct TokenizerCore {
   Tokenizer::Kind kind = Tokenizer::Kind::kBpe;

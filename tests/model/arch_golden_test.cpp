@@ -126,7 +126,8 @@ TEST_P(ArchGolden, LogitsAndGreedyTokensMatchLlamaCpp) {
   EXPECT_EQ(ours, g["greedy"].get<std::vector<int32_t>>()) << name << ": greedy tokens";
 }
 
-// The file's pre-tokenizer ("qwen2" on the Qwen files, "llama-bpe" on llama3, "smollm" elsewhere)
+// The file's pre-tokenizer ("qwen2" on the Qwen files, "llama-bpe" on llama3, "gpt-4o" on phi3,
+// "smollm" on gemma2)
 // over SmolLM2's merges: the same ids as llama.cpp for texts that exercise every alternative of its
 // pattern (and llama-bpe's ignore_merges), and the same text back as llama_detokenize (llama-bpe's
 // clean_spaces).

@@ -71,6 +71,20 @@ TEST(TokenizerPretokenize, Llama3GroupsDigitsInThreesAndOtherwiseFollowsQwen2) {
   }
 }
 
+// gpt-4o as llama.cpp runs it (std::regex, non-ASCII letters both upper and lower case): letter runs
+// split where lower case follows upper, contractions only after a word, "/" after punctuation.
+TEST(TokenizerPretokenize, Gpt4oSplitsLetterRunsByCase) {
+  using V = std::vector<std::string>;
+  const BpePre g = BpePre::kGpt4o;
+  EXPECT_EQ(pieces("HelloWorld helloWorld HELLOworld", g),
+            (V{"Hello", "World", " hello", "World", " HELLOworld"}));
+  // É has no ASCII case: it may end an upper-case run or start a lower-case one.
+  const std::string e_acute = "\xC3\x89";
+  EXPECT_EQ(pieces(e_acute + "COLE " + e_acute + "cole", g), (V{e_acute, "COLE", " " + e_acute + "cole"}));
+  EXPECT_EQ(pieces("DON'T it's 'tis", g), (V{"DON'T", " it's", " '", "tis"}));
+  EXPECT_EQ(pieces("a/b x?\n/y 1234567", g), (V{"a", "/b", " x", "?\n/", "y", " ", "123", "456", "7"}));
+}
+
 TEST(TokenizerBpe, MergeRankOrderDecides) {
   // "abc" with merges [a b, b c] -> "ab" + "c"; with [b c, a b] -> "a" + "bc".
   auto t1 = make(bpe_vocab({"ab", "bc"}, {"a b", "b c"}));
@@ -230,7 +244,7 @@ TEST(TokenizerBounded, EncodeWithinIsEncodeOrRefusesOverTheLimit) {
   std::string big;  // digit runs and spaces before digits, where the pre-tokenizers' cuts differ
   for (int i = 0; i < 3000; ++i) big += "hello world 12 <|c|>x\xff a  1234567 ";
   std::string letters(20000, 'h');  // no place to cut: one fragment
-  for (const char* pre : {"smollm", "qwen2", "llama-bpe"}) {
+  for (const char* pre : {"smollm", "qwen2", "llama-bpe", "gpt-4o"}) {
     v.pre = pre;
     auto t = make(v);
     for (const std::string& text : {std::string("hello world"), big, letters, big + letters + big}) {
@@ -290,7 +304,7 @@ TEST(TokenizerStream, HoldsBackIncompleteUtf8) {
 
 TEST(TokenizerCreate, RejectsUnsupportedModels) {
   VocabData v = bpe_vocab({}, {});
-  v.pre = "gpt-4o";
+  v.pre = "tekken";
   EXPECT_FALSE(Tokenizer::create(v).ok());
   v.model = "bert";
   EXPECT_FALSE(Tokenizer::create(v).ok());
