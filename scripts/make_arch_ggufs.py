@@ -21,15 +21,27 @@ import gguf
 SMOLLM2 = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 # name: (architecture, head_dim, extra parts, pre-tokenizer). The Qwen files name the "qwen2"
-# pre-tokenizer over SmolLM2's vocabulary and merges, so the tokenizer goldens check that splitter.
+# pre-tokenizer, the llama3 file "llama-bpe" (as Llama 3.x files do) and the phi3 file "gpt-4o" (Phi-3
+# has a SentencePiece vocabulary of its own; this one is only a carrier) over SmolLM2's vocabulary and
+# merges, so the tokenizer goldens check those splitters; gemma2 keeps "smollm".
 ARCHS = {
     "qwen2": ("qwen2", 32, {"qkv_bias"}, "qwen2"),
     "qwen3": ("qwen3", 64, {"qk_norm"}, "qwen2"),   # head_dim 64 != n_embd / n_head = 32, as in Qwen3
-    "llama3": ("llama", 32, {"rope_freqs"}, "smollm"),  # Llama 3.x frequency scaling: rope_freqs.weight
-    "phi3": ("phi3", 32, {"fused"}, "smollm"),  # attn_qkv and gate+up ffn_up fused, as Phi-3 files are
+    # Llama 3.x frequency scaling (rope_freqs.weight); "unreachable": see UNREACHABLE_MERGES below.
+    "llama3": ("llama", 32, {"rope_freqs", "unreachable"}, "llama-bpe"),
+    "phi3": ("phi3", 32, {"fused"}, "gpt-4o"),  # attn_qkv and gate+up ffn_up fused, as Phi-3 files are
     # Soft-capped scores and logits, alternating 64-slot sliding window, sandwich norms, tied head.
     "gemma2": ("gemma2", 32, {"gemma"}, "smollm"),
 }
+# Every SmolLM2 token is what its merges make of its own text, so llama-bpe's ignore_merges (a
+# pre-token that is a vocab entry is taken whole) would change nothing; and it has one-digit tokens
+# only, so llama-bpe's digit runs in threes would give the ids of single digits. Llama 3's vocabulary
+# has tokens the merges never build, and so does the llama3 file: leaving out the last merge of
+# " hello" and "Hello" ("Ġ" is the byte-level space), and renaming three of the last tokens
+# (" exfol", " Mama", "ectable") to digit runs that no merge builds, which only ignore_merges gives
+# whole and only the grouping in threes makes into pieces.
+UNREACHABLE_MERGES = {"Ġhel lo", "H ello"}
+UNREACHABLE_TOKENS = {49149: "123", 49150: "555", 49151: "777"}
 N_EMBD, N_HEAD, N_HEAD_KV, N_FF, N_LAYER, N_CTX = 128, 4, 2, 256, 3, 2048
 
 
@@ -103,9 +115,13 @@ def write(out_dir, name, tok):
         w.add_uint32("gemma2.attention.sliding_window", 64)
     w.add_tokenizer_model("gpt2")
     w.add_tokenizer_pre(pre)
-    w.add_token_list(tok["tokens"])
+    tokens = list(tok["tokens"])
+    if "unreachable" in extra:
+        for i, text in UNREACHABLE_TOKENS.items():
+            tokens[i] = text
+    w.add_token_list(tokens)
     w.add_token_types(tok["types"])
-    w.add_token_merges(tok["merges"])
+    w.add_token_merges([m for m in tok["merges"] if "unreachable" not in extra or m not in UNREACHABLE_MERGES])
     w.add_bos_token_id(tok["bos"])
     w.add_eos_token_id(tok["eos"])
     w.add_add_bos_token(False)

@@ -11,6 +11,7 @@ clear it (random weights make near-ties common).
 Run with the reference build of scripts/build_llamacpp_reference.sh on PYTHONPATH / LLAMA_CPP_LIB_PATH:
   make_arch_goldens.py   (writes tests/data/arch/<name>.json and <name>.<i>.f32)
 """
+import ctypes
 import hashlib
 import json
 import os
@@ -33,7 +34,12 @@ PROMPTS = [
 ]
 N_GREEDY = 32
 # Texts for the pre-tokenizer: contractions in any case, digit runs, whitespace runs before letters,
-# digits, line breaks and the end, punctuation runs with line breaks, letters of several scripts.
+# digits, line breaks and the end, punctuation runs with line breaks, letters of several scripts;
+# for llama-bpe also digit runs of 1 to 7 (split in threes), the words and digit runs its
+# ignore_merges takes whole on the llama3 file (make_arch_ggufs.py's UNREACHABLE_MERGES and _TOKENS),
+# and the spaces before punctuation and apostrophes that its clean_spaces removes when
+# llama_detokenize turns the ids back into text; for gpt-4o (the phi3 file) letter runs split by case,
+# contractions only after a word, and "/" after punctuation and line breaks.
 TOKENIZER_TEXTS = [
     "I'M sure WE'LL see; they'Re here, it's HIS dog'S bone and you'd've",
     "12345 + 6.78 = 12351.78, 2024-12-01",
@@ -43,6 +49,13 @@ TOKENIZER_TEXTS = [
     "def f(x):\n    return x**2  # square\n\n\n",
     "emoji 👍🏽 and   trailing spaces   ",
     "  leading\u00a0nbsp and\u2003em space",
+    "1 22 333 4444 55555 666666 7777777 x1234y 3.14159 ٣٤٥٦",
+    "DON'T YOU'VE IT'S SHE'D THEY'RE I'LL We'Ve",
+    "end.\n\nNext:\r\n- item;\n\n)\n  (\n",
+    "x  \t\n\n   y 1  2\t\t3   \n",
+    "Hello hello, Say hello! HelloHello hellos Hello\nhello",
+    "Hi , there ! what ? yes . no ' quoted ' it 's I 'm we 're you 've don 't",
+    "HelloWorld helloWorld ÉCOLE École McDonald's iPhone DON'T it's 'tis a/b/c x?\n/y",
 ]
 # Random weights make near-ties: a prompt (or greedy step) whose top two logits are closer than this
 # would make "the same top-1" a coin toss between two correct kernels, so the goldens refuse it.
@@ -81,8 +94,20 @@ def main():
                 entry = {"tokens": ids, "top1": int(np.argmax(logits))}
                 meta["prompts"].append(entry)
                 print(name, i, len(ids), entry["top1"], file=sys.stderr)
-            meta["tokenizer"] = [{"text": t, "ids": m.tokenize(t.encode("utf-8"), add_bos=False, special=False)}
-                                 for t in TOKENIZER_TEXTS]
+            vocab = llama_cpp.llama_model_get_vocab(m.model)
+
+            def detokenize(ids):  # the library call (clean_spaces applies), not Llama.detokenize's pieces
+                cap = 64 + 64 * len(ids)
+                buf = ctypes.create_string_buffer(cap)
+                n = llama_cpp.llama_detokenize(vocab, (llama_cpp.llama_token * len(ids))(*ids), len(ids), buf, cap,
+                                               False, False)
+                assert n >= 0, n
+                return buf.raw[:n].decode("utf-8")
+
+            meta["tokenizer"] = []
+            for t in TOKENIZER_TEXTS:
+                ids = m.tokenize(t.encode("utf-8"), add_bos=False, special=False)
+                meta["tokenizer"].append({"text": t, "ids": ids, "detok": detokenize(ids)})
             # 32 greedy tokens from the first candidate prompt whose whole path is free of near-ties.
             for extra in [[]] + [[k] for k in range(100, 164)]:
                 ids = PROMPTS[0] + extra

@@ -1,4 +1,5 @@
-// Byte-level BPE (tokenizer.ggml.model = "gpt2") with the "smollm" or the "qwen2" pre-tokenizer.
+// Byte-level BPE (tokenizer.ggml.model = "gpt2") with the "smollm", "qwen2", "llama-bpe" or "gpt-4o"
+// pre-tokenizer.
 //
 // smollm applies two patterns in sequence, each to the pieces left by the previous one, keeping
 // matched and unmatched spans (llama.cpp's unicode_regex_split):
@@ -6,6 +7,14 @@
 //   2. 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
 // qwen2 (also "deepseek-r1-qwen") is one pattern, Qwen2's tokenizer.json regex:
 //   (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
+// llama-bpe (Llama 3.x; also llama3, llama-v3, falcon3, ...: see is_llama3_pre) is the same pattern
+// with \p{N}{1,3} for \p{N}, so one matcher serves both. llama.cpp also sets ignore_merges for it: a
+// pre-token that is itself a vocab entry becomes that token without any merging (merge_word).
+// gpt-4o (also llama4, kanana2, talkie) is llama.cpp's adaptation of the o200k pattern:
+//   [^\r\n\p{L}\p{N}]?((?=[\p{L}])([^a-z]))*((?=[\p{L}])([^A-Z]))+(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?|
+//   [^\r\n\p{L}\p{N}]?((?=[\p{L}])([^a-z]))+((?=[\p{L}])([^A-Z]))*(?:'[sS]|...)?|\p{N}{1,3}|
+//    ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+
+// which llama.cpp has no custom matcher for: see pattern_split for what its std::regex fallback makes of it.
 // All are hand-written matchers over code points: std::regex is slow and not Unicode aware.
 #include <algorithm>
 #include <cctype>
@@ -98,12 +107,35 @@ void gpt2_split(const std::vector<uint32_t>& cps, size_t begin, size_t end,
   }
 }
 
-// The qwen2 pattern above, alternative by alternative, leftmost first, at each position of [0, n).
-void qwen2_split(const std::vector<uint32_t>& cps, std::vector<std::pair<size_t, size_t>>& out) {
+// How the qwen2, llama-bpe and gpt-4o patterns differ; the rest of them is the same.
+struct Pattern {
+  size_t max_digits;  // the N of \p{N}{1,N}: 1 for qwen2, 3 for llama-bpe and gpt-4o
+  bool cased_words;  // gpt-4o: letter runs split by case, contractions only after them, "/" after punctuation
+};
+
+// The qwen2 pattern above (or a variant, see Pattern), alternative by alternative, leftmost first, at
+// each position of [0, n). gpt-4o's letter alternatives, as llama.cpp runs them (std::regex over text
+// where every non-ASCII letter is one placeholder byte, so it is both [^a-z] and [^A-Z]):
+//   [^\r\n\p{L}\p{N}]?U*L+C? | [^\r\n\p{L}\p{N}]?U+L*C?   (U: a letter not a-z, L: a letter not A-Z,
+//   C: a contraction as above), then " ?[^\s\p{L}\p{N}]+[\r\n/]*" for the punctuation alternative.
+void pattern_split(const std::vector<uint32_t>& cps, const Pattern& pattern,
+                   std::vector<std::pair<size_t, size_t>>& out) {
   const size_t end = cps.size();
   auto cls_at = [&](size_t p) { return p < end ? classify(cps[p]) : Cls::kNone; };
   auto is_crlf = [&](size_t p) { return p < end && (cps[p] == '\r' || cps[p] == '\n'); };
   auto lower = [&](size_t p) { return p < end && cps[p] < 128 ? uint32_t(std::tolower(int(cps[p]))) : 0u; };
+  auto ascii_in = [&](size_t p, char lo, char hi) {
+    return cps[p] >= uint32_t(lo) && cps[p] <= uint32_t(hi);
+  };
+  auto cased_u = [&](size_t p) { return cls_at(p) == Cls::kLetter && !ascii_in(p, 'a', 'z'); };
+  auto cased_l = [&](size_t p) { return cls_at(p) == Cls::kLetter && !ascii_in(p, 'A', 'Z'); };
+  // (?i:'s|'t|'re|'ve|'m|'ll|'d) at p: its length, or 0.
+  auto contraction = [&](size_t p) -> size_t {
+    if (p >= end || cps[p] != '\'') return 0;
+    const uint32_t c1 = lower(p + 1), c2 = lower(p + 2);
+    if (c1 == 's' || c1 == 't' || c1 == 'm' || c1 == 'd') return 2;
+    return (c1 == 'r' && c2 == 'e') || (c1 == 'v' && c2 == 'e') || (c1 == 'l' && c2 == 'l') ? 3 : 0;
+  };
   size_t pos = 0;
   auto emit_to = [&](size_t to) {
     out.emplace_back(pos, to);
@@ -112,36 +144,54 @@ void qwen2_split(const std::vector<uint32_t>& cps, std::vector<std::pair<size_t,
   while (pos < end) {
     const uint32_t cp = cps[pos];
     const Cls cls = cls_at(pos);
-    // (?i:'s|'t|'re|'ve|'m|'ll|'d)
-    if (cp == '\'') {
-      const uint32_t c1 = lower(pos + 1), c2 = lower(pos + 2);
-      if (c1 == 's' || c1 == 't' || c1 == 'm' || c1 == 'd') {
-        emit_to(pos + 2);
-        continue;
-      }
-      if ((c1 == 'r' && c2 == 'e') || (c1 == 'v' && c2 == 'e') || (c1 == 'l' && c2 == 'l')) {
-        emit_to(pos + 3);
+    if (!pattern.cased_words) {
+      if (const size_t n = contraction(pos); n > 0) {
+        emit_to(pos + n);
         continue;
       }
     }
-    // [^\r\n\p{L}\p{N}]?\p{L}+
-    if (cls == Cls::kLetter || (!is_crlf(pos) && cls != Cls::kNumber && cls_at(pos + 1) == Cls::kLetter)) {
-      size_t p = pos + 1;
+    // [^\r\n\p{L}\p{N}]? before a letter run
+    const bool lead =
+        cls != Cls::kLetter && cls != Cls::kNumber && !is_crlf(pos) && cls_at(pos + 1) == Cls::kLetter;
+    const size_t word = pos + (lead ? 1 : 0);
+    if (cls_at(word) == Cls::kLetter && !pattern.cased_words) {  // \p{L}+
+      size_t p = word + 1;
       while (cls_at(p) == Cls::kLetter) ++p;
       emit_to(p);
       continue;
     }
-    // \p{N}
-    if (cls == Cls::kNumber) {
-      emit_to(pos + 1);
+    if (cls_at(word) == Cls::kLetter) {
+      size_t u_end = word;  // U* takes the whole run of U first
+      while (cased_u(u_end)) ++u_end;
+      size_t p = u_end;
+      if (cased_l(u_end)) {
+        while (cased_l(p)) ++p;
+      } else {
+        // Backtracking: L+ can start only at the run's last letter that is both U and L (then it is
+        // that one letter); with none, U+L*C? takes the run of U alone.
+        for (size_t k = u_end; k > word; --k) {
+          if (cased_l(k - 1)) {
+            p = k;
+            break;
+          }
+        }
+      }
+      emit_to(p + contraction(p));
       continue;
     }
-    // " ?[^\s\p{L}\p{N}]+[\r\n]*"
+    // \p{N}{1,max_digits}
+    if (cls == Cls::kNumber) {
+      size_t p = pos + 1;
+      while (p - pos < pattern.max_digits && cls_at(p) == Cls::kNumber) ++p;
+      emit_to(p);
+      continue;
+    }
+    // " ?[^\s\p{L}\p{N}]+[\r\n]*" (gpt-4o: [\r\n/]*)
     const size_t run = pos + (cp == ' ' ? 1 : 0);
     if (cls_at(run) == Cls::kOther) {
       size_t p = run;
       while (cls_at(p) == Cls::kOther) ++p;
-      while (is_crlf(p)) ++p;
+      while (is_crlf(p) || (pattern.cased_words && p < end && cps[p] == '/')) ++p;
       emit_to(p);
       continue;
     }
@@ -176,6 +226,12 @@ struct BigramWorse {
 };
 
 void merge_word(const TokenizerCore& core, std::string_view word, std::vector<int32_t>& out) {
+  if (core.ignore_merges) {
+    if (const int32_t whole = core.lookup(word); whole >= 0) {
+      out.push_back(whole);
+      return;
+    }
+  }
   std::vector<MergeSymbol> syms = split_symbols(word);
   run_merges<Bigram, BigramWorse>(syms, [&](int l, int r, auto push) {
     const int32_t rank =
@@ -190,10 +246,7 @@ void merge_word(const TokenizerCore& core, std::string_view word, std::vector<in
   });
 }
 
-}  // namespace
-
-std::vector<std::pair<size_t, size_t>> smollm_pretokenize(const std::vector<uint32_t>& cps) {
-  std::vector<std::pair<size_t, size_t>> out;
+void smollm_split(const std::vector<uint32_t>& cps, std::vector<std::pair<size_t, size_t>>& out) {
   size_t run = 0;
   for (size_t i = 0; i <= cps.size(); ++i) {
     if (i == cps.size() || unicode::is_number(cps[i])) {
@@ -202,20 +255,33 @@ std::vector<std::pair<size_t, size_t>> smollm_pretokenize(const std::vector<uint
       run = i + 1;
     }
   }
-  return out;
 }
 
-std::vector<std::pair<size_t, size_t>> qwen2_pretokenize(const std::vector<uint32_t>& cps) {
+}  // namespace
+
+std::vector<std::pair<size_t, size_t>> bpe_pretokenize(BpePre pre, const std::vector<uint32_t>& cps) {
   std::vector<std::pair<size_t, size_t>> out;
-  qwen2_split(cps, out);
+  switch (pre) {
+    case BpePre::kSmollm:
+      smollm_split(cps, out);
+      break;
+    case BpePre::kQwen2:
+      pattern_split(cps, Pattern{1, false}, out);
+      break;
+    case BpePre::kLlama3:
+      pattern_split(cps, Pattern{3, false}, out);
+      break;
+    case BpePre::kGpt4o:
+      pattern_split(cps, Pattern{3, true}, out);
+      break;
+  }
   return out;
 }
 
 void bpe_encode_fragment(const TokenizerCore& core, std::string_view text, std::vector<int32_t>& out) {
   const std::vector<uint32_t> cps = unicode::decode(text);
   std::string word;
-  const auto pieces = core.pre == BpePre::kQwen2 ? qwen2_pretokenize(cps) : smollm_pretokenize(cps);
-  for (const auto& [b, e] : pieces) {
+  for (const auto& [b, e] : bpe_pretokenize(core.pre, cps)) {
     // Re-encoding the decoded code points is deliberate: invalid bytes become U+FFFD (EF BF BD)
     // and overlong forms are normalised, exactly as llama.cpp feeds them to the byte map.
     const std::string utf8 = unicode::to_utf8(cps, b, e);

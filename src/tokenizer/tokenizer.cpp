@@ -147,16 +147,22 @@ char byte_of_token(const std::string& text) {
   return static_cast<char>(std::strtol(hex.c_str(), nullptr, 16));
 }
 
-// A byte offset where the smollm and qwen2 pre-tokenizers always split and UTF-8 decoding is unchanged, so
-// that encoding [0, i) and [i, end) on their own gives the tokens of the whole: before an ASCII digit
-// (every number is a piece of its own), or before " x" (x an ASCII letter) after a character that is
-// not whitespace (" ?\p{L}+" starts there). The byte before is ASCII, so no character straddles it.
-bool bpe_safe_cut(std::string_view s, size_t i) {
+// A byte offset where the pre-tokenizer always splits and UTF-8 decoding is unchanged, so that
+// encoding [0, i) and [i, end) on their own gives the tokens of the whole. The byte before must be
+// ASCII (no character straddles the cut) and, but for smollm's digits, not whitespace: how a run of
+// whitespace splits depends on what follows it (\s+(?!\S)). Then every pattern splits before " x"
+// (x an ASCII letter: a letter run with its one leading character starts there) and before an ASCII
+// digit (smollm makes every number a piece first), except inside a \p{N}{1,3} count (llama-bpe, gpt-4o).
+bool bpe_safe_cut(BpePre pre, std::string_view s, size_t i) {
   if (i == 0 || i + 1 >= s.size() || static_cast<uint8_t>(s[i - 1]) >= 0x80) return false;
-  if (s[i] >= '0' && s[i] <= '9') return true;
+  auto digit = [](char c) { return c >= '0' && c <= '9'; };
+  const bool after_space = unicode::is_whitespace(static_cast<uint8_t>(s[i - 1]));
+  if (digit(s[i])) {
+    const bool counts_digits = pre == BpePre::kLlama3 || pre == BpePre::kGpt4o;
+    return pre == BpePre::kSmollm || (!after_space && !(counts_digits && digit(s[i - 1])));
+  }
   const char next = s[i + 1];
-  return s[i] == ' ' && ((next >= 'a' && next <= 'z') || (next >= 'A' && next <= 'Z')) &&
-         !unicode::is_whitespace(static_cast<uint8_t>(s[i - 1]));
+  return s[i] == ' ' && ((next >= 'a' && next <= 'z') || (next >= 'A' && next <= 'Z')) && !after_space;
 }
 
 template <size_t N>
@@ -174,15 +180,23 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::create(VocabData vocab) {
   TokenizerCore& c = *tok->core_;
   if (vocab.model == "gpt2") {
     c.kind = Kind::kBpe;
-    // smollm and qwen2 (deepseek-r1-qwen is the same regex): both without llama.cpp's ignore_merges
-    // and clean_spaces passes. Others (llama-bpe: those passes and \p{N}{1,3}; gpt-4o; ...) are refused.
+    // smollm, qwen2 (deepseek-r1-qwen is the same regex) and gpt-4o go without llama.cpp's
+    // ignore_merges and clean_spaces passes; its Llama 3 pre-tokenizer has both. Others are refused.
     if (vocab.pre == "smollm") {
       c.pre = BpePre::kSmollm;
     } else if (vocab.pre == "qwen2" || vocab.pre == "deepseek-r1-qwen") {
       c.pre = BpePre::kQwen2;
+    } else if (is_llama3_pre(vocab.pre)) {
+      c.pre = BpePre::kLlama3;
+      c.ignore_merges = true;
+      c.clean_spaces = true;
+    } else if (vocab.pre == "gpt-4o" || vocab.pre == "llama4" || vocab.pre == "kanana2" ||
+               vocab.pre == "talkie") {
+      c.pre = BpePre::kGpt4o;
     } else {
       return make_error("tokenizer: unsupported BPE pre-tokenizer '" + vocab.pre +
-                        "' (supported: smollm, qwen2, deepseek-r1-qwen)");
+                        "' (supported: smollm, qwen2, deepseek-r1-qwen, llama-bpe and its other names such "
+                        "as llama3, gpt-4o)");
     }
   } else if (vocab.model == "llama") {
     c.kind = Kind::kSpm;
@@ -340,7 +354,7 @@ bool Tokenizer::encode_into(std::string_view text, bool add_bos, bool parse_spec
       size_t done = 0;
       while (bounded && raw.size() - done > 2 * kPieceBytes && out.size() <= limit) {
         size_t cut = done + kPieceBytes;
-        while (cut < raw.size() && !bpe_safe_cut(raw, cut)) ++cut;
+        while (cut < raw.size() && !bpe_safe_cut(c.pre, raw, cut)) ++cut;
         if (cut >= raw.size()) break;
         bpe_encode_fragment(c, raw.substr(done, cut - done), out);
         done = cut;
@@ -377,7 +391,40 @@ std::string Tokenizer::decode(std::span<const int32_t> ids, bool special) const 
     strip_space = false;
     out += piece;
   }
+  if (core_->clean_spaces) clean_up_spaces(out);
   return out;
+}
+
+void clean_up_spaces(std::string& text) {
+  // Three passes as in llama_vocab::impl::detokenize, each over the previous one's output, always
+  // keeping the first character. A rule sees in[i] after a space; dropping that space pops what the
+  // pass wrote last, which is always in[i - 1].
+  enum class Drop { kNone, kSpaceBefore, kSpacesAround };
+  auto pass = [&text](auto rule) {
+    std::string in;
+    in.swap(text);
+    for (size_t i = 0; i < in.size(); ++i) {
+      const Drop d = i > 0 && in[i - 1] == ' ' ? rule(in, i) : Drop::kNone;
+      if (d != Drop::kNone) text.pop_back();
+      text += in[i];
+      // The space after is skipped too; llama.cpp overwrites it with NUL, so it is no "space before".
+      if (d == Drop::kSpacesAround) in[++i] = '\0';
+    }
+  };
+  pass([](const std::string& in, size_t i) {
+    const char x = in[i];
+    return x == '?' || x == '!' || x == '.' || x == ',' ? Drop::kSpaceBefore : Drop::kNone;
+  });
+  pass([](const std::string& in, size_t i) {
+    return in[i] == '\'' && i + 1 < in.size() && in[i + 1] == ' ' ? Drop::kSpacesAround : Drop::kNone;
+  });
+  pass([](const std::string& in, size_t i) {
+    if (in[i] != '\'' || i + 1 >= in.size()) return Drop::kNone;
+    const char x1 = in[i + 1];
+    if (x1 == 's' || x1 == 'm') return Drop::kSpaceBefore;  // " 's", " 'm"; " 't", " 'd", " 'll" stay
+    const bool re_ve = i + 2 < in.size() && (x1 == 'r' || x1 == 'v') && in[i + 2] == 'e';
+    return re_ve ? Drop::kSpaceBefore : Drop::kNone;
+  });
 }
 
 int32_t Tokenizer::bos_id() const { return core_->vocab.bos; }

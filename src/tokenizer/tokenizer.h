@@ -1,5 +1,5 @@
 // Text <-> token ids for the two GGUF tokenizer families we run:
-//   * "gpt2"  : byte-level BPE with a regex pre-tokenizer (SmolLM2, pre = "smollm"),
+//   * "gpt2"  : byte-level BPE with a regex pre-tokenizer (pre = "smollm", "qwen2", "llama-bpe"),
 //   * "llama" : SentencePiece-style BPE over scores with <0xXX> byte fallback (Gemma 3).
 // Behaviour follows llama.cpp (commit 0c1e570) token for token, including its handling of invalid
 // UTF-8 and of special tokens; tests/data/tokenizer/*.golden.jsonl pin that down.
@@ -44,6 +44,8 @@ class Tokenizer {
   int64_t min_tokens(size_t bytes) const;
 
   // special: render CONTROL/UNKNOWN tokens as their text (otherwise they produce nothing).
+  // As llama_detokenize: for llama-bpe, spaces before punctuation are cleaned (clean_up_spaces);
+  // token_to_piece and StreamDecoder give the raw pieces.
   std::string decode(std::span<const int32_t> ids, bool special = false) const;
   // Whether the text holds the text of a CONTROL or UNKNOWN token (what parse_special would turn
   // into a special id).

@@ -36,12 +36,17 @@ class SpecialTrie {
   std::unordered_map<uint64_t, uint32_t> edges_;  // (node << 8 | byte) -> child node
 };
 
-// The BPE pre-tokenizers implemented (tokenizer.ggml.pre): smollm, and qwen2 (= deepseek-r1-qwen).
-enum class BpePre { kSmollm, kQwen2 };
+// The BPE pre-tokenizers implemented (tokenizer.ggml.pre): smollm, qwen2 (= deepseek-r1-qwen),
+// llama3 (llama-bpe and the other names of is_llama3_pre) and gpt-4o (= llama4, kanana2, talkie).
+enum class BpePre { kSmollm, kQwen2, kLlama3, kGpt4o };
 
 struct TokenizerCore {
   Tokenizer::Kind kind = Tokenizer::Kind::kBpe;
   BpePre pre = BpePre::kSmollm;
+  // llama.cpp's per-pre-tokenizer passes: a pre-token that is a vocab entry is taken whole
+  // (ignore_merges); decode() tidies spaces before punctuation (clean_up_spaces()).
+  bool ignore_merges = false;
+  bool clean_spaces = false;
   VocabData vocab;  // tokens / scores / types as loaded (empty tokens renamed like llama.cpp)
   std::vector<uint32_t> attrs;
   std::unordered_map<std::string_view, int32_t> token_to_id;  // views into vocab.tokens
@@ -69,9 +74,12 @@ void bpe_encode_fragment(const TokenizerCore& core, std::string_view text, std::
 void spm_encode_fragment(const TokenizerCore& core, std::string_view text, bool prefix_space,
                          std::vector<int32_t>& out);
 
-// Pre-tokenizers: [begin, end) code point spans of `cps`.
-std::vector<std::pair<size_t, size_t>> smollm_pretokenize(const std::vector<uint32_t>& cps);
-std::vector<std::pair<size_t, size_t>> qwen2_pretokenize(const std::vector<uint32_t>& cps);
+// The pre-tokenizer `pre`: [begin, end) code point spans of `cps`.
+std::vector<std::pair<size_t, size_t>> bpe_pretokenize(BpePre pre, const std::vector<uint32_t>& cps);
+
+// llama.cpp's clean_up_tokenization_spaces passes over detokenized text (llama_vocab::detokenize),
+// in place: drops the space before ? ! . , ; turns " ' " into "'"; drops the space before 's 'm 're 've.
+void clean_up_spaces(std::string& text);
 
 // Splits `text` at special tokens exactly like llama.cpp's tokenizer_st_partition.
 struct Fragment {

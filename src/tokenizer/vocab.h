@@ -4,7 +4,10 @@
 #pragma once
 
 #include <cstdint>
+#include <algorithm>
+#include <iterator>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace agentkv {
@@ -32,5 +35,14 @@ struct VocabData {
   bool add_bos = false, add_eos = false, add_space_prefix = false;
   std::string chat_template;  // tokenizer.chat_template, may be empty
 };
+
+// tokenizer.ggml.pre names that llama.cpp (src/llama-vocab.cpp) maps to its Llama 3 pre-tokenizer,
+// LLAMA_VOCAB_PRE_TYPE_LLAMA3 (one pattern, ignore_merges, clean_spaces, add_bos by default).
+inline bool is_llama3_pre(std::string_view pre) {
+  static constexpr std::string_view kNames[] = {"llama3",   "llama-v3",  "llama-bpe",
+                                                "falcon3",  "falcon-h1", "pixtral",
+                                                "midm-2.0", "lfm2",      "jina-v5-nano"};
+  return std::find(std::begin(kNames), std::end(kNames), pre) != std::end(kNames);
+}
 
 }  // namespace agentkv

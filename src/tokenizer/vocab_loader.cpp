@@ -43,7 +43,7 @@ Result<VocabData> load_vocab(const GgufFile& f) {
   v.unk = static_cast<int32_t>(f.get_int_or("tokenizer.ggml.unknown_token_id", unk));
   v.pad = static_cast<int32_t>(f.get_int_or("tokenizer.ggml.padding_token_id", -1));
   const bool spm = v.model == "llama";
-  v.add_bos = f.get_bool_or("tokenizer.ggml.add_bos_token", spm);
+  v.add_bos = f.get_bool_or("tokenizer.ggml.add_bos_token", spm || is_llama3_pre(v.pre));
   v.add_eos = f.get_bool_or("tokenizer.ggml.add_eos_token", false);
   v.add_space_prefix = f.get_bool_or("tokenizer.ggml.add_space_prefix", spm);
   v.chat_template = f.get_string_or("tokenizer.chat_template", "");

@@ -126,8 +126,11 @@ TEST_P(ArchGolden, LogitsAndGreedyTokensMatchLlamaCpp) {
   EXPECT_EQ(ours, g["greedy"].get<std::vector<int32_t>>()) << name << ": greedy tokens";
 }
 
-// The file's pre-tokenizer ("qwen2" on the Qwen files, "smollm" on llama3) over SmolLM2's merges:
-// the same ids as llama.cpp for texts that exercise every alternative of its pattern.
+// The file's pre-tokenizer ("qwen2" on the Qwen files, "llama-bpe" on llama3, "gpt-4o" on phi3,
+// "smollm" on gemma2)
+// over SmolLM2's merges: the same ids as llama.cpp for texts that exercise every alternative of its
+// pattern (and llama-bpe's ignore_merges), and the same text back as llama_detokenize (llama-bpe's
+// clean_spaces).
 TEST_P(ArchGolden, TokenizerMatchesLlamaCpp) {
   const auto& files = tiny_files();
   ASSERT_TRUE(files.count(GetParam()));
@@ -137,7 +140,9 @@ TEST_P(ArchGolden, TokenizerMatchesLlamaCpp) {
   ASSERT_TRUE(golden.ok()) << golden.error();
   for (const Json& t : (*golden)["tokenizer"]) {
     const std::string text = t["text"].get<std::string>();
-    EXPECT_EQ((*lm)->tokenizer->encode(text, false, false), t["ids"].get<std::vector<int32_t>>()) << GetParam() << ": " << text;
+    const std::vector<int32_t> want = t["ids"].get<std::vector<int32_t>>();
+    EXPECT_EQ((*lm)->tokenizer->encode(text, false, false), want) << GetParam() << ": " << text;
+    EXPECT_EQ((*lm)->tokenizer->decode(want), t["detok"].get<std::string>()) << GetParam() << ": " << text;
   }
 }
 

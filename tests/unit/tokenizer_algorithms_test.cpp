@@ -40,10 +40,10 @@ std::unique_ptr<Tokenizer> make(VocabData v) {
   return t.ok() ? std::move(t).value() : nullptr;
 }
 
-std::vector<std::string> pieces(const std::string& s) {
+std::vector<std::string> pieces(const std::string& s, BpePre pre = BpePre::kSmollm) {
   const auto cps = unicode::decode(s);
   std::vector<std::string> out;
-  for (const auto& [b, e] : smollm_pretokenize(cps)) out.push_back(unicode::to_utf8(cps, b, e));
+  for (const auto& [b, e] : bpe_pretokenize(pre, cps)) out.push_back(unicode::to_utf8(cps, b, e));
   return out;
 }
 
@@ -56,6 +56,33 @@ TEST(TokenizerPretokenize, SmollmSplitsDigitsAndFollowsGpt2Pattern) {
   EXPECT_EQ(pieces("x  "), (V{"x", "  "}));
   EXPECT_EQ(pieces("caf\xC3\xA9!?"), (V{"caf\xC3\xA9", "!?"}));
   EXPECT_EQ(pieces("\xD9\xA3x"), (V{"\xD9\xA3", "x"}));  // ARABIC-INDIC DIGIT THREE is \p{N}
+}
+
+// llama-bpe is qwen2's pattern with digits in threes: the rest (contractions in any case, one
+// leading non-letter, punctuation taking line breaks, \s*[\r\n]+, \s+(?!\S)) is shared.
+TEST(TokenizerPretokenize, Llama3GroupsDigitsInThreesAndOtherwiseFollowsQwen2) {
+  using V = std::vector<std::string>;
+  EXPECT_EQ(pieces("1234567 x12", BpePre::kLlama3), (V{"123", "456", "7", " x", "12"}));
+  EXPECT_EQ(pieces("1234567 x12", BpePre::kQwen2), (V{"1", "2", "3", "4", "5", "6", "7", " x", "1", "2"}));
+  for (BpePre pre : {BpePre::kQwen2, BpePre::kLlama3}) {
+    EXPECT_EQ(pieces("WE'LL i'M", pre), (V{"WE", "'LL", " i", "'M"}));
+    EXPECT_EQ(pieces("ok.\n\nNext", pre), (V{"ok", ".\n\n", "Next"}));
+    EXPECT_EQ(pieces("a  \n b   c  ", pre), (V{"a", "  \n", " b", "  ", " c", "  "}));
+  }
+}
+
+// gpt-4o as llama.cpp runs it (std::regex, non-ASCII letters both upper and lower case): letter runs
+// split where lower case follows upper, contractions only after a word, "/" after punctuation.
+TEST(TokenizerPretokenize, Gpt4oSplitsLetterRunsByCase) {
+  using V = std::vector<std::string>;
+  const BpePre g = BpePre::kGpt4o;
+  EXPECT_EQ(pieces("HelloWorld helloWorld HELLOworld", g),
+            (V{"Hello", "World", " hello", "World", " HELLOworld"}));
+  // É has no ASCII case: it may end an upper-case run or start a lower-case one.
+  const std::string e_acute = "\xC3\x89";
+  EXPECT_EQ(pieces(e_acute + "COLE " + e_acute + "cole", g), (V{e_acute, "COLE", " " + e_acute + "cole"}));
+  EXPECT_EQ(pieces("DON'T it's 'tis", g), (V{"DON'T", " it's", " '", "tis"}));
+  EXPECT_EQ(pieces("a/b x?\n/y 1234567", g), (V{"a", "/b", " x", "?\n/", "y", " ", "123", "456", "7"}));
 }
 
 TEST(TokenizerBpe, MergeRankOrderDecides) {
@@ -77,6 +104,40 @@ TEST(TokenizerBpe, MergeRankOrderDecides) {
 TEST(TokenizerBpe, EqualRanksMergeLeftmostFirst) {
   auto t = make(bpe_vocab({"aa"}, {"a a"}));
   EXPECT_EQ(t->encode("aaa", false, false), (Ids{256, 'a'}));
+}
+
+// llama-bpe's ignore_merges: a pre-token that is a vocab entry is that token even where the merges
+// would never build it ("abc" here: no "ab c" merge); other pre-tokens are merged as usual.
+TEST(TokenizerBpe, Llama3TakesAVocabWordWholeWithoutMerging) {
+  VocabData v = bpe_vocab({"ab", "abc", "bc"}, {"a b", "b c"});
+  auto smollm = make(v);
+  v.pre = "llama-bpe";
+  auto llama3 = make(v);
+  EXPECT_EQ(smollm->encode("abc", false, false), (Ids{256, 'c'}));
+  EXPECT_EQ(llama3->encode("abc", false, false), (Ids{257}));
+  EXPECT_EQ(llama3->encode("abab", false, false), (Ids{256, 256}));
+}
+
+// llama-bpe's clean_spaces, as llama_detokenize applies it (token_to_piece and streaming do not).
+TEST(TokenizerBpe, Llama3DecodeCleansSpacesLikeLlamaCpp) {
+  auto clean = [](std::string s) {
+    clean_up_spaces(s);
+    return s;
+  };
+  EXPECT_EQ(clean(" Hi , you ! ok ? a . b"), " Hi, you! ok? a. b");
+  EXPECT_EQ(clean("say ' hi ' ' x"), "say'hi'' x");  // the space after a removed " ' " is skipped too
+  EXPECT_EQ(clean("it 's I 'm we 're you 've"), "it's I'm we're you've");
+  EXPECT_EQ(clean("don 't he 'd we 'll 'r 'e"), "don 't he 'd we 'll 'r 'e");
+  EXPECT_EQ(clean("a  ,"), "a ,");
+  EXPECT_EQ(clean(""), "");
+  VocabData v = bpe_vocab({}, {});
+  v.pre = "llama-bpe";
+  auto t = make(v);
+  const Ids ids = t->encode("Hi , x 's", false, false);
+  EXPECT_EQ(t->decode(ids), "Hi, x's");
+  std::string pieces;
+  for (int32_t id : ids) pieces += t->token_to_piece(id, false);
+  EXPECT_EQ(pieces, "Hi , x 's");
 }
 
 TEST(TokenizerBpe, InvalidUtf8BecomesReplacementCharacterBytes) {
@@ -173,29 +234,37 @@ TEST(TokenizerSpecial, EndOfGenerationByText) {
 
 // encode_within is encode when the text fits, and refuses (early) when it does not: texts with and
 // without the cuts it encodes pieces at (digits, " word"), special tokens and invalid UTF-8, at
-// every limit around the true count.
+// every limit around the true count, under each BPE pre-tokenizer.
 TEST(TokenizerBounded, EncodeWithinIsEncodeOrRefusesOverTheLimit) {
-  auto t = make(bpe_vocab({"he", "hel", "hell", "hello", " w", " wo", "or", "ld", " world"},
-                          {"h e", "he l", "hel l", "hell o", "\xC4\xA0 w", "o r", "l d", "\xC4\xA0w or", "\xC4\xA0wor ld"},
-                          {{"<|c|>", TokenType::kControl}}));
-  std::string big;
-  for (int i = 0; i < 3000; ++i) big += "hello world 12 <|c|>x\xff ";
+  VocabData v = bpe_vocab(
+      {"he", "hel", "hell", "hello", " w", " wo", "or", "ld", " world", "\xC4\xA0\xC4\xA0", "12", "123"},
+      {"h e", "he l", "hel l", "hell o", "\xC4\xA0 w", "o r", "l d", "\xC4\xA0w or", "\xC4\xA0wor ld",
+       "\xC4\xA0 \xC4\xA0", "1 2", "12 3"},
+      {{"<|c|>", TokenType::kControl}});
+  std::string big;  // digit runs and spaces before digits, where the pre-tokenizers' cuts differ
+  for (int i = 0; i < 3000; ++i) big += "hello world 12 <|c|>x\xff a  1234567 ";
   std::string letters(20000, 'h');  // no place to cut: one fragment
-  for (const std::string& text : {std::string("hello world"), big, letters, big + letters + big}) {
-    for (bool special : {false, true}) {
-      const std::vector<int32_t> want = t->encode(text, false, special);
-      const int64_t n = int64_t(want.size());
-      for (int64_t limit : {n, n + 1, n + 100000}) {
-        auto got = t->encode_within(text, false, special, limit);
-        ASSERT_TRUE(got.has_value()) << limit;
-        EXPECT_EQ(*got, want);
+  for (const char* pre : {"smollm", "qwen2", "llama-bpe", "gpt-4o"}) {
+    v.pre = pre;
+    auto t = make(v);
+    for (const std::string& text : {std::string("hello world"), big, letters, big + letters + big}) {
+      for (bool special : {false, true}) {
+        const std::vector<int32_t> want = t->encode(text, false, special);
+        const int64_t n = int64_t(want.size());
+        for (int64_t limit : {n, n + 1, n + 100000}) {
+          auto got = t->encode_within(text, false, special, limit);
+          ASSERT_TRUE(got.has_value()) << pre << " " << limit;
+          EXPECT_EQ(*got, want) << pre;
+        }
+        for (int64_t limit : {int64_t(0), n / 2, n - 1}) {
+          EXPECT_FALSE(t->encode_within(text, false, special, limit).has_value()) << pre;
+        }
       }
-      for (int64_t limit : {int64_t(0), n / 2, n - 1}) EXPECT_FALSE(t->encode_within(text, false, special, limit).has_value());
     }
+    // No token here covers more than 6 bytes, so 1 MB cannot be 100 tokens (refused unread).
+    EXPECT_EQ(t->min_tokens(600), 100);
+    EXPECT_FALSE(t->encode_within(std::string(1 << 20, 'h'), false, false, 100).has_value());
   }
-  // No token here covers more than 6 bytes, so 1 MB cannot be 100 tokens (refused unread).
-  EXPECT_EQ(t->min_tokens(600), 100);
-  EXPECT_FALSE(t->encode_within(std::string(1 << 20, 'h'), false, false, 100).has_value());
 }
 
 // A vocabulary where some byte has no token cannot bound tokens by bytes (that byte vanishes).
@@ -235,7 +304,7 @@ TEST(TokenizerStream, HoldsBackIncompleteUtf8) {
 
 TEST(TokenizerCreate, RejectsUnsupportedModels) {
   VocabData v = bpe_vocab({}, {});
-  v.pre = "llama3";
+  v.pre = "tekken";
   EXPECT_FALSE(Tokenizer::create(v).ok());
   v.model = "bert";
   EXPECT_FALSE(Tokenizer::create(v).ok());
