@@ -8,7 +8,11 @@ tokenizer (copied from its GGUF), so llama.cpp loads it as it loads a real model
 fixed numpy seed per architecture: the same script writes the same bytes (the goldens record each
 file's sha256 and the test checks it).
 
-  make_arch_ggufs.py OUT_DIR [--models DIR]   (DIR: where SmolLM2-135M-Instruct.Q4_1.gguf is)
+  make_arch_ggufs.py OUT_DIR [--models DIR] [--chat-templates]   (DIR: where SmolLM2-135M-Instruct.Q4_1.gguf is)
+
+--chat-templates: each file also carries its family's own chat template (tokenizer.chat_template, the
+texts of tests/data/chat_templates/goldens.json, per CHAT_TEMPLATES), for the served-path test of the
+chat formats (tests/e2e/tool_formats_e2e.py); the architecture goldens are of the files without it.
 """
 import argparse
 import hashlib
@@ -42,6 +46,10 @@ ARCHS = {
 # whole and only the grouping in threes makes into pieces.
 UNREACHABLE_MERGES = {"Ġhel lo", "H ello"}
 UNREACHABLE_TOKENS = {49149: "123", 49150: "555", 49151: "777"}
+# The template each file carries with --chat-templates (keys of goldens.json's "templates").
+CHAT_TEMPLATES = {"qwen2": "qwen2.5", "qwen3": "qwen3", "llama3": "llama3.1", "phi3": "phi3.5", "gemma2": "gemma2"}
+CHAT_GOLDENS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "data", "chat_templates",
+                            "goldens.json")
 N_EMBD, N_HEAD, N_HEAD_KV, N_FF, N_LAYER, N_CTX = 128, 4, 2, 256, 3, 2048
 
 
@@ -85,7 +93,7 @@ def llama3_freq_factors(n_rot, base=500000.0, factor=8.0, low=1.0, high=4.0, ori
     return np.array(out, dtype=np.float32)
 
 
-def write(out_dir, name, tok):
+def write(out_dir, name, tok, chat_template=None):
     arch, head_dim, extra, pre = ARCHS[name]
     rng = np.random.default_rng(sum(map(ord, name)))  # fixed per architecture
     n_vocab = len(tok["tokens"])
@@ -125,6 +133,8 @@ def write(out_dir, name, tok):
     w.add_bos_token_id(tok["bos"])
     w.add_eos_token_id(tok["eos"])
     w.add_add_bos_token(False)
+    if chat_template is not None:
+        w.add_chat_template(chat_template)
 
     def matrix(tname, rows, cols, scale=None):
         a = rng.standard_normal((rows, cols)).astype(np.float32) * np.float32(scale or 1.0 / np.sqrt(cols))
@@ -188,11 +198,18 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("out_dir")
     ap.add_argument("--models", default=os.environ.get("AGENTKV_MODELS") or os.path.expanduser("~/.cache/agentkv/models"))
+    ap.add_argument("--chat-templates", action="store_true", help="each file carries its family's chat template")
     args = ap.parse_args()
     os.makedirs(args.out_dir, exist_ok=True)
     tok = tokenizer_fields(args.models)
+    templates = {}
+    if args.chat_templates:
+        import json
+        with open(CHAT_GOLDENS, encoding="utf-8") as f:
+            texts = json.load(f)["templates"]
+        templates = {name: texts[t]["text"] for name, t in CHAT_TEMPLATES.items()}
     for name in ARCHS:
-        path, digest = write(args.out_dir, name, tok)
+        path, digest = write(args.out_dir, name, tok, templates.get(name))
         print(f"{name} {path} {digest}")
 
 

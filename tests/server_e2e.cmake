@@ -79,3 +79,9 @@ agentkv_e2e_test(server.fuzz_openapi_e2e fuzz_e2e.py 300)
 # bodies (token ids, chat text, agent appends), beside an openai client whose every chat completion is answered;
 # the server's VmRSS / VmHWM stay under the model file + the KV budget + a stated margin.
 agentkv_e2e_test(server.soak_e2e soak_e2e.py 300)
+
+# The other families' chat templates and tool calls on the served path (issue 22): tiny random-weight GGUFs
+# carrying Llama 3.1's, Qwen2.5's, Qwen3's, Phi-3.5's and Gemma 2's own templates; every golden conversation's
+# prompt_tokens equal to the template's rendering, tool_choice required calls in each family's syntax (streamed
+# and not) validating against their schema, a round trip, and Llama 3.1's one-call rule and refusals.
+agentkv_e2e_test(server.tool_formats_e2e tool_formats_e2e.py 600)
