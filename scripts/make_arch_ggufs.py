@@ -34,6 +34,9 @@ ARCHS = {
     # Llama 3.x frequency scaling (rope_freqs.weight); "unreachable": see UNREACHABLE_MERGES below.
     "llama3": ("llama", 32, {"rope_freqs", "unreachable"}, "llama-bpe"),
     "phi3": ("phi3", 32, {"fused"}, "gpt-4o"),  # attn_qkv and gate+up ffn_up fused, as Phi-3 files are
+    # Phi-3 128k / Phi-3.5's LongRoPE: rope_factors_long/short.weight, an original context of
+    # LONGROPE_ORIG_CTX and the attention factor the converter derives (see longrope_factors below).
+    "phi3-longrope": ("phi3", 32, {"fused", "longrope"}, "gpt-4o"),
     # Soft-capped scores and logits, alternating 64-slot sliding window, sandwich norms, tied head.
     "gemma2": ("gemma2", 32, {"gemma"}, "smollm"),
 }
@@ -51,6 +54,9 @@ CHAT_TEMPLATES = {"qwen2": "qwen2.5", "qwen3": "qwen3", "llama3": "llama3.1", "p
 CHAT_GOLDENS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "data", "chat_templates",
                             "goldens.json")
 N_EMBD, N_HEAD, N_HEAD_KV, N_FF, N_LAYER, N_CTX = 128, 4, 2, 256, 3, 2048
+# llama.cpp rounds every context up to a multiple of 256 before it compares it with the original
+# context, so 256 is the smallest at which its short factors can apply (a context of 256: short; 512: long).
+LONGROPE_ORIG_CTX = 256
 
 
 def tokenizer_fields(models_dir):
@@ -93,6 +99,18 @@ def llama3_freq_factors(n_rot, base=500000.0, factor=8.0, low=1.0, high=4.0, ori
     return np.array(out, dtype=np.float32)
 
 
+def longrope_factors(n_rot):
+    """Short and long factor sets shaped like Phi-3.5's: the short ones near 1, the long ones rising
+    from 1 to ~40 toward the low frequencies; and the attention factor Phi-3's converter writes,
+    sqrt(1 + ln(scale) / ln(original context)) with scale = context length / original context."""
+    i = np.arange(n_rot // 2, dtype=np.float64) / (n_rot // 2 - 1)
+    short = 1.0 + 0.5 * i ** 2
+    long = 1.0 + 39.0 * i ** 3
+    scale = N_CTX / LONGROPE_ORIG_CTX
+    attn_factor = float(np.sqrt(1.0 + np.log(scale) / np.log(LONGROPE_ORIG_CTX)))
+    return short.astype(np.float32), long.astype(np.float32), attn_factor
+
+
 def write(out_dir, name, tok, chat_template=None):
     arch, head_dim, extra, pre = ARCHS[name]
     rng = np.random.default_rng(sum(map(ord, name)))  # fixed per architecture
@@ -110,11 +128,16 @@ def write(out_dir, name, tok, chat_template=None):
     w.add_head_count(N_HEAD)
     w.add_head_count_kv(N_HEAD_KV)
     w.add_layer_norm_rms_eps(1e-6)
-    w.add_rope_freq_base(500000.0 if name == "llama3" else 1000000.0)
+    # The LongRoPE file has Phi-3's own base: its factors then change angles a prompt of 86 or 400
+    # tokens goes through.
+    w.add_rope_freq_base({"llama3": 500000.0, "phi3-longrope": 10000.0}.get(name, 1000000.0))
     if head_dim != N_EMBD // N_HEAD:
         w.add_key_length(head_dim)
         w.add_value_length(head_dim)
     w.add_rope_dimension_count(head_dim)
+    if "longrope" in extra:
+        w.add_rope_scaling_orig_ctx_len(LONGROPE_ORIG_CTX)
+        w.add_rope_scaling_attn_factors(longrope_factors(head_dim)[2])
     if "gemma" in extra:
         # Small caps and window, so that the tiny model's scores, logits and 86/400-token prompts
         # depend on them.
@@ -148,6 +171,10 @@ def write(out_dir, name, tok, chat_template=None):
     matrix("token_embd.weight", n_vocab, N_EMBD, scale=0.05 if "gemma" in extra else 1.0)
     if "rope_freqs" in extra:
         w.add_tensor("rope_freqs.weight", llama3_freq_factors(head_dim))
+    if "longrope" in extra:
+        short, long, _ = longrope_factors(head_dim)
+        w.add_tensor("rope_factors_long.weight", long)
+        w.add_tensor("rope_factors_short.weight", short)
     for il in range(N_LAYER):
         p = f"blk.{il}."
         vector(p + "attn_norm.weight", N_EMBD, 1.0, 0.1)

@@ -8,8 +8,13 @@ Goldens are made only where the answer is not a coin toss: a prompt whose top tw
 MIN_MARGIN is refused, and the greedy run starts from the first candidate prompt whose 32 steps all
 clear it (random weights make near-ties common).
 
+Most files have one golden, at a context of 512. The LongRoPE file has two, one per factor set
+(llama.cpp picks the long factors when the context per sequence exceeds the original context):
+phi3-longrope-short at 256 (its original context) and phi3-longrope-long at 512; their JSON names the
+file and the context ("file", "n_ctx"), which the test loads the model for.
+
 Run with the reference build of scripts/build_llamacpp_reference.sh on PYTHONPATH / LLAMA_CPP_LIB_PATH:
-  make_arch_goldens.py   (writes tests/data/arch/<name>.json and <name>.<i>.f32)
+  make_arch_goldens.py [GOLDEN...]   (writes tests/data/arch/<golden>.json and <golden>.<i>.f32; all by default)
 """
 import ctypes
 import hashlib
@@ -32,6 +37,11 @@ PROMPTS = [
     list(range(1000, 1600, 7)),                       # 86 tokens: several prefill panels
     [(i * 7919) % 40000 + 103 for i in range(400)],   # 400 tokens: where RoPE's low frequencies turn
 ]
+# At a context of 256 the 400-token prompt does not fit: a 248-token one takes its place.
+PROMPTS_256 = PROMPTS[:3] + [[(i * 7919) % 40000 + 103 for i in range(248)]]
+N_CTX = 512
+# tiny file -> its goldens: (golden name, context, prompts).
+GOLDENS = {"phi3-longrope": [("phi3-longrope-short", 256, PROMPTS_256), ("phi3-longrope-long", 512, PROMPTS)]}
 N_GREEDY = 32
 # Texts for the pre-tokenizer: contractions in any case, digit runs, whitespace runs before letters,
 # digits, line breaks and the end, punctuation runs with line breaks, letters of several scripts;
@@ -68,66 +78,75 @@ def margin(logits):
 
 
 def main():
+    only = set(sys.argv[1:])
     out_dir = os.path.join(ROOT, "tests/data/arch")
     os.makedirs(out_dir, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
         made = subprocess.run([sys.executable, os.path.join(ROOT, "scripts/make_arch_ggufs.py"), tmp],
                               check=True, capture_output=True, text=True).stdout.split("\n")
         for line in filter(None, made):
-            name, path, digest = line.split()
-            m = Llama(path, n_ctx=512, n_batch=512, n_threads=2, verbose=False, flash_attn=False)
-            meta = {"name": name, "sha256": digest, "llama_cpp_python": llama_cpp.__version__,
-                    "llama_cpp_commit": LLAMA_CPP_COMMIT, "n_vocab": m.n_vocab(), "prompts": []}
-            for i, base in enumerate(PROMPTS):
-                # The prompt, or the first one-token extension of it whose top-1 is clear.
-                for extra in [[]] + [[k] for k in range(100, 164)]:
-                    ids = base + extra
-                    m.reset()
-                    m.eval(ids)
-                    ptr = llama_cpp.llama_get_logits_ith(m._ctx.ctx, -1)
-                    logits = np.ctypeslib.as_array(ptr, shape=(m.n_vocab(),)).astype(np.float32).copy()
-                    if margin(logits) >= MIN_MARGIN:
-                        break
-                else:
-                    sys.exit(f"{name} prompt {i}: every candidate's top-2 margin is below {MIN_MARGIN}")
-                logits.astype("<f4").tofile(os.path.join(out_dir, f"{name}.{i}.f32"))
-                entry = {"tokens": ids, "top1": int(np.argmax(logits))}
-                meta["prompts"].append(entry)
-                print(name, i, len(ids), entry["top1"], file=sys.stderr)
-            vocab = llama_cpp.llama_model_get_vocab(m.model)
+            file_name, path, digest = line.split()
+            for name, n_ctx, prompts in GOLDENS.get(file_name, [(file_name, N_CTX, PROMPTS)]):
+                if not only or name in only:
+                    write_golden(out_dir, name, file_name, path, digest, n_ctx, prompts)
 
-            def detokenize(ids):  # the library call (clean_spaces applies), not Llama.detokenize's pieces
-                cap = 64 + 64 * len(ids)
-                buf = ctypes.create_string_buffer(cap)
-                n = llama_cpp.llama_detokenize(vocab, (llama_cpp.llama_token * len(ids))(*ids), len(ids), buf, cap,
-                                               False, False)
-                assert n >= 0, n
-                return buf.raw[:n].decode("utf-8")
 
-            meta["tokenizer"] = []
-            for t in TOKENIZER_TEXTS:
-                ids = m.tokenize(t.encode("utf-8"), add_bos=False, special=False)
-                meta["tokenizer"].append({"text": t, "ids": ids, "detok": detokenize(ids)})
-            # 32 greedy tokens from the first candidate prompt whose whole path is free of near-ties.
-            for extra in [[]] + [[k] for k in range(100, 164)]:
-                ids = PROMPTS[0] + extra
-                m.reset()
-                m.eval(ids)
-                greedy = []
-                for _ in range(N_GREEDY):
-                    ptr = llama_cpp.llama_get_logits_ith(m._ctx.ctx, -1)
-                    cur = np.ctypeslib.as_array(ptr, shape=(m.n_vocab(),))
-                    if margin(cur) < MIN_MARGIN:
-                        break
-                    greedy.append(int(np.argmax(cur)))
-                    m.eval([greedy[-1]])
-                if len(greedy) == N_GREEDY:
-                    meta["greedy"] = {"tokens": ids, "greedy": greedy}
-                    break
-            else:
-                sys.exit(f"{name}: every candidate's greedy path has a near-tie")
-            with open(os.path.join(out_dir, f"{name}.json"), "w") as f:
-                json.dump(meta, f, indent=1)
+def write_golden(out_dir, name, file_name, path, digest, n_ctx, prompts):
+    m = Llama(path, n_ctx=n_ctx, n_batch=512, n_threads=2, verbose=False, flash_attn=False)
+    meta = {"name": name, "sha256": digest, "llama_cpp_python": llama_cpp.__version__,
+            "llama_cpp_commit": LLAMA_CPP_COMMIT, "n_vocab": m.n_vocab(), "prompts": []}
+    if (file_name, n_ctx) != (name, N_CTX):
+        meta["file"], meta["n_ctx"] = file_name, n_ctx
+    for i, base in enumerate(prompts):
+        # The prompt, or the first one-token extension of it whose top-1 is clear.
+        for extra in [[]] + [[k] for k in range(100, 164)]:
+            ids = base + extra
+            m.reset()
+            m.eval(ids)
+            ptr = llama_cpp.llama_get_logits_ith(m._ctx.ctx, -1)
+            logits = np.ctypeslib.as_array(ptr, shape=(m.n_vocab(),)).astype(np.float32).copy()
+            if margin(logits) >= MIN_MARGIN:
+                break
+        else:
+            sys.exit(f"{name} prompt {i}: every candidate's top-2 margin is below {MIN_MARGIN}")
+        logits.astype("<f4").tofile(os.path.join(out_dir, f"{name}.{i}.f32"))
+        entry = {"tokens": ids, "top1": int(np.argmax(logits))}
+        meta["prompts"].append(entry)
+        print(name, i, len(ids), entry["top1"], file=sys.stderr)
+    vocab = llama_cpp.llama_model_get_vocab(m.model)
+
+    def detokenize(ids):  # the library call (clean_spaces applies), not Llama.detokenize's pieces
+        cap = 64 + 64 * len(ids)
+        buf = ctypes.create_string_buffer(cap)
+        n = llama_cpp.llama_detokenize(vocab, (llama_cpp.llama_token * len(ids))(*ids), len(ids), buf, cap,
+                                       False, False)
+        assert n >= 0, n
+        return buf.raw[:n].decode("utf-8")
+
+    meta["tokenizer"] = []
+    for t in TOKENIZER_TEXTS:
+        ids = m.tokenize(t.encode("utf-8"), add_bos=False, special=False)
+        meta["tokenizer"].append({"text": t, "ids": ids, "detok": detokenize(ids)})
+    # 32 greedy tokens from the first candidate prompt whose whole path is free of near-ties.
+    for extra in [[]] + [[k] for k in range(100, 164)]:
+        ids = PROMPTS[0] + extra
+        m.reset()
+        m.eval(ids)
+        greedy = []
+        for _ in range(N_GREEDY):
+            ptr = llama_cpp.llama_get_logits_ith(m._ctx.ctx, -1)
+            cur = np.ctypeslib.as_array(ptr, shape=(m.n_vocab(),))
+            if margin(cur) < MIN_MARGIN:
+                break
+            greedy.append(int(np.argmax(cur)))
+            m.eval([greedy[-1]])
+        if len(greedy) == N_GREEDY:
+            meta["greedy"] = {"tokens": ids, "greedy": greedy}
+            break
+    else:
+        sys.exit(f"{name}: every candidate's greedy path has a near-tie")
+    with open(os.path.join(out_dir, f"{name}.json"), "w") as f:
+        json.dump(meta, f, indent=1)
 
 
 if __name__ == "__main__":

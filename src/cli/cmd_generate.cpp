@@ -53,6 +53,9 @@ int cmd_generate(int argc, char** argv) {
   opt.sampling.repetition_penalty = float(repeat_penalty);
   opt.sampling.seed = uint64_t(seed);
   if (!stop.empty()) opt.stop.push_back(stop);
+  // LongRoPE files pick their factors by the context generate runs under.
+  if (Status st = fit_model_to_context(**lm, generate_n_ctx((*lm)->config(), int64_t(ids.size()), opt)); !st.ok())
+    return cli_fail(st.error());
   ThreadPool pool{int(threads)};
   auto res = generate(**lm, ids, opt, pool, [](std::string_view s) {
     std::fwrite(s.data(), 1, s.size(), stdout);

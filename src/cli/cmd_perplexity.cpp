@@ -17,7 +17,7 @@ int cmd_perplexity(int argc, char** argv) {
   if (auto rc = p.parse_command(argc, argv)) return *rc;
   auto text = read_text_file(path, "-f");
   if (!text.ok()) return cli_fail(text.error());
-  auto lm = load_model(model);
+  auto lm = load_model(model, ModelOptions{.n_ctx = int(ctx)});  // LongRoPE files pick their factors by it
   if (!lm.ok()) return cli_fail(lm.error());
   ThreadPool pool{int(threads)};
   auto r = perplexity(**lm, *text, int(ctx), pool, [](int chunk, double ppl) {

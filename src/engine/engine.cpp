@@ -11,6 +11,11 @@ namespace agentkv {
 
 namespace {
 
+// The longest sequence an engine runs: the options' n_ctx capped at, or by default, the training context.
+int engine_n_ctx(const ModelConfig& c, const EngineOptions& opt) {
+  return opt.n_ctx > 0 ? std::min(opt.n_ctx, c.n_ctx_train) : c.n_ctx_train;
+}
+
 // log-softmax of the raw logits (before penalties and temperature), as OpenAI reports logprobs.
 TokenLogprob logprobs_of(const float* logits, int32_t n_vocab, int32_t chosen, int top) {
   float mx = -std::numeric_limits<float>::infinity();
@@ -41,6 +46,13 @@ Result<std::unique_ptr<Engine>> Engine::create(const LoadedModel& model, const E
   if (opt.scheduler.max_batch_tokens < 1) return make_error("max batch tokens must be >= 1");
   if (opt.scheduler.max_running < 1) return make_error("max running sequences must be >= 1");
   if (opt.n_ctx < 0) return make_error("n_ctx must be >= 0");
+  const ModelConfig& c = model.config();
+  const int n_ctx = engine_n_ctx(c, opt);
+  if (c.longrope && rope_uses_long_factors(c, n_ctx) != rope_uses_long_factors(c, c.n_ctx_seq))
+    return make_error("the model was loaded for a context of " + std::to_string(c.n_ctx_seq) +
+                      " tokens per sequence, which picks other LongRoPE factors than this engine's " +
+                      std::to_string(n_ctx) + " (original context " + std::to_string(c.rope_orig_ctx) +
+                      "): load it for this context (fit_model_to_context)");
   std::unique_ptr<KvManager> kv;
   AGENTKV_ASSIGN_OR_RETURN(kv, KvManager::create(model.config(), model.fingerprint, opt.kv));
   return std::unique_ptr<Engine>(new Engine(model, opt, pool, std::move(kv)));
@@ -52,7 +64,7 @@ Engine::Engine(const LoadedModel& model, const EngineOptions& opt, ThreadPool& p
       pool_(pool),
       kv_(std::move(kv)),
       scheduler_(*kv_, opt.scheduler),
-      n_ctx_(opt.n_ctx > 0 ? std::min(opt.n_ctx, model.config().n_ctx_train) : model.config().n_ctx_train),
+      n_ctx_(engine_n_ctx(model.config(), opt)),
       eog_ids_(model.tokenizer->eog_ids()) {
   scheduler_.set_reclaim([this] { return segments_.evict_lru(); });
 }

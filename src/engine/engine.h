@@ -29,7 +29,10 @@ namespace agentkv {
 struct EngineOptions {
   KvManagerOptions kv;
   SchedulerOptions scheduler;
-  int n_ctx = 0;          // longest sequence (prompt + generated); 0: the model's training context
+  // Longest sequence (prompt + generated); 0: the model's training context. It is also the context per
+  // sequence by which LongRoPE files pick their factors: create refuses a model loaded for a context
+  // that picks the other set (loaded_model.h's fit_model_to_context).
+  int n_ctx = 0;
   int max_n = 64;         // largest n per request
   int max_top_logprobs = 20;
 };

@@ -6,6 +6,11 @@
 
 namespace agentkv {
 
+int generate_n_ctx(const ModelConfig& cfg, int64_t n_prompt, const GenerateOptions& opt) {
+  const int64_t n_ctx = opt.n_ctx > 0 ? int64_t(opt.n_ctx) : n_prompt + opt.max_tokens;
+  return int(std::min<int64_t>(n_ctx, cfg.n_ctx_train));
+}
+
 // One request on a private engine: the same scheduler, KV blocks and batch-invariant kernels as the
 // server, so `agentkv generate` and a greedy server request give the same tokens.
 Result<GenerateResult> generate(const LoadedModel& lm, const std::vector<int32_t>& prompt,
@@ -15,8 +20,7 @@ Result<GenerateResult> generate(const LoadedModel& lm, const std::vector<int32_t
   if (opt.max_tokens < 0) return make_error("max_tokens must be >= 0");
   AGENTKV_TRY(opt.sampling.validate());
   const ModelConfig& cfg = lm.config();
-  int n_ctx = opt.n_ctx > 0 ? opt.n_ctx : int(prompt.size()) + opt.max_tokens;
-  n_ctx = std::min(n_ctx, cfg.n_ctx_train);
+  const int n_ctx = generate_n_ctx(cfg, int64_t(prompt.size()), opt);
   AGENTKV_TRY(check_context(int64_t(prompt.size()), n_ctx, "the prompt"));
   EngineOptions eo;
   eo.n_ctx = n_ctx;

@@ -29,6 +29,10 @@ struct GenerateResult {
   double decode_seconds = 0;
 };
 
+// The context generate runs under: opt.n_ctx, else prompt + max_tokens, at most the training context.
+int generate_n_ctx(const ModelConfig& cfg, int64_t n_prompt, const GenerateOptions& opt);
+
+// lm must be loaded for generate_n_ctx's context (fit_model_to_context) when it is a LongRoPE file.
 Result<GenerateResult> generate(const LoadedModel& lm, const std::vector<int32_t>& prompt,
                                 const GenerateOptions& opt, ThreadPool& pool,
                                 const std::function<void(std::string_view)>& on_text = {});

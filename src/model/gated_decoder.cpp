@@ -57,19 +57,40 @@ class GatedDecoder final : public Model {
   Rope rope_;
 };
 
+// A [n_rot/2] F32 tensor of RoPE frequency factors (each pair's angle is divided by its own), all finite and > 0.
+Result<std::vector<float>> read_freq_factors(const GgufFile& f, const std::string& name, const ModelConfig& cfg) {
+  const float* ff;
+  AGENTKV_ASSIGN_OR_RETURN(ff, find_vector(f, name, cfg.n_rot / 2));
+  std::vector<float> out(ff, ff + cfg.n_rot / 2);
+  for (float v : out)
+    if (!(v > 0) || !std::isfinite(v)) return make_error("tensor '" + name + "' holds a factor that is not finite and > 0");
+  return out;
+}
+
+// LongRoPE: both factor sets must be there, with the original context they switch at; the set the
+// model's context per sequence picks goes where Llama 3's rope_freqs.weight goes.
+Status choose_longrope_factors(const GgufFile& f, ModelConfig& cfg) {
+  if (cfg.rope_orig_ctx <= 0)
+    return make_error("rope_factors_long/short.weight (LongRoPE) need key '" + cfg.arch +
+                      ".rope.scaling.original_context_length' (> 0), which is missing");
+  std::vector<float> lng, shrt;
+  AGENTKV_ASSIGN_OR_RETURN(lng, read_freq_factors(f, "rope_factors_long.weight", cfg));
+  AGENTKV_ASSIGN_OR_RETURN(shrt, read_freq_factors(f, "rope_factors_short.weight", cfg));
+  cfg.rope_freq_factors = rope_uses_long_factors(cfg, cfg.n_ctx_seq) ? std::move(lng) : std::move(shrt);
+  cfg.longrope = true;
+  return {};
+}
+
 }  // namespace
 
 Result<std::unique_ptr<Model>> load_gated_decoder(const GgufFile& f, ModelConfig cfg, GatedDecoderParts parts) {
   WeightView embd;
   AGENTKV_ASSIGN_OR_RETURN(embd, find_embedding(f, cfg));
-  if (f.tensor("rope_factors_long.weight") || f.tensor("rope_factors_short.weight"))
-    return make_error("rope_factors_long/short.weight (LongRoPE, Phi-3 128k and Phi-3.5) are not supported yet");
-  if (f.tensor("rope_freqs.weight")) {
-    const float* ff;
-    AGENTKV_ASSIGN_OR_RETURN(ff, find_vector(f, "rope_freqs.weight", cfg.n_rot / 2));
-    cfg.rope_freq_factors.assign(ff, ff + cfg.n_rot / 2);
-    for (float v : cfg.rope_freq_factors)
-      if (!(v > 0) || !std::isfinite(v)) return make_error("tensor 'rope_freqs.weight' holds a factor that is not finite and > 0");
+  if (f.tensor("rope_factors_long.weight") || f.tensor("rope_factors_short.weight")) {
+    if (!parts.phi3) return make_error("rope_factors_long/short.weight (LongRoPE) are read only for phi3 files");
+    AGENTKV_TRY(choose_longrope_factors(f, cfg));
+  } else if (f.tensor("rope_freqs.weight")) {
+    AGENTKV_ASSIGN_OR_RETURN(cfg.rope_freq_factors, read_freq_factors(f, "rope_freqs.weight", cfg));
   }
   const int d = cfg.n_embd;
   std::vector<GatedDecoderLayer> layers(cfg.n_layer);

@@ -30,7 +30,8 @@ struct GatedDecoderParts {
 };
 
 // Reads every layer, the embedding, the final norm and the head (output.weight, or the embedding when
-// the file has none), and rope_freqs.weight when present; a missing tensor is an error naming it.
+// the file has none), and rope_freqs.weight when present, or for phi3 LongRoPE's two factor sets (the
+// one cfg.n_ctx_seq picks is used, phi3_model.cpp); a missing tensor or key is an error naming it.
 Result<std::unique_ptr<Model>> load_gated_decoder(const GgufFile& f, ModelConfig cfg, GatedDecoderParts parts);
 
 }  // namespace agentkv

@@ -58,7 +58,7 @@ Status rerotate_kv(const Model& model, const KvArena& kv, const KvSlotRange& src
           std::memmove(l.k(d.block, d.offset), l.k(s.block, s.offset), size_t(kvd) * sizeof(kv_t));
         } else {
           kv_load(row.data(), l.k(s.block, s.offset), kvd);
-          model.layer_rope(il).apply(row.data(), c.n_head_kv, delta);
+          model.layer_rope(il).shift(row.data(), c.n_head_kv, delta);
           kv_store(l.k(d.block, d.offset), row.data(), kvd);
         }
         std::memmove(l.v(d.block, d.offset), l.v(s.block, s.offset), size_t(kvd) * sizeof(kv_t));

@@ -26,7 +26,7 @@ bool is_regular_file(const std::string& p) {
 }
 
 // FNV-1a over what identifies a model's numerics: sizes, metadata keys/values and the tensor table.
-uint64_t fingerprint_of(const GgufFile& f) {
+uint64_t fingerprint_of(const GgufFile& f, const ModelConfig& cfg) {
   Fnv1a fnv;
   auto mix = [&](const void* p, size_t n) { fnv.mix(p, n); };
   const uint64_t size = f.file_size();
@@ -42,6 +42,10 @@ uint64_t fingerprint_of(const GgufFile& f) {
     mix(&t.offset, sizeof t.offset);
     // A sample of the weight bytes, so two files with equal headers but different weights differ.
     mix(t.data, std::min<uint64_t>(t.nbytes, 64));
+  }
+  if (cfg.longrope) {
+    const uint8_t long_factors = rope_uses_long_factors(cfg, cfg.n_ctx_seq) ? 1 : 0;
+    mix(&long_factors, 1);
   }
   return fnv.value();
 }
@@ -69,7 +73,7 @@ Result<std::string> resolve_model_path(const std::string& name) {
   return name;
 }
 
-Result<std::unique_ptr<LoadedModel>> load_model(const std::string& name) {
+Result<std::unique_ptr<LoadedModel>> load_model(const std::string& name, const ModelOptions& opt) {
   auto lm = std::make_unique<LoadedModel>();
   lm->name = name;
   AGENTKV_ASSIGN_OR_RETURN(lm->path, resolve_model_path(name));
@@ -77,12 +81,20 @@ Result<std::unique_ptr<LoadedModel>> load_model(const std::string& name) {
   VocabData vocab;
   AGENTKV_ASSIGN_OR_RETURN(vocab, load_vocab(*lm->file));
   AGENTKV_ASSIGN_OR_RETURN(lm->tokenizer, Tokenizer::create(std::move(vocab)));
-  AGENTKV_ASSIGN_OR_RETURN(lm->model, create_model(*lm->file));
+  AGENTKV_ASSIGN_OR_RETURN(lm->model, create_model(*lm->file, opt));
   if (lm->tokenizer->n_vocab() > lm->model->config().n_vocab)
     return make_error("tokenizer has " + std::to_string(lm->tokenizer->n_vocab()) + " tokens but the embedding only " +
                       std::to_string(lm->model->config().n_vocab));
-  lm->fingerprint = fingerprint_of(*lm->file);
+  lm->fingerprint = fingerprint_of(*lm->file, lm->model->config());
   return lm;
+}
+
+Status fit_model_to_context(LoadedModel& lm, int n_ctx) {
+  const ModelConfig& c = lm.config();
+  if (!c.longrope || rope_uses_long_factors(c, n_ctx) == rope_uses_long_factors(c, c.n_ctx_seq)) return {};
+  AGENTKV_ASSIGN_OR_RETURN(lm.model, create_model(*lm.file, ModelOptions{.n_ctx = n_ctx}));
+  lm.fingerprint = fingerprint_of(*lm.file, lm.model->config());
+  return {};
 }
 
 }  // namespace agentkv

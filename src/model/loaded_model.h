@@ -17,7 +17,9 @@ struct LoadedModel {
   std::unique_ptr<GgufFile> file;
   std::unique_ptr<Tokenizer> tokenizer;
   std::unique_ptr<Model> model;
-  uint64_t fingerprint = 0;  // hash of file size, metadata and tensor table (not all weight bytes)
+  // Hash of file size, metadata and tensor table (not all weight bytes), and LongRoPE's factor
+  // choice: KV computed under one set is never reused under the other.
+  uint64_t fingerprint = 0;
 
   const ModelConfig& config() const { return model->config(); }
 };
@@ -28,6 +30,12 @@ std::string model_cache_dir();
 // "smollm2" / "gemma3" → the cached file; anything else must be an existing .gguf path.
 Result<std::string> resolve_model_path(const std::string& name_or_path);
 
-Result<std::unique_ptr<LoadedModel>> load_model(const std::string& name_or_path);
+// opt.n_ctx: the context per sequence the model will run under (model_config.h's ModelOptions).
+Result<std::unique_ptr<LoadedModel>> load_model(const std::string& name_or_path, const ModelOptions& opt = {});
+
+// Rebuilds lm.model for a context per sequence of n_ctx when that context picks other LongRoPE
+// factors than the model has (the weights stay where they are in the mapping); other files, and a
+// LongRoPE file whose choice does not change, are left as they are.
+Status fit_model_to_context(LoadedModel& lm, int n_ctx);
 
 }  // namespace agentkv

@@ -51,9 +51,11 @@ Status Model::forward_layers(const Batch& b, const KvArena& kv, int layer_begin,
   return {};
 }
 
-Result<std::unique_ptr<Model>> create_model(const GgufFile& file) {
+Result<std::unique_ptr<Model>> create_model(const GgufFile& file, const ModelOptions& opt) {
+  if (opt.n_ctx < 0) return make_error("model context per sequence must be >= 0");
   auto cfg = read_model_config(file);
   if (!cfg.ok()) return cfg.status_error();
+  if (opt.n_ctx > 0) cfg->n_ctx_seq = opt.n_ctx;
   if (cfg->arch == "llama") return create_llama_model(file, std::move(*cfg));
   if (cfg->arch == "gemma3") return create_gemma3_model(file, std::move(*cfg));
   if (cfg->arch == "qwen2") return create_qwen2_model(file, std::move(*cfg));

@@ -50,8 +50,9 @@ class Model {
   ModelConfig cfg_;
 };
 
-// Builds the model for the file's general.architecture ("llama", "gemma3"). The GgufFile must
-// outlive the model (weights are read in place from the mapping).
-Result<std::unique_ptr<Model>> create_model(const GgufFile& file);
+// Builds the model for the file's general.architecture ("llama", "gemma3"), for the context per
+// sequence `opt` names (LongRoPE files pick their factors by it). The GgufFile must outlive the
+// model (weights are read in place from the mapping).
+Result<std::unique_ptr<Model>> create_model(const GgufFile& file, const ModelOptions& opt = {});
 
 }  // namespace agentkv

@@ -20,7 +20,7 @@ Result<int> required_int(const GgufFile& f, const std::string& key, int64_t lo, 
 Rope layer_rope(const ModelConfig& cfg, int il) {
   const bool swa = il >= 0 && il < int(cfg.layer_is_swa.size()) && cfg.layer_is_swa[size_t(il)];
   return Rope(cfg.head_dim, cfg.n_rot, swa ? cfg.rope_base_swa : cfg.rope_base, cfg.rope_style, cfg.rope_freq_factors,
-              cfg.rope_freq_scale);
+              cfg.rope_freq_scale, cfg.rope_attn_factor);
 }
 
 Result<float> read_positive_float(const GgufFile& f, const std::string& key, std::optional<double> dflt, double hi) {
@@ -78,8 +78,8 @@ Result<ModelConfig> read_model_config(const GgufFile& f) {
   c.sliding_window = int(f.get_int_or(p + "attention.sliding_window", 0));
   if (c.sliding_window < 0) return make_error("key '" + p + "attention.sliding_window' is negative");
   c.layer_is_swa.assign(c.n_layer, 0);
-  // RoPE scaling: none, or linear (positions divided by the factor). Others (yarn, longrope, ...)
-  // change more than the angle and are refused, naming the type.
+  // RoPE scaling: none, or linear (positions divided by the factor). Others (yarn, ...) change more
+  // than the angle and are refused, naming the type. (Phi-3's LongRoPE comes as tensors, with no type.)
   const std::string scaling = f.get_string_or(p + "rope.scaling.type", "none");
   if (scaling == "linear") {
     float factor = 1.0f;
@@ -89,6 +89,16 @@ Result<ModelConfig> read_model_config(const GgufFile& f) {
     return make_error("key '" + p + "rope.scaling.type' = '" + scaling +
                       "' is not supported (supported: none, linear; Llama 3's scaling comes as rope_freqs.weight)");
   }
+
+  // llama.cpp multiplies every architecture's RoPE by this factor (1 when absent); Phi-3's converter
+  // writes it for LongRoPE files: sqrt(1 + ln(context / original context) / ln(original context)).
+  AGENTKV_ASSIGN_OR_RETURN(c.rope_attn_factor, read_positive_float(f, p + "rope.scaling.attn_factor", 1.0, 1e3));
+  const int64_t orig_ctx = f.get_int_or(p + "rope.scaling.original_context_length", 0);
+  if (orig_ctx < 0 || orig_ctx > (1 << 24))
+    return make_error("key '" + p + "rope.scaling.original_context_length' = " + std::to_string(orig_ctx) +
+                      " out of range [0, " + std::to_string(1 << 24) + "]");
+  c.rope_orig_ctx = int(orig_ctx);
+  c.n_ctx_seq = c.n_ctx_train;
 
   // n_vocab comes from the embedding tensor's shape (set by the architecture loader).
   return c;

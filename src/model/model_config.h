@@ -29,8 +29,14 @@ struct ModelConfig {
   float rope_base = 10000.0f;
   float rope_base_swa = 10000.0f;   // local (sliding-window) layers of gemma3
   RopeStyle rope_style = RopeStyle::kNorm;  // set by the architecture
-  std::vector<float> rope_freq_factors;     // rope_freqs.weight (Llama 3.x), or empty
+  std::vector<float> rope_freq_factors;     // rope_freqs.weight (Llama 3.x), LongRoPE's chosen set, or empty
   float rope_freq_scale = 1.0f;             // 1 / {arch}.rope.scaling.factor for "linear" scaling
+  float rope_attn_factor = 1.0f;            // {arch}.rope.scaling.attn_factor: scales RoPE's cos and sin
+  int rope_orig_ctx = 0;                    // {arch}.rope.scaling.original_context_length; 0: absent
+  // LongRoPE (Phi-3 128k, Phi-3.5: rope_factors_long/short.weight): rope_freq_factors holds the long
+  // set when n_ctx_seq exceeds rope_orig_ctx, else the short one (rope_uses_long_factors).
+  bool longrope = false;
+  int n_ctx_seq = 0;                        // the context per sequence the model was created for
   int sliding_window = 0;           // 0: none
   float attn_softcap = 0.0f;        // Gemma 2: scores -> cap * tanh(score / cap); 0: none
   float final_softcap = 0.0f;       // Gemma 2: logits -> cap * tanh(logit / cap); 0: none
@@ -42,6 +48,17 @@ struct ModelConfig {
 
 // Layer il's RoPE (its base, style, frequency factors and scale): the one rotation its cached K carries.
 Rope layer_rope(const ModelConfig& cfg, int il);
+
+// What the caller fixes when it creates a model, beyond the file.
+struct ModelOptions {
+  // The context per sequence the model will run under (an engine's n_ctx); 0: the file's training
+  // context (what `serve` gives each sequence). Only LongRoPE files depend on it.
+  int n_ctx = 0;
+};
+
+// llama.cpp's rule (llama_model::get_rope_factors): LongRoPE's long factors when the context per
+// sequence exceeds the original (pre-extension) context, the short ones otherwise.
+inline bool rope_uses_long_factors(const ModelConfig& cfg, int n_ctx_seq) { return n_ctx_seq > cfg.rope_orig_ctx; }
 
 // Reads the common keys ({arch}.block_count, …); a missing required key is an error naming it.
 Result<ModelConfig> read_model_config(const GgufFile& file);

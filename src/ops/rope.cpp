@@ -8,15 +8,17 @@
 namespace agentkv {
 
 Rope::Rope(int head_dim, int n_rot, float freq_base, RopeStyle style, std::vector<float> freq_factors,
-           float freq_scale)
+           float freq_scale, float attn_factor)
     : head_dim_(head_dim),
       n_rot_(n_rot),
       style_(style),
       inv_freq_(n_rot / 2),
       freq_factors_(std::move(freq_factors)),
-      freq_scale_(freq_scale) {
+      freq_scale_(freq_scale),
+      attn_factor_(attn_factor) {
   AGENTKV_CHECK(n_rot > 0 && n_rot % 2 == 0 && n_rot <= 1024 && n_rot <= head_dim);
   AGENTKV_CHECK(freq_factors_.empty() || int(freq_factors_.size()) == n_rot / 2);
+  AGENTKV_CHECK(attn_factor > 0 && std::isfinite(attn_factor));
   // ggml computes theta by repeated multiplication with theta_scale = base^(-2/n_rot); we do the
   // same so our angles round like llama.cpp's.
   const float theta_scale = std::pow(freq_base, -2.0f / float(n_rot));
@@ -27,7 +29,7 @@ Rope::Rope(int head_dim, int n_rot, float freq_base, RopeStyle style, std::vecto
   }
 }
 
-void Rope::apply(float* x, int n_heads, int64_t pos) const {
+void Rope::rotate_scaled(float* x, int n_heads, int64_t pos, float scale) const {
   const int half = n_rot_ / 2;
   // Per-position cos/sin computed once for all heads.
   float cs[512], sn[512];
@@ -36,8 +38,9 @@ void Rope::apply(float* x, int n_heads, int64_t pos) const {
     float theta = float(pos) * inv_freq_[i];
     if (!freq_factors_.empty()) theta /= freq_factors_[size_t(i)];
     theta *= freq_scale_;
-    cs[i] = std::cos(theta);
-    sn[i] = std::sin(theta);
+    // ggml scales cos and sin themselves (its mscale); a scale of 1 leaves them exact.
+    cs[i] = std::cos(theta) * scale;
+    sn[i] = std::sin(theta) * scale;
   }
   for (int h = 0; h < n_heads; ++h) {
     float* v = x + int64_t(h) * head_dim_;

@@ -1,5 +1,7 @@
 // Rotary position embedding. K is cached after RoPE, so moving cached K to another position is
-// one more rotation by the position delta (rotations compose exactly up to float rounding).
+// one more rotation by the position delta (rotations compose exactly up to float rounding). An
+// attention factor (LongRoPE's, {arch}.rope.scaling.attn_factor) multiplies cos and sin, so Q and K
+// leave RoPE scaled by it, as ggml's rope does; moving cached K rotates without scaling again.
 #pragma once
 
 #include <cstdint>
@@ -16,12 +18,16 @@ class Rope {
  public:
   // freq_factors (n_rot/2 values, or empty): each pair's angle is divided by its factor, as llama.cpp
   // applies a GGUF's rope_freqs.weight (Llama 3.x's frequency scaling). freq_scale multiplies every
-  // angle (linear RoPE scaling: 1 / rope.scaling.factor).
+  // angle (linear RoPE scaling: 1 / rope.scaling.factor). attn_factor multiplies cos and sin.
   Rope(int head_dim, int n_rot, float freq_base, RopeStyle style, std::vector<float> freq_factors = {},
-       float freq_scale = 1.0f);
-  // Rotates n_heads heads of head_dim floats, contiguous, at position pos (pos may be negative,
-  // which un-rotates: used to move cached K between positions).
-  void apply(float* x, int n_heads, int64_t pos) const;
+       float freq_scale = 1.0f, float attn_factor = 1.0f);
+  // RoPE of n_heads heads of head_dim floats, contiguous, at position pos: rotated and scaled by
+  // attn_factor (the forward pass's Q and K).
+  void apply(float* x, int n_heads, int64_t pos) const { rotate_scaled(x, n_heads, pos, attn_factor_); }
+  // The inverse of apply at pos: un-rotated and divided by attn_factor (K back to the projection's output).
+  void unapply(float* x, int n_heads, int64_t pos) const { rotate_scaled(x, n_heads, -pos, 1.0f / attn_factor_); }
+  // Rotation by delta positions only (delta may be negative): moves cached K, already scaled, between positions.
+  void shift(float* x, int n_heads, int64_t delta) const { rotate_scaled(x, n_heads, delta, 1.0f); }
   int n_rot() const { return n_rot_; }
 
  private:
@@ -31,6 +37,9 @@ class Rope {
   std::vector<float> inv_freq_;  // theta_i = pos * inv_freq_[i], i < n_rot/2
   std::vector<float> freq_factors_;
   float freq_scale_ = 1.0f;
+  float attn_factor_ = 1.0f;
+
+  void rotate_scaled(float* x, int n_heads, int64_t pos, float scale) const;
 };
 
 }  // namespace agentkv

@@ -18,7 +18,7 @@ void read_unrotated_rows(const ModelConfig& cfg, const KvArena& arena, std::span
     float* k = out.k.data() + t * out.kv_dim;
     kv_load(k, layer.k(block, int(t % bs)), out.kv_dim);
     kv_load(out.v.data() + t * out.kv_dim, layer.v(block, int(t % bs)), out.kv_dim);
-    rope.apply(k, cfg.n_head_kv, -t);  // slot t was written at position t
+    rope.unapply(k, cfg.n_head_kv, t);  // slot t was written at position t
   }
 }
 
