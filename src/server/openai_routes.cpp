@@ -164,13 +164,14 @@ void handle_completion(ServerState& s, const HttpRequest& req, HttpResponseWrite
   if (mi < 0) return reply(w, unknown_model(cr.model));
   const ServedModel& m = s.models[size_t(mi)];
   const Tokenizer& tok = *m.lm->tokenizer;
+  const ToolCallSyntax syntax = tool_call_syntax(tok);  // the model's tool-call syntax, read once
   RequestParams p;
   // Chat sharing (engine/chat_sharing.h): on by default where the server and the model's gate allow.
   ChatSharingReport sharing;
   std::optional<ChatSharingRequest> shared;
   std::shared_ptr<const Grammar> grammar;  // response_format, tools (server/structured_output.h)
   if (chat) {
-    if (auto e = output_grammar(cr, tool_call_syntax(tok), &grammar)) return reply(w, *e);
+    if (auto e = output_grammar(cr, syntax, &grammar)) return reply(w, *e);
     auto chat_text = render_chat(tok, cr.messages, true, offered_tools(cr));
     if (!chat_text.ok()) return reply(w, api_error(chat_text.status_error(), "messages"));
     // Message content never becomes a special token; tokenizing stops once past the context.
@@ -192,7 +193,7 @@ void handle_completion(ServerState& s, const HttpRequest& req, HttpResponseWrite
     return reply(w, *e);
   apply_sampling(cr, &p);
   p.sampling.grammar = grammar;
-  p.stop_repeated_tool_calls = chat && calls_allowed(cr) && cr.parallel_tool_calls && tool_call_syntax(tok).parallel;
+  p.stop_repeated_tool_calls = chat && calls_allowed(cr) && cr.parallel_tool_calls && syntax.parallel;
   p.n = cr.n;
   p.top_logprobs = cr.logprobs;
   p.announce_admission = cr.stream;
@@ -224,7 +225,7 @@ void handle_completion(ServerState& s, const HttpRequest& req, HttpResponseWrite
   if (chat && calls_allowed(cr))
     for (int i = 0; i < cr.n; ++i)
       calls.emplace_back(true, text_allowed(cr), "call_" + rid.substr(rid.find('-') + 1) + "_" + std::to_string(i),
-                         tool_call_syntax(tok));
+                         syntax);
   UsageCounts usage;
   usage.prompt_tokens = n_prompt;
   bool streaming = false;
