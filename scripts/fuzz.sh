@@ -2,19 +2,27 @@
 # Builds the libFuzzer targets (GGUF reader, tokenizer input, JSON bodies, byte sizes, HTTP requests,
 # JSON Schemas)
 # with clang + ASan/UBSan and runs each for $FUZZ_SECONDS (default 60), seeded from the committed test data;
-# a crash fails the script and leaves its input in build-fuzz/<target>-crash-*. scripts/test.sh runs all
+# a crash fails the script and leaves its input in build-fuzz/<target>-crash-* (or $FUZZ_BUILD's). scripts/test.sh runs all
 # of them with FUZZ_SECONDS=20.
 #   scripts/fuzz.sh [target ...]      targets: gguf_fuzz tokenizer_fuzz json_fuzz byte_size_fuzz http_request_fuzz openai_request_fuzz agents_request_fuzz json_schema_fuzz
 #   FUZZ_SECONDS=20 scripts/fuzz.sh   each target for 20 s
+#   FUZZ_BUILD=build-asan scripts/fuzz.sh   use a tree already configured with AGENTKV_FUZZ=ON (scripts/test.sh's
+#                                           ASan + UBSan tree, which builds the unit tests and the fuzzers at once)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/apt_install.sh clang libclang-rt-14-dev
 targets=("$@")
 ((${#targets[@]})) || targets=(gguf_fuzz tokenizer_fuzz json_fuzz byte_size_fuzz http_request_fuzz openai_request_fuzz agents_request_fuzz json_schema_fuzz)
-CC=clang CXX=clang++ cmake -S . -B build-fuzz -DAGENTKV_FUZZ=ON -DAGENTKV_TESTS=OFF -DAGENTKV_SANITIZE=ON >/dev/null
-cmake --build build-fuzz -j"$(nproc)" --target "${targets[@]}"
+tree=${FUZZ_BUILD:-build-fuzz}
+if [[ -z ${FUZZ_BUILD:-} ]]; then
+  CC=clang CXX=clang++ cmake -S . -B build-fuzz -DAGENTKV_FUZZ=ON -DAGENTKV_TESTS=OFF -DAGENTKV_SANITIZE=ON >/dev/null
+elif ! grep -q '^AGENTKV_FUZZ:BOOL=ON' "$tree/CMakeCache.txt" 2>/dev/null; then
+  echo "fuzz.sh: FUZZ_BUILD=$tree is not a tree configured with -DAGENTKV_FUZZ=ON" >&2
+  exit 2
+fi
+cmake --build "$tree" -j"$(nproc)" --target "${targets[@]}"
 for t in "${targets[@]}"; do
-  corpus=build-fuzz/corpus-$t
+  corpus=$tree/corpus-$t
   mkdir -p "$corpus"
   case $t in
     gguf_fuzz) cp -n tests/data/valid_small.gguf tests/data/malformed/*.gguf "$corpus"/ ;;
@@ -37,5 +45,5 @@ for t in "${targets[@]}"; do
       printf '\x07\x00GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\nGET /b HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n' > "$corpus/seed-pipelined" ;;
   esac
   echo "== $t"
-  "build-fuzz/$t" -max_total_time="${FUZZ_SECONDS:-60}" -print_final_stats=1 -artifact_prefix="build-fuzz/$t-" "$corpus"
+  "$tree/$t" -max_total_time="${FUZZ_SECONDS:-60}" -print_final_stats=1 -artifact_prefix="$tree/$t-" "$corpus"
 done

@@ -11,6 +11,7 @@ recompute 1 and kv_sharing false give the exact path's replies byte for byte; a 
 never served as an exact prefix hit; 8 concurrent group chats answer, leak no block and stay inside the
 budget, also under the small budget; messages that differ by one byte are not shared.
 """
+import concurrent.futures
 import os
 import sys
 import threading
@@ -132,10 +133,14 @@ def chats(request, module_servers):
 
     # Byte-identity runs on the same topic: at recompute 1 every reused token is computed again, and
     # kv_sharing false must not find blended KV in the prefix cache. The exact path's replies come from
-    # the EXACT server with the fields left out (its prefix cache only changes what is computed).
-    out["exact_path"] = chat(exact)
-    out["recompute1"] = chat(shared, kv_sharing=True, recompute=1.0)
-    out["shared_off"] = chat(shared, kv_sharing=False)
+    # the EXACT server with the fields left out (its prefix cache only changes what is computed). Only
+    # their replies are compared, and greedy replies do not depend on what else is in the batch, so the
+    # three chats run at once (their decode steps batched: a third of the two cores' time).
+    runs = {"exact_path": (exact, {}), "recompute1": (shared, {"kv_sharing": True, "recompute": 1.0}),
+            "shared_off": (shared, {"kv_sharing": False})}
+    with concurrent.futures.ThreadPoolExecutor(max_workers=len(runs)) as pool:
+        futures = {key: pool.submit(chat, url, **kw) for key, (url, kw) in runs.items()}
+        out.update({key: f.result() for key, f in futures.items()})
 
     # One byte: three agents send the same long message after their own first message; the third copy
     # differs in one byte (in the middle, then at the end). Only the identical copy may be shared.

@@ -12,11 +12,14 @@ LangChain and the OpenAI Agents SDK (all from PyPI, pinned in tests/e2e/requirem
   tool and one with a structured output type, end to end;
 - a schema keyword agentkv cannot compile is a 400 naming it; unknown fields are accepted, and refused
   under --strict-api.
-Greedy decoding throughout (temperature 0), so a failure reproduces.
+Greedy decoding throughout (temperature 0), so a failure reproduces. The prompts of one test are sent
+by 8 client threads at once (the server batches their decode, and its greedy replies do not depend on
+the batch): what a framework's concurrent agents do, at a third of the sequential wall time.
 """
 import asyncio
 import enum
 import json
+from concurrent.futures import ThreadPoolExecutor
 from typing import Annotated, Literal, Optional
 
 import http_raw
@@ -139,6 +142,13 @@ def client(server):
     return OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="unused", max_retries=0, timeout=600)
 
 
+def each_concurrently(fn, items, workers=8):
+    """fn(item) for every item, from `workers` client threads; the first failure is raised."""
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        for _ in pool.map(fn, items):
+            pass
+
+
 def check_call(call):
     assert call.type == "function" and call.id, call
     name = call.function.name
@@ -150,20 +160,24 @@ def check_call(call):
 
 def test_parse_pydantic_models(server, client):
     model, _ = server
-    for schema in SCHEMAS:
-        json_schema = openai.lib._pydantic.to_strict_json_schema(schema)
-        for prompt in PROMPTS:
-            r = client.chat.completions.parse(model=model, messages=[{"role": "user", "content": prompt}],
-                                              response_format=schema, temperature=0, max_tokens=MAX_TOKENS)
-            choice = r.choices[0]
-            assert choice.finish_reason == "stop", (schema.__name__, prompt, choice)
-            assert isinstance(choice.message.parsed, schema), (schema.__name__, prompt, choice.message)
-            jsonschema.validate(json.loads(choice.message.content), json_schema)
+    json_schemas = {schema: openai.lib._pydantic.to_strict_json_schema(schema) for schema in SCHEMAS}
+
+    def one(case):
+        schema, prompt = case
+        r = client.chat.completions.parse(model=model, messages=[{"role": "user", "content": prompt}],
+                                          response_format=schema, temperature=0, max_tokens=MAX_TOKENS)
+        choice = r.choices[0]
+        assert choice.finish_reason == "stop", (schema.__name__, prompt, choice)
+        assert isinstance(choice.message.parsed, schema), (schema.__name__, prompt, choice.message)
+        jsonschema.validate(json.loads(choice.message.content), json_schemas[schema])
+
+    each_concurrently(one, [(schema, prompt) for schema in SCHEMAS for prompt in PROMPTS])
 
 
 def test_json_object(server, client):
     model, _ = server
-    for prompt in PROMPTS[:10]:
+
+    def one(prompt):
         r = client.chat.completions.create(
             model=model, temperature=0, max_tokens=MAX_TOKENS, response_format={"type": "json_object"},
             messages=[{"role": "system", "content": "Answer in JSON."}, {"role": "user", "content": prompt}])
@@ -171,10 +185,13 @@ def test_json_object(server, client):
         assert r.choices[0].finish_reason == "stop", (prompt, text)
         assert isinstance(json.loads(text), dict), (prompt, text)
 
+    each_concurrently(one, PROMPTS[:10])
+
 
 def test_tool_choice_required_and_named(server, client):
     model, _ = server
-    for prompt in TOOL_PROMPTS:
+
+    def one(prompt):
         r = client.chat.completions.create(model=model, messages=[{"role": "user", "content": prompt}],
                                            tools=TOOLS, tool_choice="required", temperature=0,
                                            max_tokens=MAX_TOKENS)
@@ -189,6 +206,8 @@ def test_tool_choice_required_and_named(server, client):
         calls = named.choices[0].message.tool_calls
         assert named.choices[0].finish_reason == "tool_calls" and len(calls) == 1, (prompt, named.choices[0])
         assert check_call(calls[0])[0] == "convert_currency"
+
+    each_concurrently(one, TOOL_PROMPTS)
 
 
 def test_round_trip_and_streamed_calls(server, client):
