@@ -22,9 +22,10 @@ echo "== ASan + UBSan: unit tests and malformed GGUF files"
 # the sanitized libraries once instead of twice saves minutes on two cores. The coverage instrumentation
 # the fuzzers need (-fsanitize=fuzzer-no-link) comes along in the unit tests; it only counts edges.
 scripts/apt_install.sh clang libclang-rt-14-dev
-# Line tables only (file:line in every sanitizer report) instead of full debug info: a faster build.
+# -O1 (what the ASan documentation recommends) and line tables only (file:line in every report) instead of
+# -O2 -g: a faster build of the largest tree; the unit tests take about a minute either way.
 CC=clang CXX=clang++ cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DAGENTKV_SANITIZE=ON \
-  -DAGENTKV_FUZZ=ON "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -gline-tables-only -DNDEBUG" >/dev/null
+  -DAGENTKV_FUZZ=ON "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -gline-tables-only -DNDEBUG" >/dev/null
 cmake --build build-asan -j"$JOBS" --target agentkv agentkv_unit_tests
 (cd build-asan && UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ASAN_OPTIONS=detect_leaks=1 \
    ctest --output-on-failure -j"$JOBS" -L unit)
