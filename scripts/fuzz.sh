@@ -2,8 +2,8 @@
 # Builds the libFuzzer targets (GGUF reader, tokenizer input, JSON bodies, byte sizes, HTTP requests,
 # JSON Schemas)
 # with clang + ASan/UBSan and runs each for $FUZZ_SECONDS (default 60), seeded from the committed test data;
-# a crash fails the script and leaves its input in build-fuzz/<target>-crash-* (or $FUZZ_BUILD's). scripts/test.sh runs all
-# of them with FUZZ_SECONDS=20.
+# a crash fails the script and leaves its input in <tree>/<target>-crash-* (build-fuzz, or $FUZZ_BUILD).
+# scripts/test.sh runs all of them with FUZZ_SECONDS=20.
 #   scripts/fuzz.sh [target ...]      targets: gguf_fuzz tokenizer_fuzz json_fuzz byte_size_fuzz http_request_fuzz openai_request_fuzz agents_request_fuzz json_schema_fuzz
 #   FUZZ_SECONDS=20 scripts/fuzz.sh   each target for 20 s
 #   FUZZ_BUILD=build-asan scripts/fuzz.sh   use a tree already configured with AGENTKV_FUZZ=ON (scripts/test.sh's
@@ -15,7 +15,7 @@ targets=("$@")
 ((${#targets[@]})) || targets=(gguf_fuzz tokenizer_fuzz json_fuzz byte_size_fuzz http_request_fuzz openai_request_fuzz agents_request_fuzz json_schema_fuzz)
 tree=${FUZZ_BUILD:-build-fuzz}
 if [[ -z ${FUZZ_BUILD:-} ]]; then
-  CC=clang CXX=clang++ cmake -S . -B build-fuzz -DAGENTKV_FUZZ=ON -DAGENTKV_TESTS=OFF -DAGENTKV_SANITIZE=ON >/dev/null
+  CC=clang CXX=clang++ cmake -S . -B "$tree" -DAGENTKV_FUZZ=ON -DAGENTKV_TESTS=OFF -DAGENTKV_SANITIZE=ON >/dev/null
 elif ! grep -q '^AGENTKV_FUZZ:BOOL=ON' "$tree/CMakeCache.txt" 2>/dev/null; then
   echo "fuzz.sh: FUZZ_BUILD=$tree is not a tree configured with -DAGENTKV_FUZZ=ON" >&2
   exit 2
