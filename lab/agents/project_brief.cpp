@@ -70,7 +70,7 @@ const Words kBackground = {
     "Staff at the {sites} are supportive but skeptical, and many remember the failed rollout of {component} "
     "three years ago."};
 
-const Words kGoals = {"Move every active record of {legacy} into {system} without loss.",
+const Words kProjectGoals = {"Move every active record of {legacy} into {system} without loss.",
                       "Cut the time staff spend on manual bookkeeping by at least {n} percent.",
                       "Give the manager of every {site} a live view of the numbers that matter to them.",
                       "Retire {legacy} completely by the end of the year.",
@@ -201,7 +201,7 @@ class BriefWriter {
     out += "\n\n2. Team\n";
     std::vector<int> roles = rng_.sample(static_cast<int>(kRoles.size()), static_cast<int>(team.size()));
     for (size_t i = 0; i < team.size(); ++i) out += "- " + team[i].full + ": " + kRoles[static_cast<size_t>(roles[i])] + "\n";
-    out += "\n3. Goals\n" + lines(kGoals, rng_.uniform(3, 5), "");
+    out += "\n3. Goals\n" + lines(kProjectGoals, rng_.uniform(3, 5), "");
     out += "\n4. Requirements\n" + lines(kRequirements, rng_.uniform(9, 13), "R");
     out += "\n5. Constraints\n" + lines(kConstraints, rng_.uniform(5, 7), "C");
     out += "\n6. Data\n" + site_table(today) + "\n" + milestone_table(today, team);

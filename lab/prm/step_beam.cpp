@@ -22,7 +22,7 @@ struct Beam {
   KvSequence ctx;                  // its cache (KV-PRM only)
 };
 
-struct Candidate {
+struct BeamCandidate {
   size_t problem = 0, parent = 0;
   StepProposal line;
   double score = kNoScore;
@@ -81,11 +81,11 @@ Result<BeamResult> step_beam_search(const LoadedModel& lm, std::span<const Arith
     if (contexts.empty()) break;
     auto props = (*proposer)->propose(contexts);
     if (!props.ok()) return make_error(props.error());
-    std::vector<Candidate> cands;
+    std::vector<BeamCandidate> cands;
     for (size_t c = 0; c < contexts.size(); ++c)
       for (StepProposal& prop : (*props)[c]) {
         ++r.policy_lines;
-        Candidate cand{owner[c].first, owner[c].second, std::move(prop)};
+        BeamCandidate cand{owner[c].first, owner[c].second, std::move(prop)};
         cand.done = cand.line.ended || is_answer_line(cand.line.text);
         cands.push_back(std::move(cand));
       }
@@ -94,7 +94,7 @@ Result<BeamResult> step_beam_search(const LoadedModel& lm, std::span<const Arith
     const auto t0 = std::chrono::steady_clock::now();
     std::vector<size_t> rated;
     for (size_t i = 0; i < cands.size(); ++i) {
-      Candidate& c = cands[i];
+      BeamCandidate& c = cands[i];
       const Beam& parent = beams[c.problem][c.parent];
       if (scorer == BeamScorer::kLogprob) {
         c.score = parent.score + c.line.logprob;
@@ -129,7 +129,7 @@ Result<BeamResult> step_beam_search(const LoadedModel& lm, std::span<const Arith
       }
       if (!s.ok()) return make_error(s.error());
       for (size_t j = 0; j < rated.size(); ++j) {
-        Candidate& c = cands[rated[j]];
+        BeamCandidate& c = cands[rated[j]];
         const Beam& parent = beams[c.problem][c.parent];
         c.score = parent.lines.empty() ? s->score[j] : std::min(parent.score, s->score[j]);
       }
@@ -154,7 +154,7 @@ Result<BeamResult> step_beam_search(const LoadedModel& lm, std::span<const Arith
           next[p].push_back(std::move(beams[p][size_t(-1 - pl[k].second)]));
           continue;
         }
-        Candidate& c = cands[size_t(pl[k].second)];
+        BeamCandidate& c = cands[size_t(pl[k].second)];
         const Beam& parent = beams[p][c.parent];
         Beam nb{parent.tokens, parent.lines, c.score, c.done, KvSequence(**kv)};
         nb.tokens.insert(nb.tokens.end(), c.line.tokens.begin(), c.line.tokens.end());

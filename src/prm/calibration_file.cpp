@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "util/fnv_hash.h"
+#include "util/hex.h"
 #include "util/input_file.h"
 #include "util/json.h"
 
@@ -15,14 +16,6 @@ namespace {
 constexpr const char* kFormat = "agentkv-prm-calibration";
 // 1: no probe; 2: a checksum over the probe only (an edited question passed); 3: over every field.
 constexpr int kVersion = 3;
-
-
-// Hex text, as version 1 files were written (when every JSON number here was a double).
-std::string hex64(uint64_t v) {
-  char buf[17];
-  std::snprintf(buf, sizeof buf, "%016" PRIx64, v);
-  return buf;
-}
 
 // FNV-1a over the compact text of the record without its "checksum" member: every field, in file
 // order, names included. The JSON writer round-trips every number exactly, so the text parsed back

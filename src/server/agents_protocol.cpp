@@ -8,21 +8,19 @@ namespace agentkv {
 
 namespace {
 
-ApiError bad(const std::string& param, const std::string& msg) { return ApiError{400, msg, param}; }
-
 std::optional<ApiError> only_fields(const Json& body, const std::set<std::string>& allowed) {
-  if (!body.is_object()) return bad("", "the request body must be a JSON object");
+  if (!body.is_object()) return bad_request("", "the request body must be a JSON object");
   for (const auto& [key, value] : body.items())
-    if (!allowed.count(key)) return bad(excerpt(key), "unknown field '" + excerpt(key) + "'");
+    if (!allowed.count(key)) return bad_request(excerpt(key), "unknown field '" + excerpt(key) + "'");
   return std::nullopt;
 }
 
 std::optional<ApiError> get_string(const Json& body, const char* key, size_t max_bytes, std::string* out) {
   const Json* v = json_member(body, key);
   if (!v || v->is_null()) return std::nullopt;
-  if (!v->is_string()) return bad(key, std::string("'") + key + "' must be a string");
+  if (!v->is_string()) return bad_request(key, std::string("'") + key + "' must be a string");
   if (v->get_ref<const std::string&>().size() > max_bytes)
-    return bad(key, std::string("'") + key + "' is over " + std::to_string(max_bytes) + " bytes");
+    return bad_request(key, std::string("'") + key + "' is over " + std::to_string(max_bytes) + " bytes");
   *out = v->get<std::string>();
   return std::nullopt;
 }
@@ -56,7 +54,7 @@ std::optional<ApiError> parse_agent_create(const Json& body, const ApiLimits& li
   AgentCreateRequest r;
   const Json* model = json_member(body, "model");
   if (!model || !model->is_string() || model->get_ref<const std::string&>().empty())
-    return bad("model", "'model' is required and must be a non-empty string");
+    return bad_request("model", "'model' is required and must be a non-empty string");
   r.model = model->get<std::string>();
   if (auto e = get_name(body, &r.name)) return e;
   std::string system;
@@ -68,7 +66,7 @@ std::optional<ApiError> parse_agent_create(const Json& body, const ApiLimits& li
     if (!system.empty())
       for (size_t i = 0; i < more.size(); ++i)
         if (more[i].role == "system")
-          return bad("messages[" + std::to_string(i) + "].role", "'system' is given, so messages must not hold another system message");
+          return bad_request("messages[" + std::to_string(i) + "].role", "'system' is given, so messages must not hold another system message");
     r.messages.insert(r.messages.end(), more.begin(), more.end());
   }
   std::optional<double> ttl;
@@ -112,17 +110,17 @@ std::optional<ApiError> parse_step_score(const Json& body, const ApiLimits& limi
   StepScoreRequest r;
   const Json* steps = json_member(body, "steps");
   if (!steps || !steps->is_array() || steps->empty())
-    return bad("steps", "'steps' is required and must be a non-empty array of step texts");
+    return bad_request("steps", "'steps' is required and must be a non-empty array of step texts");
   if (steps->size() > al.max_score_steps)
-    return bad("steps", "'steps' holds more than " + std::to_string(al.max_score_steps) + " steps");
+    return bad_request("steps", "'steps' holds more than " + std::to_string(al.max_score_steps) + " steps");
   for (size_t i = 0; i < steps->size(); ++i) {
     const Json& s = (*steps)[i];
     const std::string at = "steps[" + std::to_string(i) + "]";
-    if (!s.is_string()) return bad(at, "'" + at + "' must be a string");
+    if (!s.is_string()) return bad_request(at, "'" + at + "' must be a string");
     const std::string& text = s.get_ref<const std::string&>();
-    if (text.find_first_not_of(" \t\r\n") == std::string::npos) return bad(at, "'" + at + "' is empty");
+    if (text.find_first_not_of(" \t\r\n") == std::string::npos) return bad_request(at, "'" + at + "' is empty");
     if (text.size() > limits.max_prompt_bytes)
-      return bad(at, "'" + at + "' is over " + std::to_string(limits.max_prompt_bytes) + " bytes");
+      return bad_request(at, "'" + at + "' is over " + std::to_string(limits.max_prompt_bytes) + " bytes");
     r.steps.push_back(text);
   }
   if (auto e = get_string(body, "prefix", limits.max_prompt_bytes, &r.prefix)) return e;
@@ -153,14 +151,14 @@ std::optional<ApiError> parse_round(const Json& body, const ApiLimits& limits, c
   RoundRequest r;
   const Json* agents = json_member(body, "agents");
   if (!agents || !agents->is_array() || agents->empty())
-    return bad("agents", "'agents' is required and must be a non-empty array of agent ids");
+    return bad_request("agents", "'agents' is required and must be a non-empty array of agent ids");
   if (agents->size() > al.max_round_agents)
-    return bad("agents", "'agents' lists more than " + std::to_string(al.max_round_agents) + " agents");
+    return bad_request("agents", "'agents' lists more than " + std::to_string(al.max_round_agents) + " agents");
   std::set<std::string> seen;
   for (const Json& a : *agents) {
-    if (!a.is_string() || a.get_ref<const std::string&>().empty()) return bad("agents", "'agents' must hold agent id strings");
+    if (!a.is_string() || a.get_ref<const std::string&>().empty()) return bad_request("agents", "'agents' must hold agent id strings");
     const std::string& id = a.get_ref<const std::string&>();
-    if (!seen.insert(id).second) return bad("agents", "agent '" + excerpt(id) + "' is listed twice");
+    if (!seen.insert(id).second) return bad_request("agents", "agent '" + excerpt(id) + "' is listed twice");
     r.agents.push_back(id);
   }
   if (const Json* shared = json_member(body, "shared"); shared && !shared->is_null()) {
@@ -170,12 +168,12 @@ std::optional<ApiError> parse_round(const Json& body, const ApiLimits& limits, c
   }
   if (auto e = get_string(body, "instruction", limits.max_prompt_bytes, &r.instruction)) return e;
   if (const Json* v = json_member(body, "kv_sharing"); v && !v->is_null()) {
-    if (!v->is_boolean()) return bad("kv_sharing", "'kv_sharing' must be true or false");
+    if (!v->is_boolean()) return bad_request("kv_sharing", "'kv_sharing' must be true or false");
     r.kv_sharing = v->get<bool>();
   }
   if (const Json* v = json_member(body, "recompute"); v && !v->is_null()) {
     if (!v->is_number() || !(v->get<double>() >= 0.0 && v->get<double>() <= 1.0))
-      return bad("recompute", "'recompute' must be a number in [0, 1] (the share of the shared block recomputed)");
+      return bad_request("recompute", "'recompute' must be a number in [0, 1] (the share of the shared block recomputed)");
     r.recompute = v->get<double>();
   }
   if (auto e = parse_sampling(body, limits, 1, &r.gen)) return e;

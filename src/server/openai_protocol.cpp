@@ -13,12 +13,6 @@ namespace agentkv {
 
 namespace {
 
-ApiError bad(const std::string& param, const std::string& msg) { return ApiError{400, msg, param}; }
-
-}  // namespace
-
-namespace {
-
 // A range bound as the error message shows it: 2, not 2.0.
 std::string bound_text(double d) {
   if (d == std::floor(d) && std::fabs(d) < 1e15) return std::to_string(int64_t(d));
@@ -35,13 +29,13 @@ std::optional<ApiError> read_int(const Json& v, const char* key, int64_t lo, int
   const std::string range = range_message(key, std::to_string(lo), std::to_string(hi));
   if (v.is_number_unsigned()) {
     const uint64_t u = v.get<uint64_t>();
-    if (u > uint64_t(std::numeric_limits<int64_t>::max()) || int64_t(u) > hi || int64_t(u) < lo) return bad(key, range);
+    if (u > uint64_t(std::numeric_limits<int64_t>::max()) || int64_t(u) > hi || int64_t(u) < lo) return bad_request(key, range);
     *out = int64_t(u);
     return std::nullopt;
   }
   if (v.is_number_integer()) {
     const int64_t i = v.get<int64_t>();
-    if (i < lo || i > hi) return bad(key, range);
+    if (i < lo || i > hi) return bad_request(key, range);
     *out = i;
     return std::nullopt;
   }
@@ -49,8 +43,8 @@ std::optional<ApiError> read_int(const Json& v, const char* key, int64_t lo, int
   // at or past 2^53 is not an exact integer (-9223372036854775809 reads as -2^63), so it is out of
   // range whatever the bounds: never a silently rounded value, nor an out-of-range cast.
   const double d = v.get<double>();
-  if (std::isfinite(d) && d != std::floor(d)) return bad(key, std::string("'") + key + "' must be an integer");
-  if (!std::isfinite(d) || std::fabs(d) >= 9007199254740992.0 || d < double(lo) || d > double(hi)) return bad(key, range);
+  if (std::isfinite(d) && d != std::floor(d)) return bad_request(key, std::string("'") + key + "' must be an integer");
+  if (!std::isfinite(d) || std::fabs(d) >= 9007199254740992.0 || d < double(lo) || d > double(hi)) return bad_request(key, range);
   *out = int64_t(d);
   return std::nullopt;
 }
@@ -60,9 +54,9 @@ std::optional<ApiError> read_int(const Json& v, const char* key, int64_t lo, int
 std::optional<ApiError> get_number(const Json& body, const char* key, double lo, double hi, std::optional<double>* out) {
   const Json* v = json_member(body, key);
   if (!v || v->is_null()) return std::nullopt;
-  if (!v->is_number()) return bad(key, std::string("'") + key + "' must be a number");
+  if (!v->is_number()) return bad_request(key, std::string("'") + key + "' must be a number");
   const double d = v->get<double>();
-  if (!std::isfinite(d) || d < lo || d > hi) return bad(key, range_message(key, bound_text(lo), bound_text(hi)));
+  if (!std::isfinite(d) || d < lo || d > hi) return bad_request(key, range_message(key, bound_text(lo), bound_text(hi)));
   *out = d;
   return std::nullopt;
 }
@@ -70,7 +64,7 @@ std::optional<ApiError> get_number(const Json& body, const char* key, double lo,
 std::optional<ApiError> get_int(const Json& body, const char* key, int64_t lo, int64_t hi, std::optional<int64_t>* out) {
   const Json* v = json_member(body, key);
   if (!v || v->is_null()) return std::nullopt;
-  if (!v->is_number()) return bad(key, std::string("'") + key + "' must be a number");
+  if (!v->is_number()) return bad_request(key, std::string("'") + key + "' must be a number");
   int64_t i = 0;
   if (auto e = read_int(*v, key, lo, hi, &i)) return e;
   *out = i;
@@ -80,14 +74,14 @@ std::optional<ApiError> get_int(const Json& body, const char* key, int64_t lo, i
 std::optional<ApiError> get_seed(const Json& body, const char* key, std::optional<uint64_t>* out) {
   const Json* v = json_member(body, key);
   if (!v || v->is_null()) return std::nullopt;
-  if (!v->is_number()) return bad(key, std::string("'") + key + "' must be a number");
+  if (!v->is_number()) return bad_request(key, std::string("'") + key + "' must be a number");
   if (v->is_number_unsigned()) {
     *out = v->get<uint64_t>();
     return std::nullopt;
   }
   int64_t i = 0;
   if (read_int(*v, key, std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max(), &i))
-    return bad(key, range_message(key, std::to_string(std::numeric_limits<int64_t>::min()),
+    return bad_request(key, range_message(key, std::to_string(std::numeric_limits<int64_t>::min()),
                                   std::to_string(std::numeric_limits<uint64_t>::max())));
   *out = uint64_t(i);
   return std::nullopt;
@@ -96,7 +90,7 @@ std::optional<ApiError> get_seed(const Json& body, const char* key, std::optiona
 std::optional<ApiError> get_bool(const Json& body, const char* key, bool* out) {
   const Json* v = json_member(body, key);
   if (!v || v->is_null()) return std::nullopt;
-  if (!v->is_boolean()) return bad(key, std::string("'") + key + "' must be true or false");
+  if (!v->is_boolean()) return bad_request(key, std::string("'") + key + "' must be true or false");
   *out = v->get<bool>();
   return std::nullopt;
 }
@@ -109,7 +103,7 @@ std::optional<ApiError> check_speaker_name(const std::string& name, const std::s
   if (!name.empty() && name.size() <= 64 && name.front() != ' ' && name.back() != ' ' &&
       std::all_of(name.begin(), name.end(), allowed))
     return std::nullopt;
-  return bad(param, "'" + param + "' must be 1 to 64 ASCII letters, digits, '_', '-', '.' or inner spaces (" +
+  return bad_request(param, "'" + param + "' must be 1 to 64 ASCII letters, digits, '_', '-', '.' or inner spaces (" +
                         std::to_string(name.size()) + " bytes given)");
 }
 
@@ -135,18 +129,18 @@ std::optional<ApiError> content_text(const Json& c, const std::string& param, st
     *out = c.get<std::string>();
     return std::nullopt;
   }
-  if (!c.is_array()) return bad(param, "'" + param + "' must be a string or an array of text parts");
+  if (!c.is_array()) return bad_request(param, "'" + param + "' must be a string or an array of text parts");
   out->clear();
   for (size_t i = 0; i < c.size(); ++i) {
     const std::string pp = param + "[" + std::to_string(i) + "]";
     const Json* type = json_member(c[i], "type");
-    if (!type || !type->is_string()) return bad(pp + ".type", "'" + pp + ".type' is required and must be a string");
+    if (!type || !type->is_string()) return bad_request(pp + ".type", "'" + pp + ".type' is required and must be a string");
     const std::string& ts = type->get_ref<const std::string&>();
     if (ts == "image_url" || ts == "input_audio" || ts == "file" || ts == "image" || ts == "audio")
-      return bad(pp, pp + ": '" + ts + "' parts are not supported by agentkv");
-    if (ts != "text") return bad(pp + ".type", "'" + pp + ".type' must be 'text', not '" + excerpt(ts) + "'");
+      return bad_request(pp, pp + ": '" + ts + "' parts are not supported by agentkv");
+    if (ts != "text") return bad_request(pp + ".type", "'" + pp + ".type' must be 'text', not '" + excerpt(ts) + "'");
     const Json* text = json_member(c[i], "text");
-    if (!text || !text->is_string()) return bad(pp + ".text", "'" + pp + ".text' is required and must be a string");
+    if (!text || !text->is_string()) return bad_request(pp + ".text", "'" + pp + ".text' is required and must be a string");
     *out += text->get_ref<const std::string&>();
   }
   return std::nullopt;
@@ -158,7 +152,7 @@ namespace {
 std::optional<ApiError> get_string(const Json& obj, const char* key, const std::string& path, std::string* out) {
   const Json* v = json_member(obj, key);
   if (!v || v->is_null()) return std::nullopt;
-  if (!v->is_string()) return bad(path, "'" + path + "' must be a string");
+  if (!v->is_string()) return bad_request(path, "'" + path + "' must be a string");
   *out = v->get<std::string>();
   return std::nullopt;
 }
@@ -166,26 +160,26 @@ std::optional<ApiError> get_string(const Json& obj, const char* key, const std::
 // An assistant message's "tool_calls": [{"id", "type": "function", "function": {"name", "arguments"}}].
 std::optional<ApiError> parse_tool_calls(const Json& calls, const std::string& p, std::vector<std::string>* ignored,
                                          std::vector<ChatToolCall>* out) {
-  if (!calls.is_array()) return bad(p, "'" + p + "' must be an array");
+  if (!calls.is_array()) return bad_request(p, "'" + p + "' must be an array");
   for (size_t i = 0; i < calls.size(); ++i) {
     const Json& c = calls[i];
     const std::string pc = p + "[" + std::to_string(i) + "]";
-    if (!c.is_object()) return bad(pc, "'" + pc + "' must be an object");
+    if (!c.is_object()) return bad_request(pc, "'" + pc + "' must be an object");
     if (auto e = check_members(c, pc, {"id", "type", "function"}, ignored)) return e;
     ChatToolCall call;
     if (auto e = get_string(c, "id", pc + ".id", &call.id)) return e;
-    if (call.id.empty()) return bad(pc + ".id", "'" + pc + ".id' is required and must be a non-empty string");
+    if (call.id.empty()) return bad_request(pc + ".id", "'" + pc + ".id' is required and must be a non-empty string");
     if (const Json* type = json_member(c, "type"); type && !type->is_null() && *type != "function")
-      return bad(pc + ".type", "'" + pc + ".type' must be 'function'");
+      return bad_request(pc + ".type", "'" + pc + ".type' must be 'function'");
     const Json* f = json_member(c, "function");
-    if (!f || !f->is_object()) return bad(pc + ".function", "'" + pc + ".function' is required and must be an object");
+    if (!f || !f->is_object()) return bad_request(pc + ".function", "'" + pc + ".function' is required and must be an object");
     if (auto e = check_members(*f, pc + ".function", {"name", "arguments"}, ignored)) return e;
     if (auto e = get_string(*f, "name", pc + ".function.name", &call.name)) return e;
     if (!valid_function_name(call.name))
-      return bad(pc + ".function.name", "'" + pc + ".function.name' is required and must match [a-zA-Z0-9_-]{1,64}");
+      return bad_request(pc + ".function.name", "'" + pc + ".function.name' is required and must match [a-zA-Z0-9_-]{1,64}");
     const Json* args = json_member(*f, "arguments");
     if (!args || !args->is_string())
-      return bad(pc + ".function.arguments", "'" + pc + ".function.arguments' is required and must be a string (JSON text)");
+      return bad_request(pc + ".function.arguments", "'" + pc + ".function.arguments' is required and must be a string (JSON text)");
     call.arguments = args->get<std::string>();
     out->push_back(std::move(call));
   }
@@ -197,24 +191,24 @@ std::optional<ApiError> parse_tool_calls(const Json& calls, const std::string& p
 std::optional<ApiError> parse_messages(const Json* msgs, const std::string& param, const ApiLimits& limits,
                                        std::vector<ChatMessage>* out, std::vector<std::string>* ignored) {
   if (!msgs || !msgs->is_array() || msgs->empty())
-    return bad(param, "'" + param + "' is required and must be a non-empty array");
+    return bad_request(param, "'" + param + "' is required and must be a non-empty array");
   size_t bytes = 0;
   for (size_t i = 0; i < msgs->size(); ++i) {
     const Json& m = (*msgs)[i];
     const std::string p = param + "[" + std::to_string(i) + "]";
-    if (!m.is_object()) return bad(p, "'" + p + "' must be an object");
+    if (!m.is_object()) return bad_request(p, "'" + p + "' must be an object");
     for (const char* refused : {"audio", "function_call"})
       if (const Json* v = json_member(m, refused); v && !v->is_null())
-        return bad(p + "." + refused, "'" + p + "." + refused + "' is not supported by agentkv");
+        return bad_request(p + "." + refused, "'" + p + "." + refused + "' is not supported by agentkv");
     // annotations: what the official client echoes back from a reply (URL citations); no meaning as input.
     if (auto e = check_members(m, p, {"role", "content", "name", "tool_calls", "tool_call_id", "refusal", "audio",
                                       "function_call", "annotations"}, ignored))
       return e;
     const Json* role = json_member(m, "role");
-    if (!role || !role->is_string()) return bad(p + ".role", "'" + p + ".role' is required");
+    if (!role || !role->is_string()) return bad_request(p + ".role", "'" + p + ".role' is required");
     const std::string& rs = role->get_ref<const std::string&>();
     if (rs != "system" && rs != "user" && rs != "assistant" && rs != "developer" && rs != "tool")
-      return bad(p + ".role", "'" + p + ".role' must be system, developer, user, assistant or tool");
+      return bad_request(p + ".role", "'" + p + ".role' must be system, developer, user, assistant or tool");
     ChatMessage cm;
     cm.role = rs == "developer" ? "system" : rs;
     if (auto e = get_string(m, "name", p + ".name", &cm.name)) return e;
@@ -222,22 +216,22 @@ std::optional<ApiError> parse_messages(const Json* msgs, const std::string& para
       if (auto e = check_speaker_name(cm.name, p + ".name")) return e;
     const Json* calls = json_member(m, "tool_calls");
     if (calls && !calls->is_null()) {
-      if (rs != "assistant") return bad(p + ".tool_calls", "'" + p + ".tool_calls' is only allowed on assistant messages");
+      if (rs != "assistant") return bad_request(p + ".tool_calls", "'" + p + ".tool_calls' is only allowed on assistant messages");
       if (auto e = parse_tool_calls(*calls, p + ".tool_calls", ignored, &cm.tool_calls)) return e;
     }
     if (const Json* v = json_member(m, "refusal"); v && !v->is_null()) {
-      if (rs != "assistant") return bad(p + ".refusal", "'" + p + ".refusal' is only allowed on assistant messages");
-      if (!v->is_string()) return bad(p + ".refusal", "'" + p + ".refusal' must be a string");
+      if (rs != "assistant") return bad_request(p + ".refusal", "'" + p + ".refusal' is only allowed on assistant messages");
+      if (!v->is_string()) return bad_request(p + ".refusal", "'" + p + ".refusal' must be a string");
     }
     if (const Json* v = json_member(m, "tool_call_id"); v && !v->is_null()) {
-      if (rs != "tool") return bad(p + ".tool_call_id", "'" + p + ".tool_call_id' is only allowed on tool messages");
+      if (rs != "tool") return bad_request(p + ".tool_call_id", "'" + p + ".tool_call_id' is only allowed on tool messages");
       if (auto e = get_string(m, "tool_call_id", p + ".tool_call_id", &cm.tool_call_id)) return e;
     }
     if (rs == "tool" && cm.tool_call_id.empty())
-      return bad(p + ".tool_call_id", "'" + p + ".tool_call_id' is required on tool messages (a non-empty string)");
+      return bad_request(p + ".tool_call_id", "'" + p + ".tool_call_id' is required on tool messages (a non-empty string)");
     const Json* content = json_member(m, "content");
     if (!content || content->is_null()) {
-      if (cm.tool_calls.empty()) return bad(p + ".content", "'" + p + ".content' is required");
+      if (cm.tool_calls.empty()) return bad_request(p + ".content", "'" + p + ".content' is required");
     } else if (auto e = content_text(*content, p + ".content", &cm.content)) {
       return e;
     }
@@ -246,7 +240,7 @@ std::optional<ApiError> parse_messages(const Json* msgs, const std::string& para
     out->push_back(std::move(cm));
   }
   if (bytes > limits.max_prompt_bytes)
-    return bad(param, "the messages hold " + std::to_string(bytes) + " bytes, over the limit of " +
+    return bad_request(param, "the messages hold " + std::to_string(bytes) + " bytes, over the limit of " +
                           std::to_string(limits.max_prompt_bytes));
   return std::nullopt;
 }
@@ -257,16 +251,16 @@ std::optional<ApiError> parse_stop(const Json* stop, const ApiLimits& limits, st
     out->push_back(stop->get<std::string>());
   } else if (stop->is_array()) {
     for (const Json& s : *stop) {
-      if (!s.is_string()) return bad("stop", "'stop' must be a string or an array of strings");
+      if (!s.is_string()) return bad_request("stop", "'stop' must be a string or an array of strings");
       out->push_back(s.get<std::string>());
     }
   } else {
-    return bad("stop", "'stop' must be a string or an array of strings");
+    return bad_request("stop", "'stop' must be a string or an array of strings");
   }
   if (int(out->size()) > limits.max_stop)
-    return bad("stop", "'stop' holds more than " + std::to_string(limits.max_stop) + " strings");
+    return bad_request("stop", "'stop' holds more than " + std::to_string(limits.max_stop) + " strings");
   for (auto& s : *out)
-    if (s.empty()) return bad("stop", "'stop' strings must not be empty");
+    if (s.empty()) return bad_request("stop", "'stop' strings must not be empty");
   return std::nullopt;
 }
 
@@ -276,19 +270,19 @@ namespace {
 // written in decimal without leading zeros, so two keys never name one token.
 std::optional<ApiError> parse_logit_bias(const Json* lb, const ApiLimits& limits, std::vector<std::pair<int32_t, float>>* out) {
   if (!lb || lb->is_null()) return std::nullopt;
-  if (!lb->is_object()) return bad("logit_bias", "'logit_bias' must be an object of token ids to numbers");
+  if (!lb->is_object()) return bad_request("logit_bias", "'logit_bias' must be an object of token ids to numbers");
   if (lb->size() > limits.max_logit_bias)
-    return bad("logit_bias", "'logit_bias' holds more than " + std::to_string(limits.max_logit_bias) + " entries");
+    return bad_request("logit_bias", "'logit_bias' holds more than " + std::to_string(limits.max_logit_bias) + " entries");
   for (const auto& [key, v] : lb->items()) {
     const std::string p = "logit_bias." + key;
     const bool digits = !key.empty() && key.size() <= 10 && (key == "0" || key[0] != '0') &&
                         std::all_of(key.begin(), key.end(), [](char c) { return c >= '0' && c <= '9'; });
     const int64_t id = digits ? std::stoll(key) : -1;
     if (id < 0 || id > std::numeric_limits<int32_t>::max())
-      return bad(p, "'" + p + "': the keys of 'logit_bias' must be token ids (non-negative integers)");
-    if (!v.is_number()) return bad(p, "'" + p + "' must be a number");
+      return bad_request(p, "'" + p + "': the keys of 'logit_bias' must be token ids (non-negative integers)");
+    if (!v.is_number()) return bad_request(p, "'" + p + "' must be a number");
     const double b = v.get<double>();
-    if (!(b >= -100 && b <= 100)) return bad(p, "'" + p + "' must be in [-100, 100]");
+    if (!(b >= -100 && b <= 100)) return bad_request(p, "'" + p + "' must be in [-100, 100]");
     out->emplace_back(int32_t(id), float(b));
   }
   std::sort(out->begin(), out->end());
@@ -307,7 +301,7 @@ std::optional<ApiError> parse_sampling(const Json& body, const ApiLimits& limits
   if (temp) f.temperature = float(*temp);
   if (auto e = get_number(body, "top_p", 0, 1, &top_p)) return e;
   if (top_p) {
-    if (*top_p <= 0) return bad("top_p", "'top_p' must be in (0, 1]");
+    if (*top_p <= 0) return bad_request("top_p", "'top_p' must be in (0, 1]");
     f.top_p = float(*top_p);
   }
   if (auto e = get_seed(body, "seed", &f.seed)) return e;
@@ -334,7 +328,7 @@ void apply_sampling(const SamplingFields& s, RequestParams* p) {
 
 std::optional<ApiError> parse_completion_request(const Json& body, bool chat, const ApiLimits& limits,
                                                  CompletionRequest* out) {
-  if (!body.is_object()) return bad("", "the request body must be a JSON object");
+  if (!body.is_object()) return bad_request("", "the request body must be a JSON object");
   CompletionRequest r;
   r.chat = chat;
   // The second line of kCommon: accepted, and without effect on the output (modalities only as ["text"]).
@@ -357,14 +351,14 @@ std::optional<ApiError> parse_completion_request(const Json& body, bool chat, co
     const bool unsupported = kUnsupported.count(key) > 0,
                other_endpoint = (chat ? kCompletion : kChat).count(key) > 0 && key != "parallel_tool_calls";
     if ((unsupported || other_endpoint) && value.is_null()) continue;
-    if (unsupported) return bad(key, "'" + key + "' is not supported by agentkv");
+    if (unsupported) return bad_request(key, "'" + key + "' is not supported by agentkv");
     if (other_endpoint)
-      return bad(key, "'" + key + "' is a field of " + (chat ? "/v1/completions" : "/v1/chat/completions") + " only");
+      return bad_request(key, "'" + key + "' is a field of " + (chat ? "/v1/completions" : "/v1/chat/completions") + " only");
     if (auto e = unknown_field(key, ignored)) return e;
   }
   const Json* model = json_member(body, "model");
   if (!model || !model->is_string() || model->get_ref<const std::string&>().empty())
-    return bad("model", "'model' is required and must be a non-empty string");
+    return bad_request("model", "'model' is required and must be a non-empty string");
   r.model = model->get<std::string>();
 
   if (chat) {
@@ -379,28 +373,28 @@ std::optional<ApiError> parse_completion_request(const Json& body, bool chat, co
     if (auto e = get_number(body, "recompute", 0, 1, &r.recompute)) return e;
   } else {
     const Json* prompt = json_member(body, "prompt");
-    if (!prompt) return bad("prompt", "'prompt' is required");
+    if (!prompt) return bad_request("prompt", "'prompt' is required");
     const Json* p = prompt;
     if (p->is_array() && p->size() == 1 && (*p)[0].is_string()) p = &(*p)[0];
     if (p->is_string()) {
       r.prompt = p->get<std::string>();
-      if (r.prompt.empty()) return bad("prompt", "'prompt' is empty");
+      if (r.prompt.empty()) return bad_request("prompt", "'prompt' is empty");
       if (r.prompt.size() > limits.max_prompt_bytes)
-        return bad("prompt", "'prompt' holds " + std::to_string(r.prompt.size()) + " bytes, over the limit of " +
+        return bad_request("prompt", "'prompt' holds " + std::to_string(r.prompt.size()) + " bytes, over the limit of " +
                                  std::to_string(limits.max_prompt_bytes));
     } else if (p->is_array() && !p->empty() && (*p)[0].is_number()) {
       r.prompt_is_tokens = true;
       for (const Json& t : *p) {
         int64_t id = 0;
         if (!t.is_number() || read_int(t, "prompt", 0, std::numeric_limits<int32_t>::max(), &id))
-          return bad("prompt", "'prompt' token ids must be non-negative integers");
+          return bad_request("prompt", "'prompt' token ids must be non-negative integers");
         r.prompt_tokens.push_back(int32_t(id));
       }
     } else {
-      return bad("prompt", "'prompt' must be a string, an array of one string, or an array of token ids");
+      return bad_request("prompt", "'prompt' must be a string, an array of one string, or an array of token ids");
     }
     if (auto e = get_bool(body, "echo", &r.echo)) return e;
-    if (r.echo) return bad("echo", "'echo' is not supported by agentkv");
+    if (r.echo) return bad_request("echo", "'echo' is not supported by agentkv");
   }
 
   if (auto e = parse_sampling(body, limits, 0, &r)) return e;
@@ -415,7 +409,7 @@ std::optional<ApiError> parse_completion_request(const Json& body, bool chat, co
     bool want = false;
     if (auto e = get_bool(body, "logprobs", &want)) return e;
     if (auto e = get_int(body, "top_logprobs", 0, 20, &top)) return e;
-    if (top && !want) return bad("top_logprobs", "'top_logprobs' needs 'logprobs': true");
+    if (top && !want) return bad_request("top_logprobs", "'top_logprobs' needs 'logprobs': true");
     if (want) r.logprobs = top ? int(*top) : 0;
   } else {
     if (auto e = get_int(body, "logprobs", 0, 5, &lp_int)) return e;  // OpenAI's legacy limit
@@ -423,21 +417,21 @@ std::optional<ApiError> parse_completion_request(const Json& body, bool chat, co
   }
   if (auto e = get_bool(body, "stream", &r.stream)) return e;
   if (const Json* so = json_member(body, "stream_options"); so && !so->is_null()) {
-    if (!so->is_object()) return bad("stream_options", "'stream_options' must be an object");
+    if (!so->is_object()) return bad_request("stream_options", "'stream_options' must be an object");
     for (const auto& [k, v] : so->items())
-      if (k != "include_usage") return bad("stream_options." + k, "unknown field 'stream_options." + k + "'");
+      if (k != "include_usage") return bad_request("stream_options." + k, "unknown field 'stream_options." + k + "'");
     if (auto e = get_bool(*so, "include_usage", &r.include_usage)) return e;
-    if (!r.stream) return bad("stream_options", "'stream_options' needs 'stream': true");
+    if (!r.stream) return bad_request("stream_options", "'stream_options' needs 'stream': true");
   }
   for (const char* k : {"user", "service_tier", "prompt_cache_key", "safety_identifier", "verbosity", "reasoning_effort"})
     if (const Json* v = json_member(body, k); v && !v->is_null() && !v->is_string())
-      return bad(k, std::string("'") + k + "' must be a string");
+      return bad_request(k, std::string("'") + k + "' must be a string");
   if (const Json* v = json_member(body, "metadata"); v && !v->is_null() && !v->is_object())
-    return bad("metadata", "'metadata' must be an object");
+    return bad_request("metadata", "'metadata' must be an object");
   bool store = false;
   if (auto e = get_bool(body, "store", &store)) return e;
   if (const Json* v = json_member(body, "modalities"); v && !v->is_null() && *v != Json::array({"text"}))
-    return bad("modalities", "'modalities' other than [\"text\"] are not supported by agentkv");
+    return bad_request("modalities", "'modalities' other than [\"text\"] are not supported by agentkv");
   *out = std::move(r);
   return std::nullopt;
 }

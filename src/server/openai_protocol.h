@@ -102,6 +102,8 @@ struct ApiError {
   std::string type = "invalid_request_error";
   int retry_after_s = 0;  // > 0: sent as Retry-After (waiting can help)
 };
+// A 400 naming the field (param) and the problem.
+inline ApiError bad_request(const std::string& param, const std::string& msg) { return ApiError{400, msg, param}; }
 
 // Strict readers of one field of a request object, shared by the OpenAI and agents endpoints. An
 // absent or null field leaves *out as it is; anything else must have the right type and range, or

@@ -7,21 +7,16 @@
 #include "gguf/ggml_types.h"
 #include "gguf/gguf_file.h"
 #include "gguf/gguf_writer.h"
+#include "util/hex.h"
 
 namespace agentkv {
 
 namespace {
 
-constexpr const char* kArch = "agentkv-kvcache";
-constexpr uint32_t kFormatVersion = 2;  // 1: the checksum covered tokens, text and K/V only
+constexpr const char* kKvCacheArch = "agentkv-kvcache";
+constexpr uint32_t kKvCacheFormatVersion = 2;  // 1: the checksum covered tokens, text and K/V only
 
 std::string tensor_name(int layer, char kv) { return "kvcache.blk." + std::to_string(layer) + "." + kv; }
-
-std::string hex(uint64_t v) {
-  char buf[24];
-  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
-  return buf;
-}
 
 // Row t of layer il's K (kv = 'k') or V in the arena: kv_dim f16 values.
 kv_t* arena_row(const KvArena& arena, std::span<const int32_t> table, int il, char kv, int64_t t) {
@@ -51,8 +46,8 @@ Status save_kv_cache_file(const std::string& path, const LoadedModel& lm, const 
       tensors.push_back(std::move(bytes));
     }
   GgufWriter w;
-  w.add_string("general.architecture", kArch);
-  w.add<uint32_t>("kvcache.format_version", kFormatVersion);
+  w.add_string("general.architecture", kKvCacheArch);
+  w.add<uint32_t>("kvcache.format_version", kKvCacheFormatVersion);
   w.add<uint64_t>("kvcache.model.fingerprint", lm.fingerprint);
   w.add_string("kvcache.model.name", lm.name);
   w.add<int32_t>("kvcache.block_count", cfg.n_layer);
@@ -71,17 +66,17 @@ Result<std::string> load_kv_cache_file(const std::string& path, const LoadedMode
   auto file = GgufFile::open(path);
   if (!file.ok()) return make_error(file.code(), where + file.error());
   const GgufFile& f = **file;
-  if (f.get_string_or("general.architecture", "") != kArch)
-    return make_error(where + "not a kv cache file (general.architecture is not \"" + kArch + "\")");
-  if (Status st = f.check_sealed_format("kvcache.format_version", kFormatVersion, "kvcache.checksum", "agentkv kv-save");
+  if (f.get_string_or("general.architecture", "") != kKvCacheArch)
+    return make_error(where + "not a kv cache file (general.architecture is not \"" + kKvCacheArch + "\")");
+  if (Status st = f.check_sealed_format("kvcache.format_version", kKvCacheFormatVersion, "kvcache.checksum", "agentkv kv-save");
       !st.ok())
     return make_error(st.code(), where + st.error());
   const GgufValue* fp = f.find("kvcache.model.fingerprint");
   if (!fp || fp->type != GgufValueType::U64) return make_error(where + "kvcache.model.fingerprint (U64) missing");
   const std::string made_by = f.get_string_or("kvcache.model.name", "?");
   if (fp->u != lm.fingerprint)
-    return make_error(where + "written by " + made_by + " (" + hex(fp->u) + "), refused for " + lm.name + " (" +
-                      hex(lm.fingerprint) + ")");
+    return make_error(where + "written by " + made_by + " (" + hex64(fp->u) + "), refused for " + lm.name + " (" +
+                      hex64(lm.fingerprint) + ")");
   const ModelConfig& cfg = lm.config();
   if (f.get_int_or("kvcache.block_count", -1) != cfg.n_layer || f.get_int_or("kvcache.kv_dim", -1) != cfg.kv_dim())
     return make_error(where + "geometry does not match " + lm.name);

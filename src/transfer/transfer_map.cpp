@@ -7,21 +7,16 @@
 #include "gguf/gguf_file.h"
 #include "gguf/gguf_writer.h"
 #include "ops/matmul.h"
+#include "util/hex.h"
 
 namespace agentkv {
 
 namespace {
 
-constexpr const char* kArch = "agentkv-transfer";
-constexpr uint32_t kFormatVersion = 2;  // 1: the checksum covered the weights only
+constexpr const char* kTransferArch = "agentkv-transfer";
+constexpr uint32_t kTransferFormatVersion = 2;  // 1: the checksum covered the weights only
 
 std::string layer_tensor_name(int l) { return "transfer.blk." + std::to_string(l) + ".w"; }
-
-std::string hex(uint64_t v) {
-  char buf[24];
-  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
-  return buf;
-}
 
 }  // namespace
 
@@ -76,8 +71,8 @@ std::vector<int32_t> depth_proportional_layers(int receiver_n_layer, int sender_
 Status save_transfer_map(const TransferMap& map, const std::string& path) {
   AGENTKV_TRY(map.validate());
   GgufWriter w;
-  w.add_string("general.architecture", kArch);
-  w.add<uint32_t>("transfer.format_version", kFormatVersion);
+  w.add_string("general.architecture", kTransferArch);
+  w.add<uint32_t>("transfer.format_version", kTransferFormatVersion);
   w.add<uint64_t>("transfer.sender.fingerprint", map.sender_fingerprint);
   w.add<uint64_t>("transfer.receiver.fingerprint", map.receiver_fingerprint);
   w.add_string("transfer.sender.name", map.sender_name);
@@ -106,9 +101,9 @@ Result<TransferMap> read_transfer_map(const std::string& path) {
   if (!file.ok()) return make_error(file.code(), "transfer map " + path + ": " + file.error());
   const GgufFile& f = **file;
   const std::string where = "transfer map " + path + ": ";
-  if (f.get_string_or("general.architecture", "") != kArch)
-    return make_error(where + "not a transfer map (general.architecture is not \"" + kArch + "\")");
-  if (Status st = f.check_sealed_format("transfer.format_version", kFormatVersion, "transfer.checksum",
+  if (f.get_string_or("general.architecture", "") != kTransferArch)
+    return make_error(where + "not a transfer map (general.architecture is not \"" + kTransferArch + "\")");
+  if (Status st = f.check_sealed_format("transfer.format_version", kTransferFormatVersion, "transfer.checksum",
                                         "agentkv fit-transfer");
       !st.ok())
     return make_error(st.code(), where + st.error());
@@ -168,9 +163,9 @@ Result<TransferMap> read_transfer_map(const std::string& path) {
 
 Status check_transfer_pair(const TransferMap& map, const LoadedModel& sender, const LoadedModel& receiver) {
   if (map.sender_fingerprint != sender.fingerprint || map.receiver_fingerprint != receiver.fingerprint)
-    return make_error("transfer map was fitted for " + map.sender_name + " (" + hex(map.sender_fingerprint) + ") -> " +
-                      map.receiver_name + " (" + hex(map.receiver_fingerprint) + "), refused for " + sender.name + " (" +
-                      hex(sender.fingerprint) + ") -> " + receiver.name + " (" + hex(receiver.fingerprint) + ")");
+    return make_error("transfer map was fitted for " + map.sender_name + " (" + hex64(map.sender_fingerprint) + ") -> " +
+                      map.receiver_name + " (" + hex64(map.receiver_fingerprint) + "), refused for " + sender.name + " (" +
+                      hex64(sender.fingerprint) + ") -> " + receiver.name + " (" + hex64(receiver.fingerprint) + ")");
   if (map.sender_n_layer != sender.config().n_layer || map.sender_kv_dim != sender.config().kv_dim() ||
       map.receiver_n_layer != receiver.config().n_layer || map.receiver_kv_dim != receiver.config().kv_dim())
     return make_error("transfer map geometry does not match the models");

@@ -16,7 +16,7 @@
 namespace agentkv {
 namespace {
 
-constexpr float kMaxAbsDelta = 1.0f;
+constexpr float kBatchedMaxAbsDelta = 1.0f;
 
 void check(const std::string& alias) {
   const LoadedModel& lm = testing::real_model(alias);
@@ -68,7 +68,7 @@ void check(const std::string& alias) {
     const std::vector<float>& want = ref[out_seq[k]];
     float max_delta = 0;
     for (int v = 0; v < n_vocab; ++v) max_delta = std::max(max_delta, std::fabs(got[v] - want[v]));
-    EXPECT_LT(max_delta, kMaxAbsDelta) << alias << " sequence " << out_seq[k];
+    EXPECT_LT(max_delta, kBatchedMaxAbsDelta) << alias << " sequence " << out_seq[k];
     EXPECT_EQ(std::max_element(got, got + n_vocab) - got, std::max_element(want.begin(), want.end()) - want.begin());
   }
 }

@@ -16,11 +16,6 @@
 namespace agentkv::testing {
 namespace {
 
-ThreadPool& test_pool() {
-  static ThreadPool pool(0);
-  return pool;
-}
-
 std::unique_ptr<KvManager> manager(const LoadedModel& lm) {
   auto m = private_kv_manager(lm, 1024, 16);
   EXPECT_TRUE(m.ok()) << m.error();

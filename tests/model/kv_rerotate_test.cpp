@@ -26,7 +26,7 @@ using testing::invariant_batch;
 using testing::read_kv_row;
 using testing::real_model;
 
-constexpr int kBlockSize = 16;
+constexpr int kRerotateBlockSize = 16;
 constexpr int32_t kDelta = 1000;
 constexpr double kPinnedBound = 3.0 / 2048 + 1e-4;  // f16 roundings plus f32 rotation slack
 // Free-running drift measured at ≤ 0.08 (gemma3) over all layers against ≥ 1.3 for K that was not
@@ -41,7 +41,7 @@ struct Pass {
 // [A][S] at positions pos0.., slots 0.. of the given blocks.
 Pass make_pass(const std::vector<int32_t>& toks, int32_t pos0, int32_t first_block) {
   Pass p;
-  p.table = block_run(first_block, blocks_for(int64_t(toks.size()), kBlockSize));
+  p.table = block_run(first_block, blocks_for(int64_t(toks.size()), kRerotateBlockSize));
   p.batch = invariant_batch();
   p.batch.seqs.push_back(SeqBlocks{p.table.data(), int32_t(p.table.size())});
   testing::add_range(p.batch, toks, pos0, 0, 0, false);
@@ -92,8 +92,8 @@ class KvRerotateTest : public ::testing::TestWithParam<std::string> {
 };
 
 TEST_P(KvRerotateTest, PinnedHiddenStatesOnlyPositionDiffers) {
-  KvArena kv(c, kBlockSize, 64);
-  const int32_t nb = blocks_for(int64_t(toks.size()), kBlockSize);
+  KvArena kv(c, kRerotateBlockSize, 64);
+  const int32_t nb = blocks_for(int64_t(toks.size()), kRerotateBlockSize);
   Pass x = make_pass(toks, 0, 0), y = make_pass(toks, kDelta, nb);
   std::vector<float> hx(toks.size() * size_t(c.n_embd)), hy(hx.size());
   for (int il = 0; il < c.n_layer; ++il) {
@@ -103,8 +103,8 @@ TEST_P(KvRerotateTest, PinnedHiddenStatesOnlyPositionDiffers) {
   }
   // The segment of x moved by +d into fresh blocks at another in-block offset, and y's moved back.
   const int32_t off = 5;
-  const std::vector<int32_t> z = block_run(2 * nb, blocks_for(off + n_s, kBlockSize));
-  const std::vector<int32_t> w = block_run(2 * nb + int32_t(z.size()), blocks_for(off + n_s, kBlockSize));
+  const std::vector<int32_t> z = block_run(2 * nb, blocks_for(off + n_s, kRerotateBlockSize));
+  const std::vector<int32_t> w = block_run(2 * nb + int32_t(z.size()), blocks_for(off + n_s, kRerotateBlockSize));
   const KvSlotRange xs{SeqBlocks{x.table.data(), nb}, n_a}, ys{SeqBlocks{y.table.data(), nb}, n_a};
   ASSERT_TRUE(rerotate_kv(m, kv, xs, KvSlotRange{SeqBlocks{z.data(), int32_t(z.size())}, off}, n_s, kDelta, pool).ok());
   ASSERT_TRUE(rerotate_kv(m, kv, ys, KvSlotRange{SeqBlocks{w.data(), int32_t(w.size())}, off}, n_s, -kDelta, pool).ok());
@@ -121,8 +121,8 @@ TEST_P(KvRerotateTest, PinnedHiddenStatesOnlyPositionDiffers) {
 }
 
 TEST_P(KvRerotateTest, FreeRunningPassesAgreeLoosely) {
-  KvArena kv(c, kBlockSize, 64);
-  const int32_t nb = blocks_for(int64_t(toks.size()), kBlockSize);
+  KvArena kv(c, kRerotateBlockSize, 64);
+  const int32_t nb = blocks_for(int64_t(toks.size()), kRerotateBlockSize);
   Pass x = make_pass(toks, 0, 0), y = make_pass(toks, kDelta, nb);
   std::vector<float> h(toks.size() * size_t(c.n_embd));
   ASSERT_TRUE(m.forward_layers(x.batch, kv, 0, c.n_layer, h.data(), nullptr, pool).ok());
@@ -145,7 +145,7 @@ TEST_P(KvRerotateTest, FreeRunningPassesAgreeLoosely) {
 }
 
 TEST_P(KvRerotateTest, RejectsOverlapAndBadSlots) {
-  KvArena kv(c, kBlockSize, 4);
+  KvArena kv(c, kRerotateBlockSize, 4);
   const std::vector<int32_t> t = block_run(0, 2), bad = {0, 7};
   const SeqBlocks s{t.data(), 2};
   EXPECT_TRUE(rerotate_kv(m, kv, KvSlotRange{s, 0}, KvSlotRange{s, 0}, 20, 3, pool).ok()) << "in place";

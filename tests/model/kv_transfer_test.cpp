@@ -21,11 +21,6 @@
 namespace agentkv::testing {
 namespace {
 
-ThreadPool& test_pool() {
-  static ThreadPool pool(0);
-  return pool;
-}
-
 // A map fitted on Exodus chapters [first, last], each cut to ~300 tokens.
 Result<TransferMap> fit_on_exodus(const LoadedModel& sender, const LoadedModel& receiver, int first, int last) {
   TransferFitter fit(sender, receiver);
@@ -43,7 +38,7 @@ const TransferMap& self_map() {
   return map;
 }
 
-std::unique_ptr<KvManager> manager(const LoadedModel& lm) {
+std::unique_ptr<KvManager> transfer_manager(const LoadedModel& lm) {
   KvManagerOptions o;
   o.block_size = 16;
   o.mem_bytes = 64ll << 20;
@@ -66,7 +61,7 @@ TEST(KvTransfer, SelfMapReproducesOwnCache) {
   const TransferMap& map = self_map();
   ASSERT_EQ(map.sender_layer, depth_proportional_layers(30, 30));
   const std::string ctx = eval_context();
-  auto skv = manager(a), rkv = manager(a);
+  auto skv = transfer_manager(a), rkv = transfer_manager(a);
   auto spans = tokenize_with_spans(*a.tokenizer, ctx, a.tokenizer->add_bos_default());
   ASSERT_TRUE(spans.ok());
   KvSequence sender(*skv), receiver(*rkv);
@@ -212,7 +207,7 @@ TEST(KvTransfer, RefusesOtherPairCorruptFileAndForeignCache) {
 
   // A cache of another model (gemma3's manager passed as the sender's), or of other text.
   const std::string ctx = "In the beginning was the Word.";
-  auto akv = manager(a), bkv = manager(b), rkv = manager(a);
+  auto akv = transfer_manager(a), bkv = transfer_manager(b), rkv = transfer_manager(a);
   auto sa = tokenize_with_spans(*a.tokenizer, ctx, a.tokenizer->add_bos_default());
   auto sb = tokenize_with_spans(*b.tokenizer, ctx, b.tokenizer->add_bos_default());
   ASSERT_TRUE(sa.ok() && sb.ok());

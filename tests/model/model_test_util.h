@@ -9,6 +9,7 @@
 #include <string>
 
 #include "model/loaded_model.h"
+#include "util/thread_pool.h"
 
 namespace agentkv::testing {
 
@@ -35,6 +36,12 @@ inline const LoadedModel& real_model(const std::string& alias) {
     cache[slot] = std::move(*lm);
   }
   return *cache[slot];
+}
+
+// One pool of the default size per test binary, for tests that need no pool of their own.
+inline ThreadPool& test_pool() {
+  static ThreadPool pool(0);
+  return pool;
 }
 
 }  // namespace agentkv::testing

@@ -14,22 +14,9 @@
 namespace agentkv {
 namespace {
 
-constexpr int kBlock = 4;
-
-std::unique_ptr<KvManager> make_manager(int64_t n_blocks) {
-  KvManagerOptions opt;
-  opt.block_size = kBlock;
-  opt.mem_bytes = n_blocks * testing_kv::kTinyBlockBytes4;
-  auto m = KvManager::create(testing_kv::tiny_config(), 77, opt);
-  EXPECT_TRUE(m.ok()) << m.error();
-  return std::move(m).value();
-}
-
-std::vector<int32_t> iota_tokens(int n, int32_t first = 100) {
-  std::vector<int32_t> t(static_cast<size_t>(n));
-  std::iota(t.begin(), t.end(), first);
-  return t;
-}
+using testing_kv::iota_tokens;
+using testing_kv::kBlock;
+using testing_kv::make_manager;
 
 TEST(KvAdmission, WorstCaseBlocks) {
   // 10 prompt + 6 generated = 16 tokens: 4 blocks of 4.

@@ -7,18 +7,20 @@
 #include <set>
 #include <vector>
 
+#include "tiny_kv_config.h"
+
 namespace agentkv {
 namespace {
 
 using Ids = std::vector<int32_t>;
 using Tokens = std::vector<int32_t>;
 
-constexpr uint64_t kFp = 0x1234;
+constexpr uint64_t kPoolFp = 0x1234;
+using testing_kv::constant_hash;
 
-uint64_t constant_hash(uint64_t, std::span<const int32_t>, uint64_t, uint64_t) { return 42; }
 
 TEST(BlockPool, StartsWithEveryBlockFreeInIdOrder) {
-  BlockPool p(4, 2, kFp);
+  BlockPool p(4, 2, kPoolFp);
   EXPECT_EQ(p.free_queue(), (Ids{0, 1, 2, 3}));
   EXPECT_EQ(p.num_free(), 4);
   const BlockPoolStats s = p.stats();
@@ -31,7 +33,7 @@ TEST(BlockPool, StartsWithEveryBlockFreeInIdOrder) {
 }
 
 TEST(BlockPool, AllocatePopsHeadAndUnrefPushesTail) {
-  BlockPool p(4, 2, kFp);
+  BlockPool p(4, 2, kPoolFp);
   EXPECT_EQ(p.allocate(), 0);
   EXPECT_EQ(p.allocate(), 1);
   EXPECT_EQ(p.refcount(0), 1);
@@ -50,7 +52,7 @@ TEST(BlockPool, AllocatePopsHeadAndUnrefPushesTail) {
 }
 
 TEST(BlockPool, SharedBlockIsFreedOnlyByTheLastUnref) {
-  BlockPool p(3, 2, kFp);
+  BlockPool p(3, 2, kPoolFp);
   const int32_t b = *p.allocate();
   p.ref(b);
   p.ref(b);
@@ -64,7 +66,7 @@ TEST(BlockPool, SharedBlockIsFreedOnlyByTheLastUnref) {
 }
 
 TEST(BlockPool, RefOfAFreeBlockRemovesItFromTheMiddleOfTheQueue) {
-  BlockPool p(5, 2, kFp);
+  BlockPool p(5, 2, kPoolFp);
   p.ref(2);
   EXPECT_EQ(p.refcount(2), 1);
   EXPECT_EQ(p.free_queue(), (Ids{0, 1, 3, 4}));
@@ -78,7 +80,7 @@ TEST(BlockPool, RefOfAFreeBlockRemovesItFromTheMiddleOfTheQueue) {
 }
 
 TEST(BlockPool, ReleaseUnrefsTheTableTailFirst) {
-  BlockPool p(5, 2, kFp);
+  BlockPool p(5, 2, kPoolFp);
   Ids table;
   ASSERT_TRUE(p.allocate_n(3, table));
   EXPECT_EQ(table, (Ids{0, 1, 2}));
@@ -89,7 +91,7 @@ TEST(BlockPool, ReleaseUnrefsTheTableTailFirst) {
 }
 
 TEST(BlockPool, AllocateNIsAllOrNothing) {
-  BlockPool p(3, 2, kFp);
+  BlockPool p(3, 2, kPoolFp);
   Ids out{7};
   EXPECT_FALSE(p.allocate_n(4, out));
   EXPECT_EQ(out, (Ids{7}));
@@ -106,17 +108,17 @@ TEST(BlockPool, AllocateNIsAllOrNothing) {
 
 TEST(BlockPool, HashDependsOnEveryInput) {
   const Tokens t{1, 2, 3, 4};
-  const uint64_t h = hash_block_tokens(0, t, kFp, 0);
-  EXPECT_EQ(h, hash_block_tokens(0, t, kFp, 0));
+  const uint64_t h = hash_block_tokens(0, t, kPoolFp, 0);
+  EXPECT_EQ(h, hash_block_tokens(0, t, kPoolFp, 0));
   std::set<uint64_t> seen{h};
-  EXPECT_TRUE(seen.insert(hash_block_tokens(1, t, kFp, 0)).second);              // parent
-  EXPECT_TRUE(seen.insert(hash_block_tokens(0, t, kFp + 1, 0)).second);          // fingerprint
-  EXPECT_TRUE(seen.insert(hash_block_tokens(0, t, kFp, 1)).second);              // salt
-  EXPECT_TRUE(seen.insert(hash_block_tokens(0, Tokens{1, 2, 4, 3}, kFp, 0)).second);  // order
-  EXPECT_TRUE(seen.insert(hash_block_tokens(0, Tokens{1, 2, 3, 5}, kFp, 0)).second);  // one token
-  EXPECT_TRUE(seen.insert(hash_block_tokens(0, Tokens{1, 2, 3}, kFp, 0)).second);     // length
-  EXPECT_TRUE(seen.insert(hash_block_tokens(0, Tokens{1, 2, 3, 4, 0}, kFp, 0)).second);
-  EXPECT_TRUE(seen.insert(hash_block_tokens(0, Tokens{-1, 2, 3, 4}, kFp, 0)).second);
+  EXPECT_TRUE(seen.insert(hash_block_tokens(1, t, kPoolFp, 0)).second);              // parent
+  EXPECT_TRUE(seen.insert(hash_block_tokens(0, t, kPoolFp + 1, 0)).second);          // fingerprint
+  EXPECT_TRUE(seen.insert(hash_block_tokens(0, t, kPoolFp, 1)).second);              // salt
+  EXPECT_TRUE(seen.insert(hash_block_tokens(0, Tokens{1, 2, 4, 3}, kPoolFp, 0)).second);  // order
+  EXPECT_TRUE(seen.insert(hash_block_tokens(0, Tokens{1, 2, 3, 5}, kPoolFp, 0)).second);  // one token
+  EXPECT_TRUE(seen.insert(hash_block_tokens(0, Tokens{1, 2, 3}, kPoolFp, 0)).second);     // length
+  EXPECT_TRUE(seen.insert(hash_block_tokens(0, Tokens{1, 2, 3, 4, 0}, kPoolFp, 0)).second);
+  EXPECT_TRUE(seen.insert(hash_block_tokens(0, Tokens{-1, 2, 3, 4}, kPoolFp, 0)).second);
   // Swapping the roles of the extra keys must not cancel out.
   EXPECT_NE(hash_block_tokens(5, t, 7, 0), hash_block_tokens(7, t, 5, 0));
   EXPECT_NE(hash_block_tokens(0, t, 5, 7), hash_block_tokens(0, t, 7, 5));
@@ -137,7 +139,7 @@ TEST(BlockPool, ChainHashUsesTheFingerprint) {
 }
 
 TEST(BlockPool, LookupHitsAnInsertedBlockAndRefsIt) {
-  BlockPool p(4, 2, kFp);
+  BlockPool p(4, 2, kPoolFp);
   const Tokens t{10, 11};
   const int32_t b = *p.allocate();
   const uint64_t h = p.chain_hash(0, t, 0);
@@ -165,7 +167,7 @@ TEST(BlockPool, LookupHitsAnInsertedBlockAndRefsIt) {
 }
 
 TEST(BlockPool, SameHashDifferentTokensIsACollisionNotAHit) {
-  BlockPool p(3, 2, kFp, constant_hash);
+  BlockPool p(3, 2, kPoolFp, constant_hash);
   const Tokens t{1, 2}, other{1, 3};
   const int32_t b = *p.allocate();
   p.insert(b, p.chain_hash(0, t, 0), t);
@@ -180,7 +182,7 @@ TEST(BlockPool, SameHashDifferentTokensIsACollisionNotAHit) {
 }
 
 TEST(BlockPool, InsertKeepsTheBlockAlreadyHoldingTheHash) {
-  BlockPool p(3, 2, kFp);
+  BlockPool p(3, 2, kPoolFp);
   const Tokens t{4, 4};
   const int32_t first = *p.allocate(), second = *p.allocate();
   const uint64_t h = p.chain_hash(0, t, 0);
@@ -193,7 +195,7 @@ TEST(BlockPool, InsertKeepsTheBlockAlreadyHoldingTheHash) {
 }
 
 TEST(BlockPool, AllocateEvictsCachedBlocksInLruOrder) {
-  BlockPool p(4, 1, kFp);
+  BlockPool p(4, 1, kPoolFp);
   // Blocks 0..2 hold tokens 100..102, cached; block 3 is never used.
   Ids table;
   ASSERT_TRUE(p.allocate_n(3, table));
@@ -228,7 +230,7 @@ TEST(BlockPool, AllocateEvictsCachedBlocksInLruOrder) {
 }
 
 TEST(BlockPool, PeakUsedCountsHitsOnFreeBlocks) {
-  BlockPool p(3, 1, kFp);
+  BlockPool p(3, 1, kPoolFp);
   const int32_t b = *p.allocate();
   const Tokens t{1};
   p.insert(b, p.chain_hash(0, t, 0), t);
@@ -243,7 +245,7 @@ TEST(BlockPool, PeakUsedCountsHitsOnFreeBlocks) {
 
 TEST(BlockPoolDeathTest, InvariantsStayCheckedInRelease) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
-  BlockPool p(2, 2, kFp);
+  BlockPool p(2, 2, kPoolFp);
   EXPECT_DEATH(p.unref(0), "invariant");
   EXPECT_DEATH(p.ref(2), "invariant");
   EXPECT_DEATH(p.ref(-1), "invariant");

@@ -21,27 +21,12 @@ using Tokens = std::vector<int32_t>;
 
 constexpr uint64_t kFp = 77;
 
+using testing_kv::constant_hash;
+using testing_kv::iota_tokens;
+using testing_kv::kBlock;
+using testing_kv::make_manager;
 using testing_kv::tiny_config;
-constexpr int kBlock = 4;
 constexpr int64_t kBlockBytes = testing_kv::kTinyBlockBytes4;
-
-std::unique_ptr<KvManager> make_manager(int64_t n_blocks, bool prefix_caching = true,
-                                        BlockHashFn hash = hash_block_tokens) {
-  KvManagerOptions opt;
-  opt.block_size = kBlock;
-  opt.mem_bytes = n_blocks * kBlockBytes;
-  opt.prefix_caching = prefix_caching;
-  opt.hash = hash;
-  auto m = KvManager::create(tiny_config(), kFp, opt);
-  EXPECT_TRUE(m.ok()) << m.error();
-  return std::move(m).value();
-}
-
-Tokens iota_tokens(int n, int32_t first = 100) {
-  Tokens t(static_cast<size_t>(n));
-  std::iota(t.begin(), t.end(), first);
-  return t;
-}
 
 // Reserves and commits tokens as one forward step would.
 void append(KvSequence& s, const Tokens& t) {
@@ -56,7 +41,6 @@ Ids cache_and_release(KvManager& m, const Tokens& t) {
   return s.blocks();
 }
 
-uint64_t constant_hash(uint64_t, std::span<const int32_t>, uint64_t, uint64_t) { return 42; }
 
 int64_t resident_bytes() {
   std::ifstream f("/proc/self/statm");

@@ -19,16 +19,8 @@ using Tokens = std::vector<int32_t>;
 
 using testing_kv::tiny_config;
 
-constexpr int kBlock = 4;
-
-std::unique_ptr<KvManager> make_manager(int64_t n_blocks) {
-  KvManagerOptions opt;
-  opt.block_size = kBlock;
-  opt.mem_bytes = n_blocks * testing_kv::kTinyBlockBytes4;
-  auto m = KvManager::create(tiny_config(), 5, opt);
-  EXPECT_TRUE(m.ok()) << m.error();
-  return std::move(m).value();
-}
+using testing_kv::kBlock;
+using testing_kv::make_manager;
 
 std::shared_ptr<const KvSequence> context(KvManager& m, const Tokens& t) {
   auto s = std::make_shared<KvSequence>(m);

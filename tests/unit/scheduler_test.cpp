@@ -23,8 +23,8 @@ ModelConfig tiny_config() {
   return c;
 }
 
-struct Fixture {
-  explicit Fixture(int64_t n_blocks, bool prefix = true, int block_size = 4) {
+struct SchedulerFixture {
+  explicit SchedulerFixture(int64_t n_blocks, bool prefix = true, int block_size = 4) {
     KvManagerOptions o;
     o.block_size = block_size;
     o.prefix_caching = prefix;
@@ -53,7 +53,7 @@ struct Fixture {
 };
 
 TEST(SchedulerTest, ChunkedPrefillUnderTokenBudget) {
-  Fixture f(16);
+  SchedulerFixture f(16);
   Scheduler s(*f.kv, SchedulerOptions{8, 4});
   auto a = f.seq(10, 0);
   s.add_waiting(a.get());
@@ -63,14 +63,14 @@ TEST(SchedulerTest, ChunkedPrefillUnderTokenBudget) {
   EXPECT_EQ(c1[0].n, 8);
   EXPECT_FALSE(c1[0].wants_logits);
   EXPECT_EQ(a->kv.blocks(), (std::vector<int32_t>{0, 1}));
-  Fixture::run(c1);
+  SchedulerFixture::run(c1);
   auto c2 = s.schedule();
   ASSERT_EQ(c2.size(), 1u);
   EXPECT_EQ(c2[0].start, 8);
   EXPECT_EQ(c2[0].n, 2);
   EXPECT_TRUE(c2[0].wants_logits);
   EXPECT_EQ(a->kv.blocks(), (std::vector<int32_t>{0, 1, 2}));
-  Fixture::run(c2);
+  SchedulerFixture::run(c2);
   auto c3 = s.schedule();  // decode: one token
   ASSERT_EQ(c3.size(), 1u);
   EXPECT_EQ(c3[0].start, 10);
@@ -79,11 +79,11 @@ TEST(SchedulerTest, ChunkedPrefillUnderTokenBudget) {
 }
 
 TEST(SchedulerTest, DecodeTokensGoFirstThenPrefillChunksShareTheStep) {
-  Fixture f(32);
+  SchedulerFixture f(32);
   Scheduler s(*f.kv, SchedulerOptions{6, 4});
   auto a = f.seq(3, 0);
   s.add_waiting(a.get());
-  Fixture::run(s.schedule());  // a prefilled, sampled one token
+  SchedulerFixture::run(s.schedule());  // a prefilled, sampled one token
   auto b = f.seq(20, 1, 50);
   s.add_waiting(b.get());
   auto c = s.schedule();
@@ -96,7 +96,7 @@ TEST(SchedulerTest, DecodeTokensGoFirstThenPrefillChunksShareTheStep) {
 }
 
 TEST(SchedulerTest, AdmissionWaitsForBlocks) {
-  Fixture f(3);
+  SchedulerFixture f(3);
   Scheduler s(*f.kv, SchedulerOptions{64, 8});
   auto a = f.seq(8, 0);  // 2 blocks
   auto b = f.seq(8, 1);  // 2 more: only 1 left
@@ -107,7 +107,7 @@ TEST(SchedulerTest, AdmissionWaitsForBlocks) {
   EXPECT_EQ(c[0].seq, a.get());
   EXPECT_EQ(s.n_waiting(), 1u);
   EXPECT_EQ(b->kv.blocks().size(), 0u);
-  Fixture::run(c);
+  SchedulerFixture::run(c);
   s.remove(a.get());  // finished: blocks back at once
   EXPECT_EQ(f.kv->pool().num_free(), 3);
   auto c2 = s.schedule();
@@ -118,7 +118,7 @@ TEST(SchedulerTest, AdmissionWaitsForBlocks) {
 TEST(SchedulerTest, ReclaimsHeldBlocksBeforeRefusingOrPreempting) {
   // Blocks held outside the scheduler (the segment cache's contexts) are given back first: a waiting
   // sequence is admitted and a running one is not preempted while something can be reclaimed.
-  Fixture f(7);
+  SchedulerFixture f(7);
   std::vector<std::unique_ptr<KvSequence>> held;
   for (int i = 0; i < 3; ++i) {
     held.push_back(std::make_unique<KvSequence>(*f.kv));
@@ -139,7 +139,7 @@ TEST(SchedulerTest, ReclaimsHeldBlocksBeforeRefusingOrPreempting) {
   auto c = s.schedule();
   EXPECT_EQ(c.size(), 2u);
   EXPECT_EQ(reclaimed, 1);
-  Fixture::run(c);
+  SchedulerFixture::run(c);
   // a's and b's next tokens need one more block each and none is free: two reclaims, no preemption.
   auto c2 = s.schedule();
   EXPECT_EQ(reclaimed, 3);
@@ -148,23 +148,23 @@ TEST(SchedulerTest, ReclaimsHeldBlocksBeforeRefusingOrPreempting) {
 }
 
 TEST(SchedulerTest, PreemptsTheLatestArrivalAndResumesIt) {
-  Fixture f(4, /*prefix=*/false);
+  SchedulerFixture f(4, /*prefix=*/false);
   Scheduler s(*f.kv, SchedulerOptions{64, 8});
   auto a = f.seq(3, 0);
   auto b = f.seq(3, 1, 10);
   s.add_waiting(a.get());
   s.add_waiting(b.get());
-  Fixture::run(s.schedule());  // both prefilled (one block each), each sampled a token
+  SchedulerFixture::run(s.schedule());  // both prefilled (one block each), each sampled a token
   EXPECT_EQ(a->kv.blocks(), (std::vector<int32_t>{0}));
   EXPECT_EQ(b->kv.blocks(), (std::vector<int32_t>{1}));
-  Fixture::run(s.schedule());  // slot 3: still the first block
-  Fixture::run(s.schedule());  // slot 4: a second block each -> pool full
+  SchedulerFixture::run(s.schedule());  // slot 3: still the first block
+  SchedulerFixture::run(s.schedule());  // slot 4: a second block each -> pool full
   EXPECT_EQ(a->kv.blocks(), (std::vector<int32_t>{0, 2}));
   EXPECT_EQ(b->kv.blocks(), (std::vector<int32_t>{1, 3}));
   EXPECT_EQ(f.kv->pool().num_free(), 0);
-  Fixture::run(s.schedule());  // slots 5, 6, 7 fit
-  Fixture::run(s.schedule());
-  Fixture::run(s.schedule());
+  SchedulerFixture::run(s.schedule());  // slots 5, 6, 7 fit
+  SchedulerFixture::run(s.schedule());
+  SchedulerFixture::run(s.schedule());
   // Slot 8 needs a third block for each: b (the later arrival) is preempted and a goes on.
   auto c = s.schedule();
   ASSERT_EQ(c.size(), 1u);
@@ -175,7 +175,7 @@ TEST(SchedulerTest, PreemptsTheLatestArrivalAndResumesIt) {
   EXPECT_EQ(b->state, Sequence::State::kWaiting);
   EXPECT_EQ(a->kv.blocks(), (std::vector<int32_t>{0, 2, 3}));  // b released tail first (3, then 1): 3 is the LRU head
   EXPECT_EQ(b->tokens.size(), 9u);  // prompt + 6 sampled tokens are kept for the recompute
-  Fixture::run(c);
+  SchedulerFixture::run(c);
   s.remove(a.get());
   // b recomputes all 8 known tokens + the last sampled one in one chunk.
   auto r = s.schedule();
@@ -187,11 +187,11 @@ TEST(SchedulerTest, PreemptsTheLatestArrivalAndResumesIt) {
 }
 
 TEST(SchedulerTest, AdmissionReusesCachedPrefixBlocks) {
-  Fixture f(16);
+  SchedulerFixture f(16);
   Scheduler s(*f.kv, SchedulerOptions{64, 8});
   auto a = f.seq(9, 0);
   s.add_waiting(a.get());
-  Fixture::run(s.schedule());
+  SchedulerFixture::run(s.schedule());
   s.remove(a.get());  // blocks 0, 1 stay cached after release
   auto b = f.seq(11, 1);  // same first 9 tokens, two more
   s.add_waiting(b.get());

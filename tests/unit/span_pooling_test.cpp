@@ -10,10 +10,10 @@ namespace {
 // Text of 10 bytes. Receiver: [0,4) [4,10). Sender: [0,1) [1,6) [6,10).
 // Receiver token 0 is covered by sender 0 (1 byte) and 1 (3 of its 5 bytes); token 1 by sender 1
 // (2 bytes) and 2 (4 bytes).
-struct Fixture {
+struct SpanFixture {
   TokenSpans receiver, sender;
   TokenAlignment align;
-  Fixture() {
+  SpanFixture() {
     receiver.tokens = {10, 11};
     receiver.begin = {0, 4};
     receiver.end = {4, 10};
@@ -27,13 +27,13 @@ struct Fixture {
 };
 
 TEST(SpanPooling, AlignmentOfTheFixture) {
-  Fixture f;
+  SpanFixture f;
   EXPECT_EQ(f.align.first, (std::vector<int32_t>{0, 1}));
   EXPECT_EQ(f.align.count, (std::vector<int32_t>{2, 2}));
 }
 
 TEST(SpanPooling, WeightsPerRule) {
-  Fixture f;
+  SpanFixture f;
   const SpanWeights mean = span_weights(f.align, f.receiver, f.sender, SpanPooling::mean);
   EXPECT_EQ(mean.w, (std::vector<float>{0.5f, 0.5f, 0.5f, 0.5f}));
   const SpanWeights last = span_weights(f.align, f.receiver, f.sender, SpanPooling::last);
@@ -48,7 +48,7 @@ TEST(SpanPooling, WeightsPerRule) {
 }
 
 TEST(SpanPooling, FeaturesAreTheWeightedRows) {
-  Fixture f;
+  SpanFixture f;
   LayerKv kv;
   kv.n_tokens = 3;
   kv.kv_dim = 2;

@@ -2,6 +2,14 @@
 // of 4), so a block of 4 tokens is 2 layers * (K + V) * 4 slots * 4 values * 2 bytes = 128 bytes.
 #pragma once
 
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <numeric>
+#include <span>
+#include <vector>
+
+#include "kv/kv_manager.h"
 #include "model/model_config.h"
 
 namespace agentkv::testing_kv {
@@ -16,5 +24,28 @@ inline ModelConfig tiny_config() {
   return c;
 }
 inline constexpr int64_t kTinyBlockBytes4 = 2 * 2 * 4 * 4 * 2;  // per block of 4 tokens
+inline constexpr int kBlock = 4;
+
+// A manager of n_blocks blocks of kBlock tokens over tiny_config().
+inline std::unique_ptr<KvManager> make_manager(int64_t n_blocks, bool prefix_caching = true,
+                                               BlockHashFn hash = hash_block_tokens, uint64_t fingerprint = 77) {
+  KvManagerOptions opt;
+  opt.block_size = kBlock;
+  opt.mem_bytes = n_blocks * kTinyBlockBytes4;
+  opt.prefix_caching = prefix_caching;
+  opt.hash = hash;
+  auto m = KvManager::create(tiny_config(), fingerprint, opt);
+  EXPECT_TRUE(m.ok()) << m.error();
+  return std::move(m).value();
+}
+
+inline std::vector<int32_t> iota_tokens(int n, int32_t first = 100) {
+  std::vector<int32_t> t(static_cast<size_t>(n));
+  std::iota(t.begin(), t.end(), first);
+  return t;
+}
+
+// A block hash that makes every block collide: hits must still verify token ids.
+inline uint64_t constant_hash(uint64_t, std::span<const int32_t>, uint64_t, uint64_t) { return 42; }
 
 }  // namespace agentkv::testing_kv
