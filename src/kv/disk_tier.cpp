@@ -115,6 +115,7 @@ void DiskTier::scan_existing() {
     order_.push_back(f.hash);
     stats_.bytes += f.size;
   }
+  enforce_budget();  // a smaller budget than the last run's applies at once
 }
 
 void DiskTier::store(uint64_t hash, std::span<const int32_t> tokens, std::span<const uint8_t> payload) {

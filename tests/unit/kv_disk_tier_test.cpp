@@ -157,8 +157,13 @@ TEST(DiskTier, SizeBudgetRemovesTheOldestAndCountsWhatIsThere) {
     EXPECT_FALSE(fs::exists(t->path_of(2)));
     EXPECT_TRUE(fs::exists(t->path_of(4)));
   }
-  auto reopened = open_tier(d.path);
-  EXPECT_EQ(reopened->stats().bytes, 2 * record) << "records already in the directory count";
+  {
+    auto reopened = open_tier(d.path);
+    EXPECT_EQ(reopened->stats().bytes, 2 * record) << "records already in the directory count";
+  }
+  auto smaller = open_tier(d.path, record);
+  EXPECT_EQ(smaller->stats().bytes, record) << "a smaller budget applies when the tier opens";
+  EXPECT_EQ(smaller->stats().removed, 1u);
 }
 
 TEST(DiskTier, RefusesADirectoryItCannotCreate) {
