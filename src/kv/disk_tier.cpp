@@ -110,11 +110,7 @@ void DiskTier::scan_existing() {
   }
   std::sort(found.begin(), found.end(), [](const Found& a, const Found& b) { return a.mtime < b.mtime; });
   std::lock_guard<std::mutex> lock(mu_);
-  for (const Found& f : found) {
-    if (!sizes_.emplace(f.hash, f.size).second) continue;
-    order_.push_back(f.hash);
-    stats_.bytes += f.size;
-  }
+  for (const Found& f : found) remember(f.hash, f.size);
   enforce_budget();  // a smaller budget than the last run's applies at once
 }
 
@@ -211,27 +207,32 @@ void DiskTier::write_record(const Pending& p) {
     return;
   }
   ++stats_.writes;
-  if (sizes_.emplace(p.hash, int64_t(bytes.size())).second) {
-    order_.push_back(p.hash);
-    stats_.bytes += int64_t(bytes.size());
-  }
+  remember(p.hash, int64_t(bytes.size()));
   enforce_budget();
 }
 
+void DiskTier::remember(uint64_t hash, int64_t size) {
+  const uint64_t seq = next_seq_++;
+  if (!written_.emplace(hash, Written{size, seq}).second) return;
+  stats_.bytes += size;
+  if (opt_.max_bytes > 0) order_.emplace_back(hash, seq);
+}
+
 void DiskTier::forget(uint64_t hash) {
-  auto it = sizes_.find(hash);
-  if (it == sizes_.end()) return;
-  stats_.bytes -= it->second;
-  sizes_.erase(it);  // its entry in order_ is skipped when it reaches the front
+  auto it = written_.find(hash);
+  if (it == written_.end()) return;
+  stats_.bytes -= it->second.size;
+  written_.erase(it);
 }
 
 void DiskTier::enforce_budget() {
   while (opt_.max_bytes > 0 && stats_.bytes > opt_.max_bytes && !order_.empty()) {
-    const uint64_t oldest = order_.front();
+    const auto [hash, seq] = order_.front();
     order_.pop_front();
-    if (!sizes_.count(oldest)) continue;
-    ::unlink(path_of(oldest).c_str());
-    forget(oldest);
+    auto it = written_.find(hash);
+    if (it == written_.end() || it->second.seq != seq) continue;
+    ::unlink(path_of(hash).c_str());
+    forget(hash);
     ++stats_.removed;
   }
 }

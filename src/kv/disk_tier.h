@@ -75,7 +75,8 @@ class DiskTier {
   void scan_existing();
   void writer_loop();
   void write_record(const Pending& p);
-  void forget(uint64_t hash);  // drops a deleted record from the size accounting
+  void remember(uint64_t hash, int64_t size);  // adds a record on disk to the size accounting
+  void forget(uint64_t hash);                   // drops a deleted one from it
   void enforce_budget();
 
   DiskTierOptions opt_;
@@ -89,9 +90,15 @@ class DiskTier {
   bool writing_ = false;
   bool stop_ = false;
   bool held_ = false;
-  // Size accounting for max_bytes: this model's records by hash, oldest written first.
-  std::unordered_map<uint64_t, int64_t> sizes_;
-  std::deque<uint64_t> order_;
+  // Size accounting: this model's records by hash, and (with max_bytes) the order they were written
+  // in. An entry of order_ whose record was deleted or written again (another seq) is skipped.
+  struct Written {
+    int64_t size;
+    uint64_t seq;
+  };
+  std::unordered_map<uint64_t, Written> written_;
+  std::deque<std::pair<uint64_t, uint64_t>> order_;  // (hash, seq), oldest first
+  uint64_t next_seq_ = 0;
   TierStats stats_;
   std::atomic<uint64_t> temp_seq_{0};
   std::thread writer_;

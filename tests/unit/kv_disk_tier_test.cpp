@@ -166,6 +166,38 @@ TEST(DiskTier, SizeBudgetRemovesTheOldestAndCountsWhatIsThere) {
   EXPECT_EQ(smaller->stats().removed, 1u);
 }
 
+TEST(DiskTier, AFailedWriteLeavesNothingVisible) {
+  TempDir d;
+  auto t = open_tier(d.path);
+  fs::remove_all(d.path);  // gone after open: the temp file cannot be created
+  t->store(10, kTokens, payload(1));
+  t->flush();
+  EXPECT_EQ(t->stats().write_errors, 1u);
+  EXPECT_EQ(t->stats().writes, 0u);
+  EXPECT_FALSE(fs::exists(d.path));
+}
+
+TEST(DiskTier, ARecordWrittenAgainAfterARejectionKeepsItsPlaceInTheBudget) {
+  TempDir d;
+  const int64_t record = int64_t(encode_tier_record(TierRecordKey{kFp, 1, kTokens, tiny_shape()}, payload(0)).size());
+  auto t = open_tier(d.path, 2 * record);
+  std::vector<uint8_t> out(static_cast<size_t>(kBlockBytes));
+  t->store(1, kTokens, payload(1));
+  t->flush();
+  fs::resize_file(t->path_of(1), 10);
+  EXPECT_FALSE(t->load(1, kTokens, out));  // rejected and deleted
+  t->store(2, kTokens, payload(2));
+  t->flush();
+  t->store(1, kTokens, payload(1));  // block 1 written again: now the newest
+  t->flush();
+  t->store(3, kTokens, payload(3));  // over the budget: the oldest live record (2) goes, not 1
+  t->flush();
+  EXPECT_FALSE(fs::exists(t->path_of(2)));
+  EXPECT_TRUE(t->load(1, kTokens, out));
+  EXPECT_TRUE(t->load(3, kTokens, out));
+  EXPECT_EQ(t->stats().bytes, 2 * record);
+}
+
 TEST(DiskTier, RefusesADirectoryItCannotCreate) {
   TempDir d;
   { std::ofstream(d.path) << "a file"; }
