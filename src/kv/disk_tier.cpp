@@ -127,6 +127,7 @@ void DiskTier::store(uint64_t hash, std::span<const int32_t> tokens, std::span<c
 
 bool DiskTier::load(uint64_t hash, std::span<const int32_t> tokens, std::span<uint8_t> out) {
   AGENTKV_CHECK(out.size() == shape_.payload_bytes());
+  if (load_queued(hash, tokens, out)) return true;
   const std::string path = path_of(hash);
   const TierRecordKey key{fingerprint_, hash, tokens, shape_};
   // One byte more than a valid record, so a longer file is refused as having trailing bytes.
@@ -149,6 +150,18 @@ bool DiskTier::load(uint64_t hash, std::span<const int32_t> tokens, std::span<ui
   ++stats_.rejected;
   ::unlink(path.c_str());
   forget(hash);
+  return false;
+}
+
+bool DiskTier::load_queued(uint64_t hash, std::span<const int32_t> tokens, std::span<uint8_t> out) {
+  // A block evicted moments ago may still wait for the writer: this process's own copy, no record yet.
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const Pending& p : queue_) {
+    if (p.hash != hash || !std::equal(p.tokens.begin(), p.tokens.end(), tokens.begin(), tokens.end())) continue;
+    std::memcpy(out.data(), p.payload.data(), out.size());
+    ++stats_.hits;
+    return true;
+  }
   return false;
 }
 

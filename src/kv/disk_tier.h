@@ -54,8 +54,9 @@ class DiskTier {
   const TierRecordShape& shape() const { return shape_; }
   // Queues the block for writing (a copy); never waits for I/O. Dropped and counted when full.
   void store(uint64_t hash, std::span<const int32_t> tokens, std::span<const uint8_t> payload);
-  // Reads the record of `hash` and, when every check passes against these tokens, copies its payload
-  // into out (shape().payload_bytes() bytes). A record that fails a check is deleted.
+  // Reads the record of `hash` (or takes the block from the write queue if it is still there) and,
+  // when every check passes against these tokens, copies its payload into out
+  // (shape().payload_bytes() bytes). A record that fails a check is deleted.
   bool load(uint64_t hash, std::span<const int32_t> tokens, std::span<uint8_t> out);
   // Waits until every queued block is written (or failed).
   void flush();
@@ -73,6 +74,7 @@ class DiskTier {
   };
   DiskTier(const DiskTierOptions& opt, uint64_t fingerprint, const TierRecordShape& shape);
   void scan_existing();
+  bool load_queued(uint64_t hash, std::span<const int32_t> tokens, std::span<uint8_t> out);
   void writer_loop();
   void write_record(const Pending& p);
   void remember(uint64_t hash, int64_t size);  // adds a record on disk to the size accounting

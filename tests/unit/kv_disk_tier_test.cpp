@@ -140,6 +140,22 @@ TEST(DiskTier, AFullQueueDropsAndCounts) {
   EXPECT_FALSE(t->load(4, kTokens, out));
 }
 
+TEST(DiskTier, ABlockStillQueuedIsFoundThere) {
+  TempDir d;
+  auto t = open_tier(d.path);
+  t->hold_writer_for_testing(true);
+  t->store(10, kTokens, payload(3));
+  std::vector<uint8_t> out(static_cast<size_t>(kBlockBytes));
+  EXPECT_FALSE(t->load(10, Tokens{1, 2, 3, 5}, out)) << "other tokens";
+  ASSERT_TRUE(t->load(10, kTokens, out));
+  EXPECT_EQ(out, payload(3));
+  EXPECT_FALSE(fs::exists(t->path_of(10))) << "not written yet";
+  t->hold_writer_for_testing(false);
+  t->flush();
+  EXPECT_TRUE(fs::exists(t->path_of(10)));
+  EXPECT_EQ(t->stats().hits, 1u);
+}
+
 TEST(DiskTier, SizeBudgetRemovesTheOldestAndCountsWhatIsThere) {
   TempDir d;
   const int64_t record = int64_t(encode_tier_record(TierRecordKey{kFp, 1, kTokens, tiny_shape()}, payload(0)).size());
