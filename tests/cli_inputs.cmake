@@ -17,4 +17,6 @@ agentkv_cli_refuses(kv_save_context_directory "--context .*: a directory" kv-sav
 agentkv_cli_refuses(threads_over_hardware "-t 100000 is more than the [0-9]+ hardware threads" generate -m smollm2 -p hi -t 100000)
 agentkv_cli_refuses(serve_threads_over_hardware "-t 100000 is more than the [0-9]+ hardware threads" serve -t 100000)
 agentkv_cli_refuses(kv_mem_over_machine "--kv-mem .* is more than this machine can hold: .* is [0-9.]+ [KMGT]iB" serve --kv-mem 1000000G)
+agentkv_cli_refuses(kv_disk_max_without_dir "--kv-disk-max needs --kv-disk DIR" serve --kv-disk-max 1G)
+agentkv_cli_refuses(kv_disk_max_malformed "--kv-disk-max: invalid byte size '1Q'" serve --kv-disk @DIR@ --kv-disk-max 1Q)
 agentkv_cli_refuses(api_key_file_fifo "--api-key-file .*: a FIFO, not a regular file" serve --api-key-file @FIFO@)

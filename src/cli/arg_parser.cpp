@@ -84,14 +84,23 @@ void ArgParser::add_threads(int64_t* dst, const std::string& help) {
   };
 }
 
-void ArgParser::add_kv_mem(int64_t* dst, const std::string& help) {
-  add("--kv-mem", help, true, false, *dst > 0 ? format_bytes(*dst) : "", [dst](const std::string& v) -> Status {
+void ArgParser::add_byte_size(const std::string& names, int64_t* dst, const std::string& help) {
+  const std::string first = split_names(names).back();
+  add(names, help, true, false, *dst > 0 ? format_bytes(*dst) : "", [dst, first](const std::string& v) -> Status {
     auto b = parse_byte_size(v);
-    if (!b.ok()) return make_error("--kv-mem: " + b.error());
-    AGENTKV_TRY(check_memory_budget("--kv-mem", *b));
+    if (!b.ok()) return make_error(first + ": " + b.error());
     *dst = *b;
     return {};
   });
+}
+
+void ArgParser::add_kv_mem(int64_t* dst, const std::string& help) {
+  add_byte_size("--kv-mem", dst, help);
+  std::function<Status(const std::string&)> parse_size = std::move(options_.back().set);
+  options_.back().set = [dst, parse_size](const std::string& v) -> Status {
+    AGENTKV_TRY(parse_size(v));
+    return check_memory_budget("--kv-mem", *dst);
+  };
 }
 
 void ArgParser::add_flag(const std::string& names, bool* dst, const std::string& help) {

@@ -26,6 +26,8 @@ class ArgParser {
   // cgroup limit is refused, naming both sizes).
   void add_threads(int64_t* dst, const std::string& help = "threads (0 = all cores)");
   void add_kv_mem(int64_t* dst, const std::string& help);
+  // A byte size such as 512M or 4G (kv/kv_manager.h's parse_byte_size); 0 when not given.
+  void add_byte_size(const std::string& names, int64_t* dst, const std::string& help);
   // A list option: may be repeated (-m A -m B) and each value may be a comma list (-m A,B); the
   // first occurrence replaces the default, later ones append.
   void add_list(const std::string& names, std::vector<std::string>* dst, const std::string& help);

@@ -110,6 +110,15 @@ int cmd_serve(int argc, char** argv) {
               "on SIGTERM/SIGINT, seconds running requests may take to finish (new ones get 503) before they are cut",
               0, 86400);
   p.add_kv_mem(&kv_mem, "KV budget per model in bytes, e.g. 2G (default: a quarter of RAM split between models)");
+  std::string kv_disk;
+  int64_t kv_disk_max = 0;
+  p.add_string("--kv-disk", &kv_disk,
+               "directory of the KV disk tier: prefix blocks evicted from RAM are written there (in the background) "
+               "and restored instead of prefilled when a prompt needs them again; one checksummed file per block, "
+               "named by model fingerprint and block hash (default: off)");
+  p.add_byte_size("--kv-disk-max", &kv_disk_max,
+                  "most bytes each model's blocks may take in --kv-disk, e.g. 20G; the oldest written go first "
+                  "(default: no limit)");
   p.add_threads(&threads);
   p.add_int("--max-tokens", &max_tokens, "largest max_tokens a request may ask for", 1, 1 << 20);
   p.add_int("--max-body", &max_body, "largest request body in bytes", 1024, int64_t(1) << 30);
@@ -160,6 +169,9 @@ int cmd_serve(int argc, char** argv) {
   opt.limits.max_prompt_bytes = size_t(max_body);
   opt.limits.strict_api = strict_api;
   opt.kv_mem = kv_mem;
+  if (kv_disk_max > 0 && kv_disk.empty()) return cli_fail("--kv-disk-max needs --kv-disk DIR");
+  opt.kv_disk.dir = kv_disk;
+  opt.kv_disk.max_bytes = kv_disk_max;
   // --kv-mem is per model: the models' budgets together must fit the machine too.
   if (kv_mem > 0 && models.size() > 1 && kv_mem <= std::numeric_limits<int64_t>::max() / int64_t(models.size()))
     if (Status st = check_memory_budget("--kv-mem x " + std::to_string(models.size()) + " models",

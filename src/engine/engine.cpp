@@ -524,6 +524,7 @@ EngineMetrics Engine::metrics() const {
   m.blocks_cached = ps.n_cached;
   m.blocks_peak_used = ps.peak_used;
   m.bytes_per_block = kv_->bytes_per_block();
+  if (const DiskTier* disk = kv_->disk_tier()) m.disk_tier = disk->stats();
   m.requests_running = int64_t(scheduler_.n_running());
   m.requests_waiting = int64_t(scheduler_.n_waiting());
   m.retained_snapshots = int64_t(retained_.size() + compact_.size());

@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "kv/disk_tier.h"
+
 namespace agentkv {
 
 // Cumulative histogram with fixed bucket bounds (seconds), Prometheus style.
@@ -66,6 +68,8 @@ struct EngineMetrics {
   int64_t retained_compact_blocks = 0;  // blocks they hold on their own (diff rows, packed turns)
   int64_t segment_contexts = 0;         // contexts in the segment cache (masters of chat sharing)
   int64_t segment_blocks = 0;           // distinct blocks they reference
+  // The KV disk tier below RAM (all zero when it is off).
+  TierStats disk_tier;
   // Latencies.
   LatencyHistogram ttft;
   LatencyHistogram inter_token;

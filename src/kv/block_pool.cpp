@@ -185,6 +185,8 @@ void BlockPool::remove_free(int32_t b) {
 void BlockPool::evict(int32_t b) {
   auto it = index_.find(block_hash_[size_t(b)]);
   AGENTKV_CHECK(it != index_.end() && it->second == b);
+  if (evict_hook_)
+    evict_hook_(b, it->first, std::span<const int32_t>(block_tokens_.data() + size_t(b) * size_t(block_size_), size_t(block_size_)));
   index_.erase(it);
   cached_[size_t(b)] = 0;
   ++stats_.evictions;

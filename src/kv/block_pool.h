@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <span>
 #include <unordered_map>
@@ -74,6 +75,11 @@ class BlockPool {
   // already holds this hash the index keeps that one and this block stays uncached.
   void insert(int32_t block, uint64_t hash, std::span<const int32_t> tokens);
 
+  // Called with a cached block, its hash and tokens just before allocate() evicts it for new
+  // contents: its K/V is still intact, so a lower tier can keep a copy (KvManager sets this).
+  using EvictHook = std::function<void(int32_t block, uint64_t hash, std::span<const int32_t> tokens)>;
+  void set_evict_hook(EvictHook hook) { evict_hook_ = std::move(hook); }
+
   // Free queue from head (next to be allocated) to tail, for tests.
   std::vector<int32_t> free_queue() const;
 
@@ -97,6 +103,7 @@ class BlockPool {
   std::vector<uint8_t> cached_;
   std::vector<int32_t> block_tokens_;  // [n_blocks][block_size]
   BlockPoolStats stats_;
+  EvictHook evict_hook_;
 };
 
 }  // namespace agentkv

@@ -101,7 +101,14 @@ Result<std::unique_ptr<KvManager>> KvManager::create(const ModelConfig& cfg, uin
   if (!arena->valid())
     return make_error("KV cache: could not map " + std::to_string(n_blocks * per_block) +
                       " bytes of address space (budget " + std::to_string(mem) + " bytes)");
-  return std::unique_ptr<KvManager>(new KvManager(std::move(arena), n_blocks, opt.block_size, fingerprint, opt));
+  std::unique_ptr<KvManager> m(new KvManager(std::move(arena), n_blocks, opt.block_size, fingerprint, opt));
+  if (!opt.disk.dir.empty()) {
+    AGENTKV_ASSIGN_OR_RETURN(m->disk_, DiskTier::open(opt.disk, fingerprint, tier_shape_of(*m->arena_, cfg.n_head_kv, cfg.head_dim)));
+    m->pool_.set_evict_hook([km = m.get()](int32_t b, uint64_t hash, std::span<const int32_t> tokens) {
+      km->disk_->store(hash, tokens, km->block_bytes(b));
+    });
+  }
+  return m;
 }
 
 KvManager::KvManager(std::unique_ptr<KvArena> arena, int64_t n_blocks, int block_size, uint64_t fingerprint,
@@ -115,6 +122,21 @@ void KvManager::copy_block(int32_t src, int32_t dst) {
   if (src == dst) return;
   // A block's layers, K and V, are one contiguous stride.
   std::memcpy(arena_->block_data(dst), arena_->block_data(src), size_t(bytes_per_block()));
+}
+
+std::span<const uint8_t> KvManager::block_bytes(int32_t b) const {
+  return {reinterpret_cast<const uint8_t*>(arena_->block_data(b)), size_t(bytes_per_block())};
+}
+
+std::optional<int32_t> KvManager::restore_block(uint64_t hash, std::span<const int32_t> tokens) {
+  if (!disk_ || pool_.num_free() == 0) return std::nullopt;
+  // Into a buffer first: a block is taken (possibly evicting a cached one) only for a valid record.
+  restore_buf_.resize(size_t(bytes_per_block()));
+  if (!disk_->load(hash, tokens, restore_buf_)) return std::nullopt;
+  const int32_t b = *pool_.allocate();
+  std::memcpy(arena_->block_data(b), restore_buf_.data(), restore_buf_.size());
+  pool_.insert(b, hash, tokens);
+  return b;
 }
 
 KvSequence::KvSequence(KvManager& m, uint64_t salt) : m_(&m), salt_(salt) {}
@@ -155,7 +177,8 @@ int64_t KvSequence::match_prefix(std::span<const int32_t> prompt) {
   for (size_t i = 0; i < max_blocks; ++i) {
     const std::span<const int32_t> block_tokens = prompt.subspan(i * bs, bs);
     const uint64_t h = pool.chain_hash(parent, block_tokens, salt_);
-    const std::optional<int32_t> b = pool.lookup(h, block_tokens);
+    std::optional<int32_t> b = pool.lookup(h, block_tokens);
+    if (!b) b = m_->restore_block(h, block_tokens);
     if (!b) break;
     blocks_.push_back(*b);
     hashes_.push_back(h);

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "kv/block_pool.h"
+#include "kv/disk_tier.h"
 #include "model/kv_arena.h"
 #include "model/model_config.h"
 #include "util/status.h"
@@ -23,6 +24,9 @@ struct KvManagerOptions {
   int64_t mem_bytes = 0;        // budget for K/V values; 0: default_kv_mem_bytes()
   bool prefix_caching = true;
   BlockHashFn hash = hash_block_tokens;
+  // The disk tier below RAM (off while disk.dir is empty): evicted prefix blocks are written there
+  // and a prefix lookup that misses RAM restores them from it.
+  DiskTierOptions disk;
 };
 
 // A quarter of physical RAM: leaves room for weights, logits and the rest of the system.
@@ -48,12 +52,22 @@ class KvManager {
   // Copies every layer's K and V of block src into block dst.
   void copy_block(int32_t src, int32_t dst);
 
+  // nullptr when the disk tier is off.
+  DiskTier* disk_tier() const { return disk_.get(); }
+  // On a prefix-index miss: a new block holding `hash`'s K/V restored from the disk tier, registered
+  // in the prefix index and referenced for the caller; nullopt when the tier is off, holds no valid
+  // record for these tokens, or no block is free.
+  std::optional<int32_t> restore_block(uint64_t hash, std::span<const int32_t> tokens);
+
  private:
   KvManager(std::unique_ptr<KvArena> arena, int64_t n_blocks, int block_size, uint64_t fingerprint,
             const KvManagerOptions& opt);
+  std::span<const uint8_t> block_bytes(int32_t b) const;
   std::unique_ptr<KvArena> arena_;
   BlockPool pool_;
   bool prefix_caching_;
+  std::unique_ptr<DiskTier> disk_;
+  std::vector<uint8_t> restore_buf_;  // a record's payload, checked before a block is taken for it
 };
 
 // The tokens match_prefix would reuse for `prompt` now (full cached blocks, leaving the last token

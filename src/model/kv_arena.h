@@ -15,6 +15,10 @@ namespace agentkv {
 
 class KvArena {
  public:
+  // Bumped whenever the block layout above changes: stored blocks (kv/tier_record.h) carry it, so a
+  // block written under another layout is refused, not misread.
+  static constexpr uint32_t kLayoutVersion = 1;
+
   // Reserves the memory lazily (anonymous mmap, no swap reservation): pages are touched only when a
   // block is first written, so a budget of many GB costs nothing up front. If the mapping fails the
   // arena is not valid() and must not be used.

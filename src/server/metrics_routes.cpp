@@ -93,6 +93,29 @@ std::string metrics_text(const ServerState& s) {
     family(r.name, r.type, r.help);
     for (size_t i = 0; i < s.models.size(); ++i) sample(r.name, s.models[i].id, r.get(ms[i]));
   }
+  // Lower KV tiers, labelled by tier so the next one (Redis) adds samples, not names.
+  static const Row tier_rows[] = {
+      {"agentkv_kv_tier_hits_total", "counter", "Prefix blocks restored from a lower KV tier instead of prefilled.",
+       [](const EngineMetrics& m) { return double(m.disk_tier.hits); }},
+      {"agentkv_kv_tier_misses_total", "counter", "Lower-tier lookups with no usable record (absent or rejected).",
+       [](const EngineMetrics& m) { return double(m.disk_tier.misses); }},
+      {"agentkv_kv_tier_rejected_total", "counter",
+       "Tier records that failed a check (corrupt, truncated, other model or format): deleted, never used.",
+       [](const EngineMetrics& m) { return double(m.disk_tier.rejected); }},
+      {"agentkv_kv_tier_writes_total", "counter", "Blocks evicted from RAM written to a lower KV tier.",
+       [](const EngineMetrics& m) { return double(m.disk_tier.writes); }},
+      {"agentkv_kv_tier_write_drops_total", "counter", "Evicted blocks not written because the write queue was full.",
+       [](const EngineMetrics& m) { return double(m.disk_tier.write_drops); }},
+      {"agentkv_kv_tier_write_errors_total", "counter", "Tier writes that failed (nothing was left visible).",
+       [](const EngineMetrics& m) { return double(m.disk_tier.write_errors); }},
+      {"agentkv_kv_tier_bytes", "gauge", "Bytes of this model's records in a lower KV tier.",
+       [](const EngineMetrics& m) { return double(m.disk_tier.bytes); }},
+  };
+  if (!s.opt.kv_disk.dir.empty())
+    for (const Row& r : tier_rows) {
+      family(r.name, r.type, r.help);
+      for (size_t i = 0; i < s.models.size(); ++i) sample(r.name, s.models[i].id, r.get(ms[i]), ",tier=\"disk\"");
+    }
   auto histogram = [&](const char* name, const char* help, const LatencyHistogram EngineMetrics::*field) {
     family(name, "histogram", help);
     for (size_t i = 0; i < s.models.size(); ++i) {

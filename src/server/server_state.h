@@ -28,6 +28,8 @@ struct ServeOptions {
   std::string api_key;          // empty: no authentication
   int64_t kv_mem = 0;           // per model; 0: the default share of RAM split between the models
   int block_size = 16;
+  // The KV disk tier (kv/disk_tier.h): dir (empty: off) and each model's size budget there (0: none).
+  DiskTierOptions kv_disk;
   int threads = 0;
   // Tokens per engine step: decode tokens first, then prefill chunks in what is left, so a long
   // prompt is prefilled a chunk per step while other sequences keep decoding.
