@@ -9,6 +9,7 @@
 
 #include "http_client.h"
 #include "percentile.h"
+#include "util/monotonic_clock.h"
 
 namespace agentkv {
 
@@ -16,7 +17,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 struct Sample {
   double ttft_s = 0;

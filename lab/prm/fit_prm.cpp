@@ -6,13 +6,11 @@
 #include <cstdio>
 
 #include "lab/prm/calibration_fit.h"
+#include "util/monotonic_clock.h"
 
 namespace agentkv::prm {
 namespace {
 
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
 
 struct SplitData {
   std::vector<float> features;  // [steps][d]

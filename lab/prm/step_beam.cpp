@@ -8,11 +8,12 @@
 #include "prm/kv_scorer.h"
 #include "kv/direct_prefill.h"
 #include "lab/prm/step_checker.h"
+#include "util/monotonic_clock.h"
 
 namespace agentkv::prm {
 namespace {
 
-constexpr double kNoScore = -std::numeric_limits<double>::infinity();
+constexpr double kBeamNoScore = -std::numeric_limits<double>::infinity();
 
 struct Beam {
   std::vector<int32_t> tokens;     // prompt + lines
@@ -25,15 +26,12 @@ struct Beam {
 struct BeamCandidate {
   size_t problem = 0, parent = 0;
   StepProposal line;
-  double score = kNoScore;
+  double score = kBeamNoScore;
   bool done = false;
 };
 
 bool is_answer_line(const std::string& line) { return line.rfind("Answer", 0) == 0; }
 
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
 
 }  // namespace
 
@@ -101,7 +99,7 @@ Result<BeamResult> step_beam_search(const LoadedModel& lm, std::span<const Arith
       } else if (is_step_line(c.line.text)) {
         rated.push_back(i);
       } else {
-        c.score = is_answer_line(c.line.text) && !parent.lines.empty() ? parent.score : kNoScore;
+        c.score = is_answer_line(c.line.text) && !parent.lines.empty() ? parent.score : kBeamNoScore;
       }
     }
     std::vector<KvSequence> forks;  // candidates' caches (KV-PRM), indexed like `rated`

@@ -6,7 +6,7 @@
 namespace agentkv::prm {
 namespace {
 
-std::string_view trim(std::string_view s) {
+std::string_view trim_space(std::string_view s) {
   while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
   while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
   return s;
@@ -44,7 +44,7 @@ class ExprEval {
   int n_ops() const { return n_ops_; }
 
  private:
-  void skip() { s_ = trim(s_); }
+  void skip() { s_ = trim_space(s_); }
   // Returns '+', '-', '*', '/' and consumes it, or 0.
   char op(bool multiplicative) {
     skip();
@@ -142,19 +142,19 @@ StepError StepCheck::error() const {
 }
 
 bool is_step_line(std::string_view line) {
-  line = trim(line);
+  line = trim_space(line);
   if (!line.starts_with("Step")) return false;
   line.remove_prefix(4);
-  return starts_with_digit(trim(line));
+  return starts_with_digit(trim_space(line));
 }
 
 StepCheck check_step(std::string_view line, int expected_index, const ArithProblem& problem,
                      const std::vector<int64_t>& available) {
   StepCheck c;
-  c.line = std::string(trim(line));
-  std::string_view s = trim(line);
+  c.line = std::string(trim_space(line));
+  std::string_view s = trim_space(line);
   if (!is_step_line(s)) return fail(c, "not a step line");
-  s = trim(s.substr(4));
+  s = trim_space(s.substr(4));
   const auto k = read_number(s);
   if (!k || !s.starts_with(":")) return fail(c, "expected 'Step k:'");
   if (*k != expected_index) return fail(c, "step number " + std::to_string(*k) + ", expected " +
@@ -162,7 +162,7 @@ StepCheck check_step(std::string_view line, int expected_index, const ArithProbl
   s.remove_prefix(1);
   const size_t eq = s.rfind('=');
   if (eq == std::string_view::npos) return fail(c, "no '='");
-  std::string_view rhs = trim(s.substr(eq + 1));
+  std::string_view rhs = trim_space(s.substr(eq + 1));
   const auto stated = read_number(rhs);
   // Words after the number ("= 15 apples.") are allowed; a second number or sign is not.
   const bool clean_tail = std::none_of(rhs.begin(), rhs.end(), [](char ch) {
@@ -194,14 +194,14 @@ SolutionCheck check_lines(std::span<const std::string> lines, const ArithProblem
   std::vector<int64_t> available = problem.quantities;
   std::optional<int64_t> answer_line;
   for (size_t i = 0; i < lines.size(); ++i) {
-    std::string_view t = trim(lines[i]);
+    std::string_view t = trim_space(lines[i]);
     if (is_step_line(t)) {
       StepCheck c = check_step(t, int(out.steps.size()) + 1, problem, available);
       if (c.correct) available.push_back(c.stated);
       out.steps.push_back(std::move(c));
       out.step_line.push_back(i);
     } else if (t.starts_with("Answer:")) {
-      t = trim(t.substr(7));
+      t = trim_space(t.substr(7));
       if (auto v = read_number(t)) answer_line = *v;
     }
   }

@@ -12,7 +12,7 @@ namespace agentkv {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using TtftClock = std::chrono::steady_clock;
 
 int32_t argmax(const std::vector<float>& v) { return agentkv::argmax(v.data(), int64_t(v.size())); }
 
@@ -35,24 +35,24 @@ Result<std::vector<TtftSample>> measure_ttft(const TransferMap& map, const Loade
   int32_t native_first_token = -1, transfer_first_token = -1;
 
   auto run_native = [&]() -> Status {
-    const auto t0 = Clock::now();
+    const auto t0 = TtftClock::now();
     const std::vector<int32_t> rtoks = receiver.tokenizer->encode(context, receiver.tokenizer->add_bos_default(), false);
     KvSequence seq(*rkv);
     AGENTKV_TRY(prefill_sequence(*receiver.model, *rkv, seq, rtoks, pool, RowOutputs{&native_logits}));
     native_first_token = argmax(native_logits);
-    out.native_s = std::chrono::duration<double>(Clock::now() - t0).count();
+    out.native_s = std::chrono::duration<double>(TtftClock::now() - t0).count();
     out.n_receiver_tokens = int64_t(rtoks.size());
     return Status::ok_status();
   };
   auto run_transfer = [&]() -> Status {
-    const auto t0 = Clock::now();
+    const auto t0 = TtftClock::now();
     KvSequence seq(*rkv);
     opt.native_suffix = std::max(1, opt.native_suffix);
     opt.last_logits = transfer_logits.data();
     auto rep = transfer_kv_cache(map, sender, *skv, sender_seq, receiver, *rkv, seq, context, pool, opt);
     if (!rep.ok()) return make_error(rep.error());
     transfer_first_token = argmax(transfer_logits);
-    out.transfer_s = std::chrono::duration<double>(Clock::now() - t0).count();
+    out.transfer_s = std::chrono::duration<double>(TtftClock::now() - t0).count();
     out.transfer = *rep;
     return Status::ok_status();
   };

@@ -11,13 +11,11 @@
 #include "model/loaded_model.h"
 #include "ops/cpu_features.h"
 #include "util/json.h"
+#include "util/monotonic_clock.h"
 
 namespace agentkv {
 
 namespace {
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
 // Through the serving engine (block manager, scheduler, sampler): prefill = time to the first token
 // of an n_prompt request, decode = the time between the first and the last of n_gen tokens of
 // `parallel` 1-token requests decoded together (one batched step per token of all of them).

@@ -23,8 +23,8 @@
 
 namespace agentkv {
 
-using Item = GrammarBuilder::Item;
-using Seq = GrammarBuilder::Seq;
+using RegexItem = GrammarBuilder::Item;
+using RegexSeq = GrammarBuilder::Seq;
 
 namespace {
 
@@ -44,17 +44,17 @@ ByteSet hex_digits() { return byte_range('0', '9') | byte_range('a', 'f') | byte
 
 }  // namespace
 
-Item JsonStringChars::any() {
+RegexItem JsonStringChars::any() {
   if (any_ < 0) {
     const ByteSet raw = byte_range(0x20, 0x7F) & ~bytes_of("\"\\");
     const ByteSet hex = hex_digits();
-    std::vector<Seq> alts;
+    std::vector<RegexSeq> alts;
     alts.push_back({GrammarBuilder::bytes(raw)});
     alts.push_back({GrammarBuilder::byte('\\'), GrammarBuilder::bytes(bytes_of("\"\\/bfnrt"))});
     // \uXXXX outside D800-DFFF, and a surrogate only as a high (D800-DBFF) + low (DC00-DFFF) pair:
     // a lone surrogate is not a character (parse_json refuses it).
-    const Item u = GrammarBuilder::byte('u'), esc = GrammarBuilder::byte('\\'), h = GrammarBuilder::bytes(hex);
-    const Item d = GrammarBuilder::bytes(bytes_of("dD"));
+    const RegexItem u = GrammarBuilder::byte('u'), esc = GrammarBuilder::byte('\\'), h = GrammarBuilder::bytes(hex);
+    const RegexItem d = GrammarBuilder::bytes(bytes_of("dD"));
     alts.push_back({esc, u, GrammarBuilder::bytes(hex & ~bytes_of("dD")), h, h, h});
     alts.push_back({esc, u, d, GrammarBuilder::range('0', '7'), h, h});
     alts.push_back({esc, u, d, GrammarBuilder::bytes(bytes_of("89abAB")), h, h, esc, u, d,
@@ -65,7 +65,7 @@ Item JsonStringChars::any() {
   return GrammarBuilder::ref(uint32_t(any_));
 }
 
-Item JsonStringChars::any_star() {
+RegexItem JsonStringChars::any_star() {
   if (any_star_ < 0) any_star_ = b_.star(any());
   return GrammarBuilder::ref(uint32_t(any_star_));
 }
@@ -76,8 +76,8 @@ uint32_t JsonStringChars::multibyte(CharSet::NonAscii which) {
   int64_t& cached = all ? multibyte_all_ : multibyte_no_line_sep_;
   if (cached >= 0) return uint32_t(cached);
   auto r = GrammarBuilder::range;
-  const Item cont = r(0x80, 0xBF);
-  std::vector<Seq> alts = {
+  const RegexItem cont = r(0x80, 0xBF);
+  std::vector<RegexSeq> alts = {
       {r(0xC2, 0xDF), cont},
       {GrammarBuilder::byte(0xE0), r(0xA0, 0xBF), cont},
       {r(0xEE, 0xEF), cont, cont},
@@ -99,7 +99,7 @@ uint32_t JsonStringChars::multibyte(CharSet::NonAscii which) {
   return uint32_t(cached);
 }
 
-Item JsonStringChars::of(const CharSet& set) {
+RegexItem JsonStringChars::of(const CharSet& set) {
   ByteSet raw;
   for (int c = 0x20; c < 0x80; ++c)
     if (set.ascii.test(size_t(c)) && c != '"' && c != '\\') raw.set(size_t(c));
@@ -109,7 +109,7 @@ Item JsonStringChars::of(const CharSet& set) {
 
   const std::string key = set.ascii.to_string() + char('0' + int(set.non_ascii));
   if (const auto it = sets_.find(key); it != sets_.end()) return GrammarBuilder::ref(it->second);
-  std::vector<Seq> alts;
+  std::vector<RegexSeq> alts;
   if (raw.any()) alts.push_back({GrammarBuilder::bytes(raw)});
   for (const char c : {'"', '\\'})
     if (set.ascii.test(size_t(c))) alts.push_back({GrammarBuilder::byte('\\'), GrammarBuilder::byte(uint8_t(c))});
@@ -129,7 +129,7 @@ Item JsonStringChars::of(const CharSet& set) {
   }
   for (int hi = 0; hi < 2; ++hi) {
     if (low[hi].none()) continue;
-    Seq seq;
+    RegexSeq seq;
     GrammarBuilder::append_literal(seq, hi ? "\\u001" : "\\u000");
     seq.push_back(GrammarBuilder::bytes(low[hi]));
     alts.push_back(std::move(seq));
@@ -196,13 +196,13 @@ class PatternCompiler {
       : b_(b), chars_(chars), p_(p), max_repeat_(max_repeat), max_depth_(max_depth) {}
 
   Result<uint32_t> run() {
-    std::vector<Seq> alts;
+    std::vector<RegexSeq> alts;
     do {
       const bool anchored_start = eat('^');
       bool anchored_end = false;
-      Seq body;
+      RegexSeq body;
       AGENTKV_TRY(sequence(true, body, anchored_end));
-      Seq alt;
+      RegexSeq alt;
       if (!anchored_start) alt.push_back(chars_.any_star());
       alt.insert(alt.end(), body.begin(), body.end());
       if (!anchored_end) alt.push_back(chars_.any_star());
@@ -214,7 +214,7 @@ class PatternCompiler {
 
  private:
   struct Piece {
-    Item item;
+    RegexItem item;
     bool nullable = false;
     int weight = 1;  // the product of the finite bounds of the repeats nested in it
   };
@@ -233,7 +233,7 @@ class PatternCompiler {
   }
 
   // Items of one alternative, up to '|', ')' or the end; `nullable` for the whole.
-  Result<Ok> sequence(bool top, Seq& out, bool& anchored_end, bool* nullable = nullptr, int* weight = nullptr) {
+  Result<Ok> sequence(bool top, RegexSeq& out, bool& anchored_end, bool* nullable = nullptr, int* weight = nullptr) {
     bool all_nullable = true;
     while (!at_end() && peek() != '|' && peek() != ')') {
       if (peek() == '$') {
@@ -268,11 +268,11 @@ class PatternCompiler {
         return fail("lookaround (?=, ?!, ?<=, ?<!) is not supported");
       }
     }
-    std::vector<Seq> alts;
+    std::vector<RegexSeq> alts;
     bool nullable = false;
     int weight = 1;
     do {
-      Seq seq;
+      RegexSeq seq;
       bool unused = false, seq_nullable = false;
       AGENTKV_TRY(sequence(false, seq, unused, &seq_nullable, &weight));
       if (nullable && seq_nullable) return fail("two alternatives that can both match the empty string are not supported");
@@ -462,7 +462,7 @@ class PatternCompiler {
     if (hi >= 0 && hi < lo) return fail("a quantifier {m,n} with n < m");
     if (lo > max_repeat_ || hi > max_repeat_)
       return fail("a repeat bound over max_repeat (" + std::to_string(max_repeat_) + ")");
-    if (hi == 0) return Piece{GrammarBuilder::ref(b_.rule("empty", {Seq{}})), true};
+    if (hi == 0) return Piece{GrammarBuilder::ref(b_.rule("empty", {RegexSeq{}})), true};
     // What can match the empty string already is its own `?`; any other repeat of it would give the
     // matcher many ways through the empty string (exponential in a chain of them).
     if (atom.nullable && hi == 1) return atom;

@@ -11,17 +11,13 @@
 #include <cstring>
 #include <filesystem>
 
+#include "util/hex.h"
+
 namespace agentkv {
 
 namespace {
 
 constexpr const char* kSuffix = ".kvblock";
-
-std::string hex16(uint64_t v) {
-  char buf[17];
-  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
-  return buf;
-}
 
 bool write_all(int fd, const uint8_t* p, size_t n) {
   while (n > 0) {
@@ -73,7 +69,7 @@ Result<std::unique_ptr<DiskTier>> DiskTier::open(const DiskTierOptions& opt, uin
 }
 
 DiskTier::DiskTier(const DiskTierOptions& opt, uint64_t fingerprint, const TierRecordShape& shape)
-    : opt_(opt), fingerprint_(fingerprint), shape_(shape), name_prefix_(hex16(fingerprint) + "-") {}
+    : opt_(opt), fingerprint_(fingerprint), shape_(shape), name_prefix_(hex64(fingerprint) + "-") {}
 
 DiskTier::~DiskTier() {
   {
@@ -84,7 +80,7 @@ DiskTier::~DiskTier() {
   if (writer_.joinable()) writer_.join();
 }
 
-std::string DiskTier::path_of(uint64_t hash) const { return opt_.dir + "/" + name_prefix_ + hex16(hash) + kSuffix; }
+std::string DiskTier::path_of(uint64_t hash) const { return opt_.dir + "/" + name_prefix_ + hex64(hash) + kSuffix; }
 
 void DiskTier::scan_existing() {
   // Records of this model already in the directory count toward the budget, oldest first.
@@ -205,7 +201,7 @@ void DiskTier::write_record(const Pending& p) {
   if (::access(path.c_str(), F_OK) == 0) return;
   const std::vector<uint8_t> bytes = encode_tier_record(TierRecordKey{fingerprint_, p.hash, p.tokens, shape_}, p.payload);
   // Hidden until whole: a crash or a full disk leaves at most a dot-file no lookup reads.
-  const std::string tmp = opt_.dir + "/.tmp-" + name_prefix_ + hex16(p.hash) + "-" + std::to_string(::getpid()) +
+  const std::string tmp = opt_.dir + "/.tmp-" + name_prefix_ + hex64(p.hash) + "-" + std::to_string(::getpid()) +
                           "-" + std::to_string(temp_seq_.fetch_add(1));
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   bool ok = fd >= 0 && write_all(fd, bytes.data(), bytes.size());

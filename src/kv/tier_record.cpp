@@ -12,6 +12,7 @@
 
 #include "model/kv_arena.h"
 #include "util/fnv_hash.h"
+#include "util/hex.h"
 
 namespace agentkv {
 
@@ -23,12 +24,6 @@ constexpr char kMagic[8] = {'A', 'G', 'K', 'V', 'T', 'I', 'E', 'R'};
 // Element types of K and V; the code is stored, so codes are never reused.
 constexpr uint32_t kDtypeF16 = 1;
 static_assert(sizeof(kv_t) == 2, "kv_t is f16: give another element type its own dtype code");
-
-std::string hex64(uint64_t v) {
-  char buf[19];
-  std::snprintf(buf, sizeof buf, "0x%016llx", static_cast<unsigned long long>(v));
-  return buf;
-}
 
 class Writer {
  public:
@@ -149,10 +144,10 @@ Result<std::span<const uint8_t>> decode_tier_record(std::span<const uint8_t> rec
   if (checksum(record.first(summed)) != stored_sum) return bad("checksum mismatch (the record is corrupt)");
   // Intact: now whether it is the block the reader asked for, made the way the reader makes blocks.
   if (fingerprint != key.fingerprint)
-    return bad("model fingerprint mismatch: record " + hex64(fingerprint) + ", model " + hex64(key.fingerprint));
+    return bad("model fingerprint mismatch: record 0x" + hex64(fingerprint) + ", model 0x" + hex64(key.fingerprint));
   if (s != key.shape) return bad("shape mismatch: record has " + shape_text(s) + "; expected " + shape_text(key.shape));
   if (hash != key.block_hash)
-    return bad("block hash mismatch: record " + hex64(hash) + ", expected " + hex64(key.block_hash));
+    return bad("block hash mismatch: record 0x" + hex64(hash) + ", expected 0x" + hex64(key.block_hash));
   if (n_tokens != key.tokens.size() || (n_tokens && std::memcmp(tokens.data(), key.tokens.data(), tokens.size()) != 0))
     return bad("token mismatch: the record's " + std::to_string(n_tokens) + " token ids differ from the block's");
   if (payload_bytes != s.payload_bytes())

@@ -8,14 +8,14 @@ namespace agentkv {
 
 namespace {
 
-struct Bigram {
+struct SpmBigram {
   int left, right;
   float score;
   size_t size;
 };
 
-struct BigramWorse {
-  bool operator()(const Bigram& a, const Bigram& b) const {
+struct SpmBigramWorse {
+  bool operator()(const SpmBigram& a, const SpmBigram& b) const {
     return a.score < b.score || (a.score == b.score && a.left > b.left);
   }
 };
@@ -45,11 +45,11 @@ void spm_encode_fragment(const TokenizerCore& core, std::string_view raw, bool p
 
   const std::string_view tv(text);
   std::vector<MergeSymbol> syms = split_symbols(tv);
-  run_merges<Bigram, BigramWorse>(syms, [&](int l, int r, auto push) {
+  run_merges<SpmBigram, SpmBigramWorse>(syms, [&](int l, int r, auto push) {
     const size_t size = syms[l].len + syms[r].len;
     const int32_t id = core.lookup(tv.substr(syms[l].off, size));
     if (id < 0) return;
-    push(Bigram{l, r, core.vocab.scores.empty() ? 0.0f : core.vocab.scores[id], size});
+    push(SpmBigram{l, r, core.vocab.scores.empty() ? 0.0f : core.vocab.scores[id], size});
   });
   // Every merged symbol is a token by construction, so only single characters that are not tokens
   // need the byte fallback. (llama.cpp's rev_merge resegmentation never fires for that reason.)

@@ -10,7 +10,7 @@
 namespace agentkv {
 namespace {
 
-void check(const std::string& alias) {
+void check_perplexity(const std::string& alias) {
   auto meta = parse_json(testing::read_file(testing::source_path("tests/data/perplexity/goldens.json")));
   ASSERT_TRUE(meta.ok()) << meta.error();
   const double ref = meta->at("ppl").at(alias).get<double>();
@@ -25,8 +25,8 @@ void check(const std::string& alias) {
   EXPECT_LT(std::fabs(r->ppl - ref) / ref, 0.01);
 }
 
-TEST(PerplexityGolden, Smollm2WithinOnePercentOfLlamaCpp) { check("smollm2"); }
-TEST(PerplexityGolden, Gemma3WithinOnePercentOfLlamaCpp) { check("gemma3"); }
+TEST(PerplexityGolden, Smollm2WithinOnePercentOfLlamaCpp) { check_perplexity("smollm2"); }
+TEST(PerplexityGolden, Gemma3WithinOnePercentOfLlamaCpp) { check_perplexity("gemma3"); }
 
 }  // namespace
 }  // namespace agentkv

@@ -19,7 +19,7 @@
 namespace agentkv::prm {
 namespace {
 
-std::unique_ptr<KvManager> manager(const LoadedModel& lm, bool prefix_caching) {
+std::unique_ptr<KvManager> scorer_manager(const LoadedModel& lm, bool prefix_caching) {
   KvManagerOptions o;
   o.mem_bytes = int64_t(256) << 20;
   o.prefix_caching = prefix_caching;
@@ -47,8 +47,8 @@ std::vector<std::string> solutions(const ArithProblem& p) {
 struct Fixture {
   const LoadedModel& lm = testing::real_model("smollm2");
   ThreadPool pool{0};
-  std::unique_ptr<KvManager> kv = manager(lm, true);
-  std::unique_ptr<KvManager> scratch = manager(lm, false);
+  std::unique_ptr<KvManager> kv = scorer_manager(lm, true);
+  std::unique_ptr<KvManager> scratch = scorer_manager(lm, false);
   VerifyHead head;
   std::vector<KvSequence> prompts;                     // one per problem
   std::vector<std::vector<int32_t>> prompt_tokens;

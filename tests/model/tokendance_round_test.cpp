@@ -14,7 +14,7 @@ using testing::real_model;
 
 class TokendanceRoundTest : public ::testing::TestWithParam<std::string> {};
 
-BenchAgentsOptions options(std::vector<std::string> modes, std::vector<double> ratios) {
+BenchAgentsOptions round_options(std::vector<std::string> modes, std::vector<double> ratios) {
   BenchAgentsOptions o;
   o.workload = "generative-agents";
   o.workload_opt.n_agents = 4;
@@ -29,7 +29,7 @@ BenchAgentsOptions options(std::vector<std::string> modes, std::vector<double> r
 TEST_P(TokendanceRoundTest, RecomputeOneEqualsPrefixModeAndDiffsAreSmaller) {
   const LoadedModel& lm = real_model(GetParam());
   ThreadPool pool(0);
-  auto rep = run_bench_agents(lm, pool, options({"prefix", "tokendance"}, {1.0, 0.15}));
+  auto rep = run_bench_agents(lm, pool, round_options({"prefix", "tokendance"}, {1.0, 0.15}));
   ASSERT_TRUE(rep.ok()) << rep.error();
   ASSERT_EQ(rep->modes.size(), 3u);
   const ModeReport& prefix = rep->modes[0];

@@ -15,7 +15,7 @@ std::vector<HttpRequest> drain(HttpParser& p) {
 }
 
 // Feeds text in one piece and expects the parser to fail with this status.
-HttpError parse_error(const std::string& text, HttpLimits limits = {}) {
+HttpError http_parse_error(const std::string& text, HttpLimits limits = {}) {
   HttpParser p(limits);
   EXPECT_FALSE(p.feed(text)) << text;
   EXPECT_TRUE(p.failed());
@@ -147,7 +147,7 @@ TEST(HttpParser, MalformedInputIs400WithAMessageNamingTheProblem) {
   };
   for (const Case& c : cases) {
     const std::string& text = c.text;
-    const HttpError e = parse_error(text);
+    const HttpError e = http_parse_error(text);
     EXPECT_EQ(e.status, 400) << text;
     EXPECT_NE(e.message.find(c.needle), std::string::npos) << text << " -> " << e.message;
     EXPECT_EQ(e.message.find('\n'), std::string::npos);
@@ -156,7 +156,7 @@ TEST(HttpParser, MalformedInputIs400WithAMessageNamingTheProblem) {
 
 TEST(HttpParser, NulInsideAHeaderValueIsRejected) {
   const std::string text("GET / HTTP/1.1\r\nHost: h\r\nX: a\0b\r\n\r\n", 34);
-  EXPECT_EQ(parse_error(text).status, 400);
+  EXPECT_EQ(http_parse_error(text).status, 400);
 }
 
 TEST(HttpParser, BodyOverTheLimitIs413BeforeTheBodyArrives) {
@@ -166,7 +166,7 @@ TEST(HttpParser, BodyOverTheLimitIs413BeforeTheBodyArrives) {
   EXPECT_FALSE(p.feed("POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 101\r\n\r\n"));
   EXPECT_EQ(p.error().status, 413);
   EXPECT_NE(p.error().message.find("101"), std::string::npos);
-  EXPECT_EQ(parse_error("POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 99999999999999999999999999\r\n\r\n")
+  EXPECT_EQ(http_parse_error("POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 99999999999999999999999999\r\n\r\n")
                 .status,
             413);
   HttpParser ok(limits);
@@ -182,22 +182,22 @@ TEST(HttpParser, HeadersTooLargeOrTooManyAre431) {
   HttpParser p(limits);
   EXPECT_FALSE(p.feed("GET / HTTP/1.1\r\nHost: h\r\nX: " + std::string(300, 'a')));
   EXPECT_EQ(p.error().status, 431);
-  EXPECT_EQ(parse_error("GET / HTTP/1.1\r\nHost: h\r\nX: " + std::string(300, 'a') + "\r\n\r\n", limits).status,
+  EXPECT_EQ(http_parse_error("GET / HTTP/1.1\r\nHost: h\r\nX: " + std::string(300, 'a') + "\r\n\r\n", limits).status,
             431);
-  EXPECT_EQ(parse_error("GET / HTTP/1.1\r\nHost: h\r\nA: 1\r\nB: 2\r\nC: 3\r\nD: 4\r\n\r\n", limits).status, 431);
+  EXPECT_EQ(http_parse_error("GET / HTTP/1.1\r\nHost: h\r\nA: 1\r\nB: 2\r\nC: 3\r\nD: 4\r\n\r\n", limits).status, 431);
   // An endless stream of empty lines counts against the head limit too.
-  EXPECT_EQ(parse_error(std::string(300, '\r').replace(0, 300, std::string(150, '\r') + std::string(150, '\n')),
+  EXPECT_EQ(http_parse_error(std::string(300, '\r').replace(0, 300, std::string(150, '\r') + std::string(150, '\n')),
                         limits)
                 .status,
             400);
   std::string blank;
   for (int i = 0; i < 200; ++i) blank += "\r\n";
-  EXPECT_EQ(parse_error(blank, limits).status, 431);
+  EXPECT_EQ(http_parse_error(blank, limits).status, 431);
 }
 
 TEST(HttpParser, TransferEncodingOtherThanIdentityIs501) {
-  EXPECT_EQ(parse_error("POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n").status, 501);
-  EXPECT_EQ(parse_error("POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: gzip, chunked\r\n"
+  EXPECT_EQ(http_parse_error("POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n").status, 501);
+  EXPECT_EQ(http_parse_error("POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: gzip, chunked\r\n"
                         "Content-Length: 3\r\n\r\nabc").status,
             501);
   HttpParser p;
@@ -206,9 +206,9 @@ TEST(HttpParser, TransferEncodingOtherThanIdentityIs501) {
 }
 
 TEST(HttpParser, VersionsOtherThan10And11Are505) {
-  EXPECT_EQ(parse_error("GET / HTTP/2.0\r\nHost: h\r\n\r\n").status, 505);
-  EXPECT_EQ(parse_error("GET / HTTP/1.2\r\nHost: h\r\n\r\n").status, 505);
-  EXPECT_EQ(parse_error("GET / HTTP/0.9\r\n\r\n").status, 505);
+  EXPECT_EQ(http_parse_error("GET / HTTP/2.0\r\nHost: h\r\n\r\n").status, 505);
+  EXPECT_EQ(http_parse_error("GET / HTTP/1.2\r\nHost: h\r\n\r\n").status, 505);
+  EXPECT_EQ(http_parse_error("GET / HTTP/0.9\r\n\r\n").status, 505);
 }
 
 TEST(HttpParser, StaysFailedAfterAnError) {

@@ -24,9 +24,9 @@ namespace fs = std::filesystem;
 using testing_kv::tiny_config;
 using Tokens = std::vector<int32_t>;
 
-constexpr uint64_t kFp = 77;
-constexpr int kBlock = 4;
-constexpr int64_t kBlockBytes = testing_kv::kTinyBlockBytes4;
+constexpr uint64_t kDiskFp = 77;
+using testing_kv::kBlock;
+constexpr int64_t kDiskBlockBytes = testing_kv::kTinyBlockBytes4;
 
 // A fresh directory per test, removed afterwards.
 struct TempDir {
@@ -50,13 +50,13 @@ TierRecordShape tiny_shape() {
 }
 
 std::unique_ptr<DiskTier> open_tier(const std::string& dir, int64_t max_bytes = 0, int max_queued = 64) {
-  auto t = DiskTier::open(DiskTierOptions{dir, max_bytes, max_queued}, kFp, tiny_shape());
+  auto t = DiskTier::open(DiskTierOptions{dir, max_bytes, max_queued}, kDiskFp, tiny_shape());
   EXPECT_TRUE(t.ok()) << t.error();
   return std::move(t).value();
 }
 
 std::vector<uint8_t> payload(uint8_t first) {
-  std::vector<uint8_t> p(static_cast<size_t>(kBlockBytes));
+  std::vector<uint8_t> p(static_cast<size_t>(kDiskBlockBytes));
   std::iota(p.begin(), p.end(), first);
   return p;
 }
@@ -71,7 +71,7 @@ TEST(DiskTier, WritesOnceAndLoadsWhatWasStored) {
   ASSERT_TRUE(fs::exists(t->path_of(10)));
   t->store(10, kTokens, payload(2));  // the same block again: the first record stays
   t->flush();
-  std::vector<uint8_t> out(static_cast<size_t>(kBlockBytes));
+  std::vector<uint8_t> out(static_cast<size_t>(kDiskBlockBytes));
   ASSERT_TRUE(t->load(10, kTokens, out));
   EXPECT_EQ(out, payload(1));
   EXPECT_FALSE(t->load(11, kTokens, out));  // never stored
@@ -89,7 +89,7 @@ TEST(DiskTier, ARecordThatFailsACheckIsDeletedAndNeverUsed) {
   auto t = open_tier(d.path);
   t->store(10, kTokens, payload(1));
   t->flush();
-  std::vector<uint8_t> out(static_cast<size_t>(kBlockBytes));
+  std::vector<uint8_t> out(static_cast<size_t>(kDiskBlockBytes));
   EXPECT_FALSE(t->load(10, Tokens{1, 2, 3, 5}, out)) << "other tokens under the same hash";
   EXPECT_FALSE(fs::exists(t->path_of(10)));
 
@@ -109,7 +109,7 @@ TEST(DiskTier, ARecordThatFailsACheckIsDeletedAndNeverUsed) {
   t->flush();
   fs::resize_file(t->path_of(10), 50);
   EXPECT_FALSE(t->load(10, kTokens, out));
-  auto other = DiskTier::open(DiskTierOptions{d.path}, kFp + 1, tiny_shape());
+  auto other = DiskTier::open(DiskTierOptions{d.path}, kDiskFp + 1, tiny_shape());
   ASSERT_TRUE(other.ok());
   (*other)->store(10, kTokens, payload(1));
   (*other)->flush();
@@ -135,7 +135,7 @@ TEST(DiskTier, AFullQueueDropsAndCounts) {
   const TierStats s = t->stats();
   EXPECT_EQ(s.writes, 3u);
   EXPECT_EQ(s.write_drops, 2u);
-  std::vector<uint8_t> out(static_cast<size_t>(kBlockBytes));
+  std::vector<uint8_t> out(static_cast<size_t>(kDiskBlockBytes));
   EXPECT_TRUE(t->load(3, kTokens, out));
   EXPECT_FALSE(t->load(4, kTokens, out));
 }
@@ -145,7 +145,7 @@ TEST(DiskTier, ABlockStillQueuedIsFoundThere) {
   auto t = open_tier(d.path);
   t->hold_writer_for_testing(true);
   t->store(10, kTokens, payload(3));
-  std::vector<uint8_t> out(static_cast<size_t>(kBlockBytes));
+  std::vector<uint8_t> out(static_cast<size_t>(kDiskBlockBytes));
   EXPECT_FALSE(t->load(10, Tokens{1, 2, 3, 5}, out)) << "other tokens";
   ASSERT_TRUE(t->load(10, kTokens, out));
   EXPECT_EQ(out, payload(3));
@@ -158,7 +158,7 @@ TEST(DiskTier, ABlockStillQueuedIsFoundThere) {
 
 TEST(DiskTier, SizeBudgetRemovesTheOldestAndCountsWhatIsThere) {
   TempDir d;
-  const int64_t record = int64_t(encode_tier_record(TierRecordKey{kFp, 1, kTokens, tiny_shape()}, payload(0)).size());
+  const int64_t record = int64_t(encode_tier_record(TierRecordKey{kDiskFp, 1, kTokens, tiny_shape()}, payload(0)).size());
   {
     auto t = open_tier(d.path, record * 2 + record / 2);
     for (uint64_t h = 1; h <= 4; ++h) {
@@ -195,9 +195,9 @@ TEST(DiskTier, AFailedWriteLeavesNothingVisible) {
 
 TEST(DiskTier, ARecordWrittenAgainAfterARejectionKeepsItsPlaceInTheBudget) {
   TempDir d;
-  const int64_t record = int64_t(encode_tier_record(TierRecordKey{kFp, 1, kTokens, tiny_shape()}, payload(0)).size());
+  const int64_t record = int64_t(encode_tier_record(TierRecordKey{kDiskFp, 1, kTokens, tiny_shape()}, payload(0)).size());
   auto t = open_tier(d.path, 2 * record);
-  std::vector<uint8_t> out(static_cast<size_t>(kBlockBytes));
+  std::vector<uint8_t> out(static_cast<size_t>(kDiskBlockBytes));
   t->store(1, kTokens, payload(1));
   t->flush();
   fs::resize_file(t->path_of(1), 10);
@@ -217,7 +217,7 @@ TEST(DiskTier, ARecordWrittenAgainAfterARejectionKeepsItsPlaceInTheBudget) {
 TEST(DiskTier, RefusesADirectoryItCannotCreate) {
   TempDir d;
   { std::ofstream(d.path) << "a file"; }
-  auto t = DiskTier::open(DiskTierOptions{d.path + "/sub"}, kFp, tiny_shape());
+  auto t = DiskTier::open(DiskTierOptions{d.path + "/sub"}, kDiskFp, tiny_shape());
   ASSERT_FALSE(t.ok());
   EXPECT_NE(t.error().find(d.path), std::string::npos) << t.error();
   fs::remove(d.path);
@@ -228,9 +228,9 @@ TEST(DiskTier, RefusesADirectoryItCannotCreate) {
 std::unique_ptr<KvManager> manager_with_disk(const std::string& dir, int64_t n_blocks) {
   KvManagerOptions opt;
   opt.block_size = kBlock;
-  opt.mem_bytes = n_blocks * kBlockBytes;
+  opt.mem_bytes = n_blocks * kDiskBlockBytes;
   opt.disk.dir = dir;
-  auto m = KvManager::create(tiny_config(), kFp, opt);
+  auto m = KvManager::create(tiny_config(), kDiskFp, opt);
   EXPECT_TRUE(m.ok()) << m.error();
   return std::move(m).value();
 }
@@ -241,7 +241,7 @@ void prefill(KvSequence& s, const Tokens& t) {
   const KvManager& m = s.manager();
   for (size_t i = 0; i < t.size(); i += kBlock) {
     auto* p = reinterpret_cast<uint8_t*>(m.arena().block_data(s.blocks()[i / kBlock]));
-    for (int64_t j = 0; j < kBlockBytes; ++j) p[j] = uint8_t(t[i] * 31 + j);
+    for (int64_t j = 0; j < kDiskBlockBytes; ++j) p[j] = uint8_t(t[i] * 31 + j);
   }
   s.commit(t);
 }
@@ -256,7 +256,7 @@ TEST(DiskTier, EvictedPrefixBlocksAreRestoredBitForBit) {
     prefill(a, Tokens(prompt.begin(), prompt.begin() + 8));
     for (int32_t b : a.blocks()) {
       auto* p = reinterpret_cast<const uint8_t*>(m->arena().block_data(b));
-      bytes.emplace_back(p, p + kBlockBytes);
+      bytes.emplace_back(p, p + kDiskBlockBytes);
     }
   }
   {
@@ -271,7 +271,7 @@ TEST(DiskTier, EvictedPrefixBlocksAreRestoredBitForBit) {
   EXPECT_EQ(again.match_prefix(prompt), 8);
   for (size_t i = 0; i < 2; ++i) {
     auto* p = reinterpret_cast<const uint8_t*>(m->arena().block_data(again.blocks()[i]));
-    EXPECT_EQ(std::vector<uint8_t>(p, p + kBlockBytes), bytes[i]) << "block " << i;
+    EXPECT_EQ(std::vector<uint8_t>(p, p + kDiskBlockBytes), bytes[i]) << "block " << i;
     EXPECT_TRUE(m->pool().is_cached(again.blocks()[i])) << "restored blocks are back in the prefix index";
   }
   EXPECT_EQ(m->pool().stats().hits, 0);

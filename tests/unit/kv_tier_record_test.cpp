@@ -18,10 +18,10 @@
 namespace agentkv {
 namespace {
 
-constexpr uint64_t kFp = 0x1234abcd5678ef90ULL;
+constexpr uint64_t kRecordFp = 0x1234abcd5678ef90ULL;
 constexpr uint64_t kHash = 0x0f1e2d3c4b5a6978ULL;
 
-TierRecordShape tiny_shape() {
+TierRecordShape record_shape() {
   const ModelConfig c = testing_kv::tiny_config();
   KvArena arena(c, 4, 1);
   return tier_shape_of(arena, c.n_head_kv, c.head_dim);
@@ -34,7 +34,7 @@ struct Block {
     payload.resize(size_t(testing_kv::kTinyBlockBytes4));
     std::iota(payload.begin(), payload.end(), uint8_t(7));
   }
-  TierRecordKey key() const { return TierRecordKey{kFp, kHash, tokens, tiny_shape()}; }
+  TierRecordKey key() const { return TierRecordKey{kRecordFp, kHash, tokens, record_shape()}; }
   std::vector<uint8_t> record() const { return encode_tier_record(key(), payload); }
 };
 
@@ -46,7 +46,7 @@ std::string decode_error(std::span<const uint8_t> bytes, const TierRecordKey& ke
 }
 
 TEST(TierRecord, ShapeOfTheTinyArena) {
-  const TierRecordShape s = tiny_shape();
+  const TierRecordShape s = record_shape();
   EXPECT_EQ(s.n_layer, 2u);
   EXPECT_EQ(s.n_head_kv, 1u);
   EXPECT_EQ(s.head_dim, 4u);

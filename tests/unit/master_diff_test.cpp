@@ -9,7 +9,7 @@
 namespace agentkv {
 namespace {
 
-ModelConfig tiny_config() {
+ModelConfig master_config() {
   ModelConfig c;
   c.arch = "test";
   c.n_layer = 3;
@@ -19,13 +19,13 @@ ModelConfig tiny_config() {
   c.n_rot = 8;
   return c;
 }
-constexpr int kBlock = 4;
+constexpr int kMasterBlock = 4;
 
-std::unique_ptr<KvManager> make_manager(int64_t n_blocks) {
+std::unique_ptr<KvManager> make_master_manager(int64_t n_blocks) {
   KvManagerOptions opt;
-  opt.block_size = kBlock;
-  opt.mem_bytes = n_blocks * KvArena::bytes_per_block(tiny_config(), kBlock);
-  auto m = KvManager::create(tiny_config(), 1, opt);
+  opt.block_size = kMasterBlock;
+  opt.mem_bytes = n_blocks * KvArena::bytes_per_block(master_config(), kMasterBlock);
+  auto m = KvManager::create(master_config(), 1, opt);
   EXPECT_TRUE(m.ok()) << m.error();
   return std::move(m).value();
 }
@@ -39,15 +39,15 @@ std::shared_ptr<const MasterSegment> make_master(KvManager& m) {
   for (int slot = 0; slot < 10; ++slot)
     for (int l = 0; l < m.arena().n_layer(); ++l) {
       std::fill(row.begin(), row.end(), float(slot * 10 + l));
-      kv_store(m.arena().layer(l).k(s.blocks()[size_t(slot / kBlock)], slot % kBlock), row.data(), int(row.size()));
-      kv_store(m.arena().layer(l).v(s.blocks()[size_t(slot / kBlock)], slot % kBlock), row.data(), int(row.size()));
+      kv_store(m.arena().layer(l).k(s.blocks()[size_t(slot / kMasterBlock)], slot % kMasterBlock), row.data(), int(row.size()));
+      kv_store(m.arena().layer(l).v(s.blocks()[size_t(slot / kMasterBlock)], slot % kMasterBlock), row.data(), int(row.size()));
     }
   s.commit(toks);
   return std::make_shared<const MasterSegment>(std::move(s), 1, 1);
 }
 
 TEST(MasterDiff, PacksExactlyTheRowsAskedFor) {
-  auto m = make_manager(32);
+  auto m = make_master_manager(32);
   auto master = make_master(*m);
   EXPECT_EQ(master->n_tokens(), 9);
   EXPECT_EQ(std::vector<int32_t>(master->tokens().begin(), master->tokens().end()),
@@ -63,7 +63,7 @@ TEST(MasterDiff, PacksExactlyTheRowsAskedFor) {
 
 TEST(MasterDiff, MastersAreFreedWhenTheLastDiffGoesInAnyOrder) {
   for (int order = 0; order < 6; ++order) {
-    auto m = make_manager(64);
+    auto m = make_master_manager(64);
     std::optional<std::shared_ptr<const MasterSegment>> master = make_master(*m);
     const int64_t master_blocks = 3;
     EXPECT_EQ(m->pool().stats().n_used, master_blocks);
@@ -85,7 +85,7 @@ TEST(MasterDiff, MastersAreFreedWhenTheLastDiffGoesInAnyOrder) {
 }
 
 TEST(MasterDiff, PoolTooSmallForADiffIsReportedNotFatal) {
-  auto m = make_manager(3);
+  auto m = make_master_manager(3);
   auto master = make_master(*m);
   EXPECT_FALSE(SegmentDiff::extract(master, master->view().slots, 0, {0, 1}));
   EXPECT_FALSE(PackedKv::pack(*m, master->view().slots, 4));

@@ -13,12 +13,12 @@
 namespace agentkv {
 namespace {
 
-struct Case {
+struct AttentionCase {
   int head_dim, n_kv_heads, group, block_size, n_slots;
   int64_t lo;
 };
 
-void run_case(const Case& c, IsaLevel level) {
+void run_case(const AttentionCase& c, IsaLevel level) {
   const IsaLevel prev = set_isa_level_for_testing(level);
   std::mt19937 rng(c.head_dim * 131 + c.n_slots);
   std::normal_distribution<float> nd(0.0f, 1.0f);
@@ -74,12 +74,12 @@ void run_case(const Case& c, IsaLevel level) {
 }
 
 TEST(PagedAttention, MatchesReferenceAtEveryIsaLevel) {
-  const Case cases[] = {{64, 3, 3, 16, 1, 0},   {64, 3, 3, 16, 37, 0},  {256, 1, 4, 16, 70, 20},
+  const AttentionCase cases[] = {{64, 3, 3, 16, 1, 0},   {64, 3, 3, 16, 37, 0},  {256, 1, 4, 16, 70, 20},
                         {64, 2, 1, 4, 9, 8},    {8, 1, 2, 3, 10, 2},    {12, 1, 2, 5, 11, 0},
                         {64, 3, 9, 16, 33, 5}};
   for (IsaLevel level : {IsaLevel::kScalar, IsaLevel::kAvx2, IsaLevel::kAvx512, IsaLevel::kAvx512Vnni}) {
     if (level > detected_isa_level()) continue;
-    for (const Case& c : cases) run_case(c, level);
+    for (const AttentionCase& c : cases) run_case(c, level);
   }
 }
 

@@ -79,7 +79,7 @@ std::vector<float> random_acts(int64_t n, std::mt19937& rng) {
   return x;
 }
 
-struct Case {
+struct MatmulCase {
   GgmlType type;
   int64_t rows, cols, n_tokens;
   int threads;
@@ -91,7 +91,7 @@ struct Data {
   WeightView view;
 };
 
-Data make_data(const Case& c, uint32_t seed) {
+Data make_data(const MatmulCase& c, uint32_t seed) {
   std::mt19937 rng(seed);
   Data d;
   d.w = random_weights(c.type, c.rows, c.cols, rng);
@@ -104,7 +104,7 @@ Data make_data(const Case& c, uint32_t seed) {
   return d;
 }
 
-std::vector<float> run_at(IsaLevel level, const Data& d, const Case& c) {
+std::vector<float> run_at(IsaLevel level, const Data& d, const MatmulCase& c) {
   EXPECT_EQ(set_isa_level_for_testing(level), level);
   ThreadPool pool(c.threads);
   std::vector<float> y(size_t(c.rows * c.n_tokens), std::nanf(""));
@@ -120,20 +120,20 @@ std::vector<IsaLevel> simd_levels() {
   return out;
 }
 
-std::string name(const Case& c) {
+std::string name(const MatmulCase& c) {
   return std::string(ggml_type_info(uint32_t(c.type))->name) + " rows=" + std::to_string(c.rows) +
          " cols=" + std::to_string(c.cols) + " tokens=" + std::to_string(c.n_tokens) +
          " threads=" + std::to_string(c.threads);
 }
 
 // sum_c |W[r][c] * x[t][c]|: the scale float reordering errors are measured against.
-double abs_terms(const Data& d, const Case& c, int64_t r, int64_t t) {
+double abs_terms(const Data& d, const MatmulCase& c, int64_t r, int64_t t) {
   double s = 0;
   for (int64_t k = 0; k < c.cols; ++k) s += std::fabs(double(d.wf[r * c.cols + k]) * d.x[t * c.cols + k]);
   return s;
 }
 
-void check_case(const Case& c, uint32_t seed) {
+void check_case(const MatmulCase& c, uint32_t seed) {
   SCOPED_TRACE(name(c));
   const Data d = make_data(c, seed);
   const IsaLevel saved = active_isa_level();
@@ -205,7 +205,7 @@ TEST(Matmul, ModelShapes) {
 }
 
 TEST(Matmul, RowsSliceMatchesFull) {
-  const Case c{GgmlType::Q8_0, 50, 128, 3, 2};
+  const MatmulCase c{GgmlType::Q8_0, 50, 128, 3, 2};
   const Data d = make_data(c, 7);
   ThreadPool pool(2);
   std::vector<float> full(size_t(c.rows * c.n_tokens)), part(size_t(20 * c.n_tokens));
@@ -224,7 +224,7 @@ TEST(Matmul, SplitModeIsBatchInvariant) {
     for (GgmlType t : kTypes) {
       for (int64_t rows : {13, 64, 200}) {
         const int64_t cols = block_elems(t) == 256 ? 512 : 160;
-        const Case c{t, rows, cols, 37, 2};
+        const MatmulCase c{t, rows, cols, 37, 2};
         const Data d = make_data(c, seed++);
         ThreadPool pool(2);
         for (int64_t n_tile : {0, 1, 5, 18, 37}) {
@@ -257,7 +257,7 @@ TEST(Matmul, SplitModeIsBatchInvariant) {
 
 TEST(Matmul, ZeroActivationsGiveZero) {
   for (GgmlType t : kTypes) {
-    const Case c{t, 5, block_elems(t) == 256 ? 256 : 32, 2, 1};
+    const MatmulCase c{t, 5, block_elems(t) == 256 ? 256 : 32, 2, 1};
     Data d = make_data(c, 3);
     std::fill(d.x.begin(), d.x.end(), 0.0f);
     ThreadPool pool(1);

@@ -18,12 +18,12 @@ namespace {
 
 // Label = whether feature 3 (on a scale far from the others) plus noise is positive; the other
 // features are noise. A fixed LCG keeps the data identical everywhere.
-struct Data {
+struct ProbeData {
   std::vector<float> x;
   std::vector<int> y;
 };
-Data make_data(int n, int d, uint64_t seed) {
-  Data out;
+ProbeData make_probe_data(int n, int d, uint64_t seed) {
+  ProbeData out;
   uint64_t s = seed;
   auto uniform = [&] {
     s = s * 6364136223846793005ull + 1442695040888963407ull;
@@ -38,7 +38,7 @@ Data make_data(int n, int d, uint64_t seed) {
 
 TEST(StepProbe, LearnsTheInformativeFeatureAndGeneralises) {
   const int d = 40;
-  const Data train = make_data(300, d, 1), test = make_data(300, d, 2);
+  const ProbeData train = make_probe_data(300, d, 1), test = make_probe_data(300, d, 2);
   const StepProbe p = fit_step_probe(train.x, train.y, 7, 0.01);
   ASSERT_EQ(p.n_features(), d);
   EXPECT_EQ(p.layer, 7);
@@ -54,7 +54,7 @@ TEST(StepProbe, LearnsTheInformativeFeatureAndGeneralises) {
 }
 
 TEST(StepProbe, OneClassGivesTheBaseRate) {
-  const Data train = make_data(20, 5, 3);
+  const ProbeData train = make_probe_data(20, 5, 3);
   const StepProbe p = fit_step_probe(train.x, std::vector<int>(20, 1), 1, 0.1);
   for (double w : p.weight) EXPECT_EQ(w, 0.0);
   EXPECT_GT(p.bias, 0.0);
@@ -68,7 +68,7 @@ TEST(StepProbe, RmsNormalisedRowsHaveUnitRms) {
   EXPECT_NEAR(x[4], 1, 1e-6);
 }
 
-std::string slurp(const std::string& path) {
+std::string slurp_probe(const std::string& path) {
   std::ifstream f(path);
   std::stringstream ss;
   ss << f.rdbuf();
@@ -77,7 +77,7 @@ std::string slurp(const std::string& path) {
 
 TEST(CalibrationFile, ProbeRoundTripsExactlyAndCorruptionIsRefused) {
   const std::string path = ::testing::TempDir() + "prm_probe_" + std::to_string(::getpid()) + ".json";
-  const Data train = make_data(100, 6, 4);
+  const ProbeData train = make_probe_data(100, 6, 4);
   CalibrationRecord r;
   r.model_fingerprint = 0x0123456789abcdefull;
   r.model_name = "m";
@@ -97,7 +97,7 @@ TEST(CalibrationFile, ProbeRoundTripsExactlyAndCorruptionIsRefused) {
   EXPECT_EQ(back->probe->layer, 5);
   EXPECT_EQ(back->heldout_auroc, 0.75);
   // One weight edited: the checksum no longer matches.
-  std::string text = slurp(path);
+  std::string text = slurp_probe(path);
   const size_t w = text.find("\"weight\":[");
   ASSERT_NE(w, std::string::npos);
   const size_t first = w + 10, comma = text.find(',', first);

@@ -38,7 +38,7 @@ TransferMap small_map() {
 
 std::string temp_path(const char* name) { return ::testing::TempDir() + name; }
 
-std::vector<char> slurp(const std::string& p) {
+std::vector<char> slurp_map(const std::string& p) {
   std::ifstream f(p, std::ios::binary);
   return {std::istreambuf_iterator<char>(f), {}};
 }
@@ -104,7 +104,7 @@ TEST(TransferMapFile, RefusesCorruption) {
   const TransferMap m = small_map();
   const std::string p = temp_path("map_corrupt.gguf");
   ASSERT_TRUE(save_transfer_map(m, p).ok());
-  const std::vector<char> good = slurp(p);
+  const std::vector<char> good = slurp_map(p);
 
   std::vector<char> flipped = good;
   flipped[flipped.size() - 5] ^= 0x40;  // inside the last weight tensor
@@ -128,7 +128,7 @@ TEST(TransferMapFile, RefusesCorruption) {
 TEST(TransferMapFile, EveryFlippedByteIsRefused) {
   const std::string p = temp_path("map_flip.gguf");
   ASSERT_TRUE(save_transfer_map(small_map(), p).ok());
-  const std::vector<char> good = slurp(p);
+  const std::vector<char> good = slurp_map(p);
   for (size_t at = 0; at < good.size(); ++at) {
     std::vector<char> bad = good;
     bad[at] = char(bad[at] ^ 0x01);

@@ -19,7 +19,7 @@ namespace {
 using Rounds = std::vector<std::vector<AgentTurn>>;
 using ReplyFn = std::function<std::string(int round, int agent)>;
 
-std::unique_ptr<Workload> make(const std::string& name, int agents = 0, uint64_t seed = 1, int rounds = 0) {
+std::unique_ptr<Workload> test_workload(const std::string& name, int agents = 0, uint64_t seed = 1, int rounds = 0) {
   WorkloadOptions o;
   o.n_agents = agents;
   o.n_rounds = rounds;
@@ -119,7 +119,7 @@ TEST(WorkloadRegistry, NamesAndDefaults) {
   };
   for (const Expect& e : {Expect{"generative-agents", 25, 3}, Expect{"agent-society", 100, 3}, Expect{"debate", 4, 4},
                           Expect{"chain", 5, 5}}) {
-    auto w = make(e.name);
+    auto w = test_workload(e.name);
     EXPECT_EQ(w->name(), e.name);
     EXPECT_EQ(w->n_agents(), e.agents) << e.name;
     EXPECT_EQ(w->n_rounds(), e.rounds) << e.name;
@@ -147,9 +147,9 @@ TEST(WorkloadRegistry, ErrorsNameTheProblem) {
 TEST(WorkloadAll, SameSeedSamePromptsDifferentSeedDifferentPrompts) {
   for (const std::string& name : workload_names()) {
     const int agents = name == "agent-society" ? 40 : 0;
-    auto a = make(name, agents, 11);
-    auto b = make(name, agents, 11);
-    auto c = make(name, agents, 12);
+    auto a = test_workload(name, agents, 11);
+    auto b = test_workload(name, agents, 11);
+    auto c = test_workload(name, agents, 12);
     const Rounds ra = play(*a), rb = play(*b), rc = play(*c);
     ASSERT_EQ(ra.size(), rb.size());
     for (size_t r = 0; r < ra.size(); ++r) {
@@ -166,7 +166,7 @@ TEST(WorkloadAll, SameSeedSamePromptsDifferentSeedDifferentPrompts) {
 
 TEST(WorkloadAll, SegmentsAreOrderedAndMeetAtLineBoundaries) {
   for (const std::string& name : workload_names()) {
-    auto w = make(name, name == "agent-society" ? 50 : 0, 5);
+    auto w = test_workload(name, name == "agent-society" ? 50 : 0, 5);
     for (const auto& turns : play(*w)) {
       for (const AgentTurn& t : turns) {
         ASSERT_LE(t.private_end, t.shared_end) << name;
@@ -194,7 +194,7 @@ TEST(WorkloadTown, PrivatePrefixLengthsAndVariety) {
   // generative-agents: 300-800 SmolLM2 tokens measured; agent-society: 80-200 tokens.
   for (const Case& c : {Case{"generative-agents", 200, 1400, 2850}, Case{"agent-society", 1000, 380, 680}}) {
     for (uint64_t seed : {1, 2, 3}) {
-      auto w = make(c.name, c.agents, seed);
+      auto w = test_workload(c.name, c.agents, seed);
       const auto turns = w->round(0);
       std::set<std::string> distinct;
       size_t shortest = SIZE_MAX, longest = 0;
@@ -213,7 +213,7 @@ TEST(WorkloadTown, PrivatePrefixLengthsAndVariety) {
 }
 
 TEST(WorkloadTown, PersonaNamesTheAgentAndEndsWithItsName) {
-  auto w = make("generative-agents", 6, 9);
+  auto w = test_workload("generative-agents", 6, 9);
   const auto turns = w->round(0);
   const auto cast = text::make_cast(9, 6);
   for (const AgentTurn& t : turns) {
@@ -228,7 +228,7 @@ TEST(WorkloadTown, PersonaNamesTheAgentAndEndsWithItsName) {
 }
 
 TEST(WorkloadTown, DigestIsSharedByEveryAgentAndFeedsOnReplies) {
-  auto w = make("generative-agents", 25, 4);
+  auto w = test_workload("generative-agents", 25, 4);
   const auto cast = text::make_cast(4, 25);
   const Rounds rounds = play(*w, [](int r, int agent) {
     return agent == 3 ? "  first line \n second line" : canned_reply(r, agent);
@@ -294,7 +294,7 @@ TEST(WorkloadTown, AgentSocietyDigestQuotesADeterministicCappedSubset) {
 }
 
 TEST(WorkloadDebate, TranscriptOfEachRoundExtendsThePreviousOne) {
-  auto w = make("debate", 6, 8, 5);
+  auto w = test_workload("debate", 6, 8, 5);
   const auto cast = text::make_cast(8, 6);
   const Rounds rounds = play(*w);
   ASSERT_EQ(rounds.size(), 5u);
@@ -325,7 +325,7 @@ TEST(WorkloadDebate, TranscriptOfEachRoundExtendsThePreviousOne) {
 }
 
 TEST(WorkloadDebate, RoleCardsTakeBothSides) {
-  auto w = make("debate", 8, 2);
+  auto w = test_workload("debate", 8, 2);
   const auto turns = w->round(0);
   int for_side = 0, against = 0;
   for (const AgentTurn& t : turns) {
@@ -340,7 +340,7 @@ TEST(WorkloadDebate, RoleCardsTakeBothSides) {
 }
 
 TEST(WorkloadChain, PlannerThenExecutorsOverAGrowingSharedContext) {
-  auto w = make("chain", 5, 3);
+  auto w = test_workload("chain", 5, 3);
   ASSERT_EQ(w->n_rounds(), 5);
   const Rounds rounds = play(*w, [](int r, int agent) {
     return r == 0 ? "\n1. Audit the data\n2. Build the import\n\n3. Pilot\n4. Roll out" : canned_reply(r, agent);
@@ -370,30 +370,30 @@ TEST(WorkloadChain, PlannerThenExecutorsOverAGrowingSharedContext) {
 
 TEST(WorkloadProtocolDeathTest, RecordChecksRoundAndReplyCount) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
-  EXPECT_DEATH(make("debate")->record(0, {"a", "b", "c", "d"}), "invariant failed");
+  EXPECT_DEATH(test_workload("debate")->record(0, {"a", "b", "c", "d"}), "invariant failed");
   EXPECT_DEATH(
       {
-        auto w = make("debate");
+        auto w = test_workload("debate");
         (void)w->round(0);
         w->record(0, {"a", "b", "c"});
       },
       "invariant failed");
   EXPECT_DEATH(
       {
-        auto w = make("chain");
+        auto w = test_workload("chain");
         (void)w->round(0);
         w->record(1, {"a"});
       },
       "invariant failed");
   EXPECT_DEATH(
       {
-        auto w = make("generative-agents", 2);
+        auto w = test_workload("generative-agents", 2);
         (void)w->round(1);
       },
       "invariant failed");
   EXPECT_DEATH(
       {
-        auto w = make("chain", 2);
+        auto w = test_workload("chain", 2);
         play(*w);
         (void)w->round(2);
       },
@@ -401,7 +401,7 @@ TEST(WorkloadProtocolDeathTest, RecordChecksRoundAndReplyCount) {
 }
 
 TEST(WorkloadProtocol, AnEarlierRoundCanBeAskedForAgain) {
-  auto w = make("debate", 4, 6);
+  auto w = test_workload("debate", 4, 6);
   const Rounds rounds = play(*w);
   for (size_t r = 0; r < rounds.size(); ++r) {
     const auto again = w->round(static_cast<int>(r));
