@@ -88,3 +88,5 @@ agentkv_e2e_test(server.soak_e2e soak_e2e.py 300)
 # prompt_tokens equal to the template's rendering, tool_choice required calls in each family's syntax (streamed
 # and not) validating against their schema, a round trip, and Llama 3.1's one-call rule and refusals.
 agentkv_e2e_test(server.tool_formats_e2e tool_formats_e2e.py 600)
+
+agentkv_e2e_test(server.kv_tier_e2e kv_tier_e2e.py 600)
