@@ -69,7 +69,13 @@ Result<std::unique_ptr<DiskTier>> DiskTier::open(const DiskTierOptions& opt, uin
 }
 
 DiskTier::DiskTier(const DiskTierOptions& opt, uint64_t fingerprint, const TierRecordShape& shape)
-    : opt_(opt), fingerprint_(fingerprint), shape_(shape), name_prefix_(hex64(fingerprint) + "-") {}
+    : opt_(opt),
+      fingerprint_(fingerprint),
+      shape_(shape),
+      name_prefix_(hex64(fingerprint) + "-"),
+      // Every record of this tier has the same size (full blocks of one shape): measured once here.
+      read_limit_(encode_tier_record(TierRecordKey{fingerprint, 0, std::vector<int32_t>(shape.block_size), shape}, {})
+                      .size() + shape.payload_bytes() + 1) {}
 
 DiskTier::~DiskTier() {
   {
@@ -126,11 +132,9 @@ bool DiskTier::load(uint64_t hash, std::span<const int32_t> tokens, std::span<ui
   if (load_queued(hash, tokens, out)) return true;
   const std::string path = path_of(hash);
   const TierRecordKey key{fingerprint_, hash, tokens, shape_};
-  // One byte more than a valid record, so a longer file is refused as having trailing bytes.
-  const size_t limit = encode_tier_record(key, {}).size() + out.size() + 1;
   std::vector<uint8_t> bytes;
   bool absent = false;
-  const bool read = read_up_to(path, limit, &bytes, &absent);
+  const bool read = read_up_to(path, read_limit_, &bytes, &absent);
   Result<std::span<const uint8_t>> payload = read ? decode_tier_record(bytes, key)
                                                   : Result<std::span<const uint8_t>>(make_error("unreadable"));
   if (payload.ok()) std::memcpy(out.data(), payload->data(), out.size());

@@ -85,6 +85,7 @@ class DiskTier {
   uint64_t fingerprint_;
   TierRecordShape shape_;
   std::string name_prefix_;  // fingerprint part of every file name
+  size_t read_limit_;        // one byte more than a record of this tier: a longer file is refused
 
   mutable std::mutex mu_;
   std::condition_variable wake_, idle_;
