@@ -17,9 +17,10 @@ run_main=1
 # evaluation corpus (tests/model/kjv_corpus.h, scripts/make_transfer_corpus.sh). nlohmann-json3-dev:
 # the JSON library (header-only). python3-matplotlib: the benchmark charts (scripts/plot_bench_agents.py,
 # bench-agents --plot). libgtest-dev: the build tree is configured with its tests (built only by
-# scripts/test.sh), so that tree serves both scripts without a second configuration.
-scripts/apt_install.sh build-essential cmake libgtest-dev python3 python3-pip python3-venv bible-kjv \
-  python3-matplotlib nlohmann-json3-dev
+# scripts/test.sh), so that tree serves both scripts without a second configuration. libhiredis-dev (found
+# through pkg-config): the client of the KV Redis tier; redis-server: the Redis the tests start themselves.
+scripts/apt_install.sh build-essential cmake pkg-config libgtest-dev python3 python3-pip python3-venv bible-kjv \
+  python3-matplotlib nlohmann-json3-dev libhiredis-dev redis-server
 
 python3 scripts/fetch_models.py smollm2 gemma3
 

@@ -19,4 +19,6 @@ agentkv_cli_refuses(serve_threads_over_hardware "-t 100000 is more than the [0-9
 agentkv_cli_refuses(kv_mem_over_machine "--kv-mem .* is more than this machine can hold: .* is [0-9.]+ [KMGT]iB" serve --kv-mem 1000000G)
 agentkv_cli_refuses(kv_disk_max_without_dir "--kv-disk-max needs --kv-disk DIR" serve --kv-disk-max 1G)
 agentkv_cli_refuses(kv_disk_max_malformed "--kv-disk-max: invalid byte size '1Q'" serve --kv-disk @DIR@ --kv-disk-max 1Q)
+agentkv_cli_refuses(kv_redis_no_port "--kv-redis: Redis node 'localhost': no port" serve --kv-redis localhost)
+agentkv_cli_refuses(kv_redis_bad_port "--kv-redis: Redis node 'h:70000': port is not a number" serve --kv-redis 127.0.0.1:6379,h:70000)
 agentkv_cli_refuses(api_key_file_fifo "--api-key-file .*: a FIFO, not a regular file" serve --api-key-file @FIFO@)

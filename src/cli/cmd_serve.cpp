@@ -119,6 +119,20 @@ int cmd_serve(int argc, char** argv) {
   p.add_byte_size("--kv-disk-max", &kv_disk_max,
                   "most bytes each model's blocks may take in --kv-disk, e.g. 20G; the oldest written go first "
                   "(default: no limit)");
+  std::string kv_redis;
+  const RedisTierOptions redis_defaults;
+  int64_t kv_redis_ttl = redis_defaults.ttl_s, kv_redis_timeout_ms = redis_defaults.timeout_ms;
+  p.add_string("--kv-redis", &kv_redis,
+               "Redis nodes of the KV tier below the disk, host:port[,host:port...]: prefix blocks evicted from RAM "
+               "are written there (in the background, set-if-absent) and restored instead of prefilled, also by "
+               "other agentkv servers pointed at the same nodes; keys are sharded over the nodes by block hash "
+               "(default: off)");
+  p.add_int("--kv-redis-ttl", &kv_redis_ttl, "seconds a block's record lives in Redis (with --kv-redis)", 1,
+            int64_t(1) << 30);
+  p.add_int("--kv-redis-timeout-ms", &kv_redis_timeout_ms,
+            "most milliseconds a Redis lookup may wait before the block is recomputed instead (with --kv-redis); "
+            "a node that fails is retried with backoff",
+            1, 60000);
   p.add_threads(&threads);
   p.add_int("--max-tokens", &max_tokens, "largest max_tokens a request may ask for", 1, 1 << 20);
   p.add_int("--max-body", &max_body, "largest request body in bytes", 1024, int64_t(1) << 30);
@@ -172,6 +186,13 @@ int cmd_serve(int argc, char** argv) {
   if (kv_disk_max > 0 && kv_disk.empty()) return cli_fail("--kv-disk-max needs --kv-disk DIR");
   opt.kv_disk.dir = kv_disk;
   opt.kv_disk.max_bytes = kv_disk_max;
+  if (!kv_redis.empty()) {
+    auto nodes = parse_redis_nodes(kv_redis);
+    if (!nodes.ok()) return cli_fail("--kv-redis: " + nodes.error());
+    opt.kv_redis.nodes = std::move(nodes).value();
+  }
+  opt.kv_redis.ttl_s = int(kv_redis_ttl);
+  opt.kv_redis.timeout_ms = int(kv_redis_timeout_ms);
   // --kv-mem is per model: the models' budgets together must fit the machine too.
   if (kv_mem > 0 && models.size() > 1 && kv_mem <= std::numeric_limits<int64_t>::max() / int64_t(models.size()))
     if (Status st = check_memory_budget("--kv-mem x " + std::to_string(models.size()) + " models",

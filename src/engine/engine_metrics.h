@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "kv/disk_tier.h"
+#include "kv/kv_tier.h"
 
 namespace agentkv {
 
@@ -68,8 +68,9 @@ struct EngineMetrics {
   int64_t retained_compact_blocks = 0;  // blocks they hold on their own (diff rows, packed turns)
   int64_t segment_contexts = 0;         // contexts in the segment cache (masters of chat sharing)
   int64_t segment_blocks = 0;           // distinct blocks they reference
-  // The KV disk tier below RAM (all zero when it is off).
+  // The KV tiers below RAM (all zero when off).
   TierStats disk_tier;
+  TierStats redis_tier;
   // Latencies.
   LatencyHistogram ttft;
   LatencyHistogram inter_token;

@@ -64,7 +64,7 @@ Result<std::unique_ptr<DiskTier>> DiskTier::open(const DiskTierOptions& opt, uin
     return make_error("KV disk tier: directory '" + opt.dir + "' is not writable: " + std::strerror(errno));
   std::unique_ptr<DiskTier> t(new DiskTier(opt, fingerprint, shape));
   t->scan_existing();
-  t->writer_ = std::thread([p = t.get()] { p->writer_loop(); });
+  t->start_writer(opt.max_queued, [p = t.get()](const TierWriteQueue::Block& b) { p->write_record(b); });
   return t;
 }
 
@@ -77,14 +77,7 @@ DiskTier::DiskTier(const DiskTierOptions& opt, uint64_t fingerprint, const TierR
       read_limit_(encode_tier_record(TierRecordKey{fingerprint, 0, std::vector<int32_t>(shape.block_size), shape}, {})
                       .size() + shape.payload_bytes() + 1) {}
 
-DiskTier::~DiskTier() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    stop_ = true;
-  }
-  wake_.notify_all();
-  if (writer_.joinable()) writer_.join();
-}
+DiskTier::~DiskTier() { stop_writer(); }
 
 std::string DiskTier::path_of(uint64_t hash) const { return opt_.dir + "/" + name_prefix_ + hex64(hash) + kSuffix; }
 
@@ -116,17 +109,6 @@ void DiskTier::scan_existing() {
   enforce_budget();  // a smaller budget than the last run's applies at once
 }
 
-void DiskTier::store(uint64_t hash, std::span<const int32_t> tokens, std::span<const uint8_t> payload) {
-  std::unique_lock<std::mutex> lock(mu_);
-  if (int(queue_.size()) >= opt_.max_queued || stop_) {
-    ++stats_.write_drops;
-    return;
-  }
-  queue_.push_back(Pending{hash, {tokens.begin(), tokens.end()}, {payload.begin(), payload.end()}});
-  lock.unlock();
-  wake_.notify_one();
-}
-
 bool DiskTier::load(uint64_t hash, std::span<const int32_t> tokens, std::span<uint8_t> out) {
   AGENTKV_CHECK(out.size() == shape_.payload_bytes());
   if (load_queued(hash, tokens, out)) return true;
@@ -145,6 +127,10 @@ bool DiskTier::load(uint64_t hash, std::span<const int32_t> tokens, std::span<ui
   }
   ++stats_.misses;
   if (absent) return false;
+  if (!read) {  // there but unreadable (permissions, I/O): not the record's fault, so it stays
+    ++stats_.fallbacks;
+    return false;
+  }
   // Present but unusable (corrupt, truncated, another model's or build's): never used, and removed so
   // the next eviction of this block writes a good one.
   ++stats_.rejected;
@@ -153,53 +139,7 @@ bool DiskTier::load(uint64_t hash, std::span<const int32_t> tokens, std::span<ui
   return false;
 }
 
-bool DiskTier::load_queued(uint64_t hash, std::span<const int32_t> tokens, std::span<uint8_t> out) {
-  // A block evicted moments ago may still wait for the writer: this process's own copy, no record yet.
-  std::lock_guard<std::mutex> lock(mu_);
-  for (const Pending& p : queue_) {
-    if (p.hash != hash || !std::equal(p.tokens.begin(), p.tokens.end(), tokens.begin(), tokens.end())) continue;
-    std::memcpy(out.data(), p.payload.data(), out.size());
-    ++stats_.hits;
-    return true;
-  }
-  return false;
-}
-
-void DiskTier::flush() {
-  std::unique_lock<std::mutex> lock(mu_);
-  idle_.wait(lock, [this] { return queue_.empty() && !writing_; });
-}
-
-void DiskTier::hold_writer_for_testing(bool hold) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    held_ = hold;
-  }
-  wake_.notify_all();
-}
-
-TierStats DiskTier::stats() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return stats_;
-}
-
-void DiskTier::writer_loop() {
-  std::unique_lock<std::mutex> lock(mu_);
-  for (;;) {
-    wake_.wait(lock, [this] { return stop_ || (!queue_.empty() && !held_); });
-    if (queue_.empty()) return;  // stopping, and everything queued is written
-    Pending p = std::move(queue_.front());
-    queue_.pop_front();
-    writing_ = true;
-    lock.unlock();
-    write_record(p);
-    lock.lock();
-    writing_ = false;
-    if (queue_.empty()) idle_.notify_all();
-  }
-}
-
-void DiskTier::write_record(const Pending& p) {
+void DiskTier::write_record(const TierWriteQueue::Block& p) {
   const std::string path = path_of(p.hash);
   // Written once: a record already there (this block's, by its name) is left as it is.
   if (::access(path.c_str(), F_OK) == 0) return;

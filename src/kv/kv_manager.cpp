@@ -102,12 +102,23 @@ Result<std::unique_ptr<KvManager>> KvManager::create(const ModelConfig& cfg, uin
     return make_error("KV cache: could not map " + std::to_string(n_blocks * per_block) +
                       " bytes of address space (budget " + std::to_string(mem) + " bytes)");
   std::unique_ptr<KvManager> m(new KvManager(std::move(arena), n_blocks, opt.block_size, fingerprint, opt));
+  const TierRecordShape shape = tier_shape_of(*m->arena_, cfg.n_head_kv, cfg.head_dim);
   if (!opt.disk.dir.empty()) {
-    AGENTKV_ASSIGN_OR_RETURN(m->disk_, DiskTier::open(opt.disk, fingerprint, tier_shape_of(*m->arena_, cfg.n_head_kv, cfg.head_dim)));
-    m->pool_.set_evict_hook([km = m.get()](int32_t b, uint64_t hash, std::span<const int32_t> tokens) {
-      km->disk_->store(hash, tokens, km->block_bytes(b));
-    });
+    std::unique_ptr<DiskTier> disk;
+    AGENTKV_ASSIGN_OR_RETURN(disk, DiskTier::open(opt.disk, fingerprint, shape));
+    m->disk_ = disk.get();
+    m->tiers_.push_back(std::move(disk));
   }
+  if (!opt.redis.nodes.empty()) {
+    std::unique_ptr<RedisTier> redis;
+    AGENTKV_ASSIGN_OR_RETURN(redis, RedisTier::open(opt.redis, fingerprint, shape));
+    m->redis_ = redis.get();
+    m->tiers_.push_back(std::move(redis));
+  }
+  if (!m->tiers_.empty())
+    m->pool_.set_evict_hook([km = m.get()](int32_t b, uint64_t hash, std::span<const int32_t> tokens) {
+      for (const auto& tier : km->tiers_) tier->store(hash, tokens, km->block_bytes(b));
+    });
   return m;
 }
 
@@ -129,10 +140,13 @@ std::span<const uint8_t> KvManager::block_bytes(int32_t b) const {
 }
 
 std::optional<int32_t> KvManager::restore_block(uint64_t hash, std::span<const int32_t> tokens) {
-  if (!disk_ || pool_.num_free() == 0) return std::nullopt;
+  if (tiers_.empty() || pool_.num_free() == 0) return std::nullopt;
   // Into a buffer first: a block is taken (possibly evicting a cached one) only for a valid record.
   restore_buf_.resize(size_t(bytes_per_block()));
-  if (!disk_->load(hash, tokens, restore_buf_)) return std::nullopt;
+  size_t hit = 0;
+  while (hit < tiers_.size() && !tiers_[hit]->load(hash, tokens, restore_buf_)) ++hit;
+  if (hit == tiers_.size()) return std::nullopt;
+  for (size_t i = 0; i < hit; ++i) tiers_[i]->store(hash, tokens, restore_buf_);
   const int32_t b = *pool_.allocate();
   std::memcpy(arena_->block_data(b), restore_buf_.data(), restore_buf_.size());
   pool_.insert(b, hash, tokens);

@@ -13,6 +13,7 @@
 
 #include "kv/block_pool.h"
 #include "kv/disk_tier.h"
+#include "kv/redis_tier.h"
 #include "model/kv_arena.h"
 #include "model/model_config.h"
 #include "util/status.h"
@@ -24,9 +25,11 @@ struct KvManagerOptions {
   int64_t mem_bytes = 0;        // budget for K/V values; 0: default_kv_mem_bytes()
   bool prefix_caching = true;
   BlockHashFn hash = hash_block_tokens;
-  // The disk tier below RAM (off while disk.dir is empty): evicted prefix blocks are written there
-  // and a prefix lookup that misses RAM restores them from it.
+  // The tiers below RAM, in lookup order: the disk (off while disk.dir is empty), then Redis (off
+  // while redis.nodes is empty). Evicted prefix blocks are written to each, and a prefix lookup that
+  // misses RAM restores them from the first that holds a valid record.
   DiskTierOptions disk;
+  RedisTierOptions redis;
 };
 
 // A quarter of physical RAM: leaves room for weights, logits and the rest of the system.
@@ -52,10 +55,13 @@ class KvManager {
   // Copies every layer's K and V of block src into block dst.
   void copy_block(int32_t src, int32_t dst);
 
-  // nullptr when the disk tier is off.
-  DiskTier* disk_tier() const { return disk_.get(); }
-  // On a prefix-index miss: a new block holding `hash`'s K/V restored from the disk tier, registered
-  // in the prefix index and referenced for the caller; nullopt when the tier is off, holds no valid
+  // The lower tiers, in lookup order; each by its kind (nullptr when off).
+  const std::vector<std::unique_ptr<KvTier>>& tiers() const { return tiers_; }
+  DiskTier* disk_tier() const { return disk_; }
+  RedisTier* redis_tier() const { return redis_; }
+  // On a prefix-index miss: a new block holding `hash`'s K/V restored from the first lower tier with
+  // a valid record (and given to the tiers above it too: a Redis hit lands on the local disk), registered
+  // in the prefix index and referenced for the caller; nullopt when no tier is on, none holds a valid
   // record for these tokens, or no block is free.
   std::optional<int32_t> restore_block(uint64_t hash, std::span<const int32_t> tokens);
 
@@ -66,7 +72,9 @@ class KvManager {
   std::unique_ptr<KvArena> arena_;
   BlockPool pool_;
   bool prefix_caching_;
-  std::unique_ptr<DiskTier> disk_;
+  std::vector<std::unique_ptr<KvTier>> tiers_;
+  DiskTier* disk_ = nullptr;
+  RedisTier* redis_ = nullptr;
   std::vector<uint8_t> restore_buf_;  // a record's payload, checked before a block is taken for it
 };
 

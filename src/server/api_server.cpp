@@ -66,6 +66,7 @@ Result<std::unique_ptr<ApiServer>> ApiServer::create(const std::vector<std::stri
     eo.kv.mem_bytes = kv_mem;
     eo.kv.block_size = opt.block_size;
     eo.kv.disk = opt.kv_disk;
+    eo.kv.redis = opt.kv_redis;
     eo.scheduler.max_batch_tokens = opt.max_batch_tokens;
     eo.max_n = opt.limits.max_n;
     std::unique_ptr<Engine> engine;

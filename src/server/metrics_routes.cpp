@@ -93,29 +93,44 @@ std::string metrics_text(const ServerState& s) {
     family(r.name, r.type, r.help);
     for (size_t i = 0; i < s.models.size(); ++i) sample(r.name, s.models[i].id, r.get(ms[i]));
   }
-  // Lower KV tiers, labelled by tier so the next one (Redis) adds samples, not names.
-  static const Row tier_rows[] = {
+  // Lower KV tiers, labelled by tier: the same names for the disk and Redis.
+  struct TierRow {
+    const char* name;
+    const char* type;
+    const char* help;
+    double (*get)(const TierStats&);
+    bool redis_knows;  // Redis expires records itself, so this process cannot know their bytes there
+  };
+  static const TierRow tier_rows[] = {
       {"agentkv_kv_tier_hits_total", "counter", "Prefix blocks restored from a lower KV tier instead of prefilled.",
-       [](const EngineMetrics& m) { return double(m.disk_tier.hits); }},
-      {"agentkv_kv_tier_misses_total", "counter", "Lower-tier lookups with no usable record (absent or rejected).",
-       [](const EngineMetrics& m) { return double(m.disk_tier.misses); }},
+       [](const TierStats& t) { return double(t.hits); }, true},
+      {"agentkv_kv_tier_misses_total", "counter", "Lower-tier lookups with no usable record (absent, rejected or unreachable).",
+       [](const TierStats& t) { return double(t.misses); }, true},
       {"agentkv_kv_tier_rejected_total", "counter",
        "Tier records that failed a check (corrupt, truncated, other model or format): deleted, never used.",
-       [](const EngineMetrics& m) { return double(m.disk_tier.rejected); }},
+       [](const TierStats& t) { return double(t.rejected); }, true},
+      {"agentkv_kv_tier_fallbacks_total", "counter",
+       "Lower-tier lookups answered as misses because the tier could not be read (down, timed out): recomputed.",
+       [](const TierStats& t) { return double(t.fallbacks); }, true},
       {"agentkv_kv_tier_writes_total", "counter", "Blocks evicted from RAM written to a lower KV tier.",
-       [](const EngineMetrics& m) { return double(m.disk_tier.writes); }},
+       [](const TierStats& t) { return double(t.writes); }, true},
       {"agentkv_kv_tier_write_drops_total", "counter", "Evicted blocks not written because the write queue was full.",
-       [](const EngineMetrics& m) { return double(m.disk_tier.write_drops); }},
-      {"agentkv_kv_tier_write_errors_total", "counter", "Tier writes that failed (nothing was left visible).",
-       [](const EngineMetrics& m) { return double(m.disk_tier.write_errors); }},
+       [](const TierStats& t) { return double(t.write_drops); }, true},
+      {"agentkv_kv_tier_write_errors_total", "counter",
+       "Tier writes that failed, the tier being down included (nothing was left visible).",
+       [](const TierStats& t) { return double(t.write_errors); }, true},
       {"agentkv_kv_tier_bytes", "gauge", "Bytes of this model's records in a lower KV tier.",
-       [](const EngineMetrics& m) { return double(m.disk_tier.bytes); }},
+       [](const TierStats& t) { return double(t.bytes); }, false},
   };
-  if (!s.opt.kv_disk.dir.empty())
-    for (const Row& r : tier_rows) {
-      family(r.name, r.type, r.help);
-      for (size_t i = 0; i < s.models.size(); ++i) sample(r.name, s.models[i].id, r.get(ms[i]), ",tier=\"disk\"");
+  const bool disk_on = !s.opt.kv_disk.dir.empty(), redis_on = !s.opt.kv_redis.nodes.empty();
+  for (const TierRow& r : tier_rows) {
+    if (!disk_on && !(redis_on && r.redis_knows)) continue;
+    family(r.name, r.type, r.help);
+    for (size_t i = 0; i < s.models.size(); ++i) {
+      if (disk_on) sample(r.name, s.models[i].id, r.get(ms[i].disk_tier), ",tier=\"disk\"");
+      if (redis_on && r.redis_knows) sample(r.name, s.models[i].id, r.get(ms[i].redis_tier), ",tier=\"redis\"");
     }
+  }
   auto histogram = [&](const char* name, const char* help, const LatencyHistogram EngineMetrics::*field) {
     family(name, "histogram", help);
     for (size_t i = 0; i < s.models.size(); ++i) {

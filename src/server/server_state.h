@@ -30,6 +30,8 @@ struct ServeOptions {
   int block_size = 16;
   // The KV disk tier (kv/disk_tier.h): dir (empty: off) and each model's size budget there (0: none).
   DiskTierOptions kv_disk;
+  // The KV Redis tier (kv/redis_tier.h) below the disk: nodes (empty: off), TTL and lookup timeout.
+  RedisTierOptions kv_redis;
   int threads = 0;
   // Tokens per engine step: decode tokens first, then prefill chunks in what is left, so a long
   // prompt is prefilled a chunk per step while other sequences keep decoding.

@@ -60,6 +60,28 @@ inline RequestCallback collect_into(RequestOut* out, bool* finished) {
   };
 }
 
+// One request alone through e, run to its end.
+inline RequestOut run_one_request(Engine& e, const RequestParams& p) {
+  RequestOut out;
+  bool done = false;
+  auto id = e.add_request(p, collect_into(&out, &done));
+  EXPECT_TRUE(id.ok()) << id.error();
+  EXPECT_TRUE(e.run_until_idle().ok());
+  EXPECT_TRUE(done);
+  return out;
+}
+
+// Runs other prompts through e until none of `prompt`'s blocks is left in RAM: a small KV budget
+// evicts them (to the lower tiers, when e has any). Its first block is evicted last.
+inline void evict_prompt_blocks(Engine& e, const LoadedModel& lm, const std::vector<int32_t>& prompt) {
+  const auto fillers = genesis_prompts(8, 300, 300, 7919);
+  size_t used = 0;
+  while (cached_prefix_tokens(e.kv(), prompt, 0) > 0) {
+    ASSERT_LT(used, fillers.size()) << "the fillers did not evict the prompt's blocks";
+    run_one_request(e, greedy_request(lm, fillers[used++], 1));
+  }
+}
+
 // All requests at once (batched) or each alone, in a fresh engine with these options.
 inline std::vector<RequestOut> run_engine(const LoadedModel& lm, ThreadPool& pool, const EngineOptions& eo,
                                           const std::vector<RequestParams>& reqs, bool one_at_a_time,

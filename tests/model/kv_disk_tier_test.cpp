@@ -14,20 +14,12 @@ namespace {
 
 using testing::genesis_prompts;
 using testing::greedy_request;
+using testing::evict_prompt_blocks;
 using testing::real_model;
 using testing::RequestOut;
+using testing::run_one_request;
 
 constexpr int kBlock = 16;
-
-RequestOut run_one(Engine& e, const RequestParams& p) {
-  RequestOut out;
-  bool done = false;
-  auto id = e.add_request(p, testing::collect_into(&out, &done));
-  EXPECT_TRUE(id.ok()) << id.error();
-  EXPECT_TRUE(e.run_until_idle().ok());
-  EXPECT_TRUE(done);
-  return out;
-}
 
 class KvDiskTierModelTest : public ::testing::TestWithParam<std::string> {};
 
@@ -46,20 +38,14 @@ TEST_P(KvDiskTierModelTest, EvictedPrefixRestoresFromDiskBitIdentical) {
   ASSERT_TRUE(engine.ok()) << engine.error();
   Engine& e = **engine;
 
-  const RequestOut first = run_one(e, a);
-  // Other prompts until the first one's prefix is gone from RAM (its first block is evicted last).
-  const auto fillers = genesis_prompts(8, 300, 300, 7919);
-  size_t used = 0;
-  while (cached_prefix_tokens(e.kv(), a.prompt, 0) > 0) {
-    ASSERT_LT(used, fillers.size()) << "the fillers did not evict the prompt's blocks";
-    run_one(e, greedy_request(lm, fillers[used++], 1));
-  }
+  const RequestOut first = run_one_request(e, a);
+  ASSERT_NO_FATAL_FAILURE(evict_prompt_blocks(e, lm, a.prompt));
   e.kv().disk_tier()->flush();
   const EngineMetrics before = e.metrics();
   EXPECT_EQ(before.disk_tier.write_drops, 0u);
   EXPECT_GE(int64_t(before.disk_tier.writes), int64_t(a.prompt.size() - 1) / kBlock);
 
-  const RequestOut again = run_one(e, a);
+  const RequestOut again = run_one_request(e, a);
   const EngineMetrics after = e.metrics();
   const int64_t full_blocks = int64_t(a.prompt.size() - 1) / kBlock;
   EXPECT_EQ(again[0].n_cached, full_blocks * kBlock) << "every full prefix block restored";

@@ -226,24 +226,7 @@ TEST(DiskTier, RefusesADirectoryItCannotCreate) {
 // Through KvManager: blocks of a released prompt are evicted by other work, written to disk, and a
 // later prompt with the same prefix gets them back (same bytes, no RAM hit) instead of recomputing.
 std::unique_ptr<KvManager> manager_with_disk(const std::string& dir, int64_t n_blocks) {
-  KvManagerOptions opt;
-  opt.block_size = kBlock;
-  opt.mem_bytes = n_blocks * kDiskBlockBytes;
-  opt.disk.dir = dir;
-  auto m = KvManager::create(tiny_config(), kDiskFp, opt);
-  EXPECT_TRUE(m.ok()) << m.error();
-  return std::move(m).value();
-}
-
-// Commits tokens, filling each new block's K/V with a pattern derived from its first token.
-void prefill(KvSequence& s, const Tokens& t) {
-  ASSERT_TRUE(s.reserve(int64_t(t.size())));
-  const KvManager& m = s.manager();
-  for (size_t i = 0; i < t.size(); i += kBlock) {
-    auto* p = reinterpret_cast<uint8_t*>(m.arena().block_data(s.blocks()[i / kBlock]));
-    for (int64_t j = 0; j < kDiskBlockBytes; ++j) p[j] = uint8_t(t[i] * 31 + j);
-  }
-  s.commit(t);
+  return testing_kv::make_tiered_manager(n_blocks, kDiskFp, DiskTierOptions{dir});
 }
 
 TEST(DiskTier, EvictedPrefixBlocksAreRestoredBitForBit) {
@@ -253,7 +236,7 @@ TEST(DiskTier, EvictedPrefixBlocksAreRestoredBitForBit) {
   std::vector<std::vector<uint8_t>> bytes;
   {
     KvSequence a(*m);
-    prefill(a, Tokens(prompt.begin(), prompt.begin() + 8));
+    testing_kv::commit_patterned(a, Tokens(prompt.begin(), prompt.begin() + 8));
     for (int32_t b : a.blocks()) {
       auto* p = reinterpret_cast<const uint8_t*>(m->arena().block_data(b));
       bytes.emplace_back(p, p + kDiskBlockBytes);
@@ -261,7 +244,7 @@ TEST(DiskTier, EvictedPrefixBlocksAreRestoredBitForBit) {
   }
   {
     KvSequence other(*m);  // three blocks of other tokens evict both cached blocks
-    prefill(other, Tokens{50, 51, 52, 53, 60, 61, 62, 63, 70, 71, 72, 73});
+    testing_kv::commit_patterned(other, Tokens{50, 51, 52, 53, 60, 61, 62, 63, 70, 71, 72, 73});
   }
   m->disk_tier()->flush();
   EXPECT_EQ(m->disk_tier()->stats().writes, 2u);
@@ -285,12 +268,12 @@ TEST(DiskTier, ACorruptRecordEndsThePrefixMatchThere) {
   uint64_t second_hash = 0;
   {
     KvSequence a(*m);
-    prefill(a, Tokens(prompt.begin(), prompt.begin() + 8));
+    testing_kv::commit_patterned(a, Tokens(prompt.begin(), prompt.begin() + 8));
     second_hash = m->pool().chain_hash(m->pool().chain_hash(0, Tokens{1, 2, 3, 4}, 0), Tokens{5, 6, 7, 8}, 0);
   }
   {
     KvSequence other(*m);
-    prefill(other, Tokens{50, 51, 52, 53, 60, 61, 62, 63, 70, 71, 72, 73});
+    testing_kv::commit_patterned(other, Tokens{50, 51, 52, 53, 60, 61, 62, 63, 70, 71, 72, 73});
   }
   m->disk_tier()->flush();
   const std::string second = m->disk_tier()->path_of(second_hash);

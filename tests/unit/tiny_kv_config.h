@@ -26,17 +26,42 @@ inline ModelConfig tiny_config() {
 inline constexpr int64_t kTinyBlockBytes4 = 2 * 2 * 4 * 4 * 2;  // per block of 4 tokens
 inline constexpr int kBlock = 4;
 
-// A manager of n_blocks blocks of kBlock tokens over tiny_config().
-inline std::unique_ptr<KvManager> make_manager(int64_t n_blocks, bool prefix_caching = true,
-                                               BlockHashFn hash = hash_block_tokens, uint64_t fingerprint = 77) {
-  KvManagerOptions opt;
+// A manager of n_blocks blocks of kBlock tokens over tiny_config(), with the rest of opt as given.
+inline std::unique_ptr<KvManager> make_manager_with(int64_t n_blocks, uint64_t fingerprint, KvManagerOptions opt) {
   opt.block_size = kBlock;
   opt.mem_bytes = n_blocks * kTinyBlockBytes4;
-  opt.prefix_caching = prefix_caching;
-  opt.hash = hash;
   auto m = KvManager::create(tiny_config(), fingerprint, opt);
   EXPECT_TRUE(m.ok()) << m.error();
   return std::move(m).value();
+}
+
+inline std::unique_ptr<KvManager> make_manager(int64_t n_blocks, bool prefix_caching = true,
+                                               BlockHashFn hash = hash_block_tokens, uint64_t fingerprint = 77) {
+  KvManagerOptions opt;
+  opt.prefix_caching = prefix_caching;
+  opt.hash = hash;
+  return make_manager_with(n_blocks, fingerprint, opt);
+}
+
+// With lower tiers below RAM (each off when its options are empty): what the tier tests evict from
+// and restore into.
+inline std::unique_ptr<KvManager> make_tiered_manager(int64_t n_blocks, uint64_t fingerprint, const DiskTierOptions& disk,
+                                                      const RedisTierOptions& redis = {}) {
+  KvManagerOptions opt;
+  opt.disk = disk;
+  opt.redis = redis;
+  return make_manager_with(n_blocks, fingerprint, opt);
+}
+
+// Reserves and commits tokens, filling each new block's K/V with a pattern of its first token, so
+// a block restored from a tier can be compared byte for byte.
+inline void commit_patterned(KvSequence& s, const std::vector<int32_t>& t) {
+  ASSERT_TRUE(s.reserve(int64_t(t.size())));
+  for (size_t i = 0; i < t.size(); i += kBlock) {
+    auto* p = reinterpret_cast<uint8_t*>(s.manager().arena().block_data(s.blocks()[i / kBlock]));
+    for (int64_t j = 0; j < kTinyBlockBytes4; ++j) p[j] = uint8_t(t[i] * 31 + j);
+  }
+  s.commit(t);
 }
 
 inline std::vector<int32_t> iota_tokens(int n, int32_t first = 100) {
