@@ -19,8 +19,10 @@ run_main=1
 # bench-agents --plot). libgtest-dev: the build tree is configured with its tests (built only by
 # scripts/test.sh), so that tree serves both scripts without a second configuration. libhiredis-dev (found
 # through pkg-config): the client of the KV Redis tier; redis-server: the Redis the tests start themselves.
+# nginx-light and iproute2: the load balancer (deploy/nginx-agentkv.conf.in) and the network namespaces of
+# the multi-server test (tests/e2e/kv_cluster_e2e.py), which starts and stops both itself.
 scripts/apt_install.sh build-essential cmake pkg-config libgtest-dev python3 python3-pip python3-venv bible-kjv \
-  python3-matplotlib nlohmann-json3-dev libhiredis-dev redis-server
+  python3-matplotlib nlohmann-json3-dev libhiredis-dev redis-server nginx-light iproute2
 
 python3 scripts/fetch_models.py smollm2 gemma3
 

@@ -90,3 +90,4 @@ agentkv_e2e_test(server.soak_e2e soak_e2e.py 300)
 agentkv_e2e_test(server.tool_formats_e2e tool_formats_e2e.py 600)
 
 agentkv_e2e_test(server.kv_tier_e2e kv_tier_e2e.py 600)
+agentkv_e2e_test(server.kv_cluster_e2e kv_cluster_e2e.py 900)

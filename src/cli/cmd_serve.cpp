@@ -123,10 +123,10 @@ int cmd_serve(int argc, char** argv) {
   const RedisTierOptions redis_defaults;
   int64_t kv_redis_ttl = redis_defaults.ttl_s, kv_redis_timeout_ms = redis_defaults.timeout_ms;
   p.add_string("--kv-redis", &kv_redis,
-               "Redis nodes of the KV tier below the disk, host:port[,host:port...]: prefix blocks evicted from RAM "
-               "are written there (in the background, set-if-absent) and restored instead of prefilled, also by "
-               "other agentkv servers pointed at the same nodes; keys are sharded over the nodes by block hash "
-               "(default: off)");
+               "Redis nodes of the KV tier below the disk, host:port[,host:port...]: every exact full prefix block "
+               "is written there as soon as it is computed (in the background, set-if-absent) and restored "
+               "instead of prefilled, by this server after eviction and by every other agentkv server pointed "
+               "at the same nodes; keys are sharded over the nodes by block hash (default: off)");
   p.add_int("--kv-redis-ttl", &kv_redis_ttl, "seconds a block's record lives in Redis (with --kv-redis)", 1,
             int64_t(1) << 30);
   p.add_int("--kv-redis-timeout-ms", &kv_redis_timeout_ms,

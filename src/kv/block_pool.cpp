@@ -134,17 +134,18 @@ bool BlockPool::contains(uint64_t hash, std::span<const int32_t> tokens) const {
   return std::equal(tokens.begin(), tokens.end(), stored);
 }
 
-void BlockPool::insert(int32_t block, uint64_t hash, std::span<const int32_t> tokens) {
+bool BlockPool::insert(int32_t block, uint64_t hash, std::span<const int32_t> tokens) {
   AGENTKV_CHECK(block >= 0 && block < n_blocks_);
   AGENTKV_CHECK(tokens.size() == size_t(block_size_));
   AGENTKV_CHECK(refcount_[size_t(block)] > 0);
-  if (index_.count(hash)) return;
+  if (index_.count(hash)) return false;
   // A full block's contents never change, so a cached block has no second hash.
   AGENTKV_CHECK(!cached_[size_t(block)]);
   index_.emplace(hash, block);
   block_hash_[size_t(block)] = hash;
   cached_[size_t(block)] = 1;
   std::copy(tokens.begin(), tokens.end(), block_tokens_.begin() + ptrdiff_t(size_t(block) * size_t(block_size_)));
+  return true;
 }
 
 std::vector<int32_t> BlockPool::free_queue() const {

@@ -72,8 +72,9 @@ class BlockPool {
   // Whether lookup would hit, without taking a reference or counting a lookup (planning a request).
   bool contains(uint64_t hash, std::span<const int32_t> tokens) const;
   // Registers a full, referenced block under hash (tokens.size() == block_size). If another block
-  // already holds this hash the index keeps that one and this block stays uncached.
-  void insert(int32_t block, uint64_t hash, std::span<const int32_t> tokens);
+  // already holds this hash the index keeps that one and this block stays uncached. Returns true
+  // when this block was registered (false: the hash was already cached).
+  bool insert(int32_t block, uint64_t hash, std::span<const int32_t> tokens);
 
   // Called with a cached block, its hash and tokens just before allocate() evicts it for new
   // contents: its K/V is still intact, so a lower tier can keep a copy (KvManager sets this).

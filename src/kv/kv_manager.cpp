@@ -115,9 +115,12 @@ Result<std::unique_ptr<KvManager>> KvManager::create(const ModelConfig& cfg, uin
     m->redis_ = redis.get();
     m->tiers_.push_back(std::move(redis));
   }
+  for (const auto& tier : m->tiers_) m->any_shared_tier_ |= tier->shared();
+  // A shared tier got the block when it was computed (publish_block): eviction writes the local ones.
   if (!m->tiers_.empty())
     m->pool_.set_evict_hook([km = m.get()](int32_t b, uint64_t hash, std::span<const int32_t> tokens) {
-      for (const auto& tier : km->tiers_) tier->store(hash, tokens, km->block_bytes(b));
+      for (const auto& tier : km->tiers_)
+        if (!tier->shared()) tier->store(hash, tokens, km->block_bytes(b));
     });
   return m;
 }
@@ -146,11 +149,18 @@ std::optional<int32_t> KvManager::restore_block(uint64_t hash, std::span<const i
   size_t hit = 0;
   while (hit < tiers_.size() && !tiers_[hit]->load(hash, tokens, restore_buf_)) ++hit;
   if (hit == tiers_.size()) return std::nullopt;
-  for (size_t i = 0; i < hit; ++i) tiers_[i]->store(hash, tokens, restore_buf_);
+  for (size_t i = 0; i < tiers_.size(); ++i)
+    if (i < hit || (i > hit && tiers_[i]->shared())) tiers_[i]->store(hash, tokens, restore_buf_);
   const int32_t b = *pool_.allocate();
   std::memcpy(arena_->block_data(b), restore_buf_.data(), restore_buf_.size());
   pool_.insert(b, hash, tokens);
   return b;
+}
+
+void KvManager::publish_block(int32_t b, uint64_t hash, std::span<const int32_t> tokens) {
+  if (!any_shared_tier_) return;
+  for (const auto& tier : tiers_)
+    if (tier->shared()) tier->store(hash, tokens, block_bytes(b));
 }
 
 KvSequence::KvSequence(KvManager& m, uint64_t salt) : m_(&m), salt_(salt) {}
@@ -273,7 +283,8 @@ void KvSequence::commit(std::span<const int32_t> tokens) {
     const std::span<const int32_t> block_tokens(tokens_.data() + i * bs, size_t(bs));
     const uint64_t h = pool.chain_hash(i == 0 ? 0 : hashes_[size_t(i - 1)], block_tokens, salt_);
     hashes_.push_back(h);
-    if (m_->prefix_caching() && (i + 1) * bs <= approx_from_) pool.insert(blocks_[size_t(i)], h, block_tokens);
+    if (m_->prefix_caching() && (i + 1) * bs <= approx_from_ && pool.insert(blocks_[size_t(i)], h, block_tokens))
+      m_->publish_block(blocks_[size_t(i)], h, block_tokens);
   }
 }
 

@@ -60,10 +60,14 @@ class KvManager {
   DiskTier* disk_tier() const { return disk_; }
   RedisTier* redis_tier() const { return redis_; }
   // On a prefix-index miss: a new block holding `hash`'s K/V restored from the first lower tier with
-  // a valid record (and given to the tiers above it too: a Redis hit lands on the local disk), registered
-  // in the prefix index and referenced for the caller; nullopt when no tier is on, none holds a valid
-  // record for these tokens, or no block is free.
+  // a valid record (and given to the tiers above it too: a Redis hit lands on the local disk; and to
+  // the shared tiers below it: a disk hit reaches the other servers), registered in the prefix index
+  // and referenced for the caller; nullopt when no tier is on, none holds a valid record for these
+  // tokens, or no block is free.
   std::optional<int32_t> restore_block(uint64_t hash, std::span<const int32_t> tokens);
+  // A block just computed and registered in the prefix index: queued for the shared tiers (Redis), so
+  // another server restores it instead of prefilling. Never waits for I/O.
+  void publish_block(int32_t b, uint64_t hash, std::span<const int32_t> tokens);
 
  private:
   KvManager(std::unique_ptr<KvArena> arena, int64_t n_blocks, int block_size, uint64_t fingerprint,
@@ -73,6 +77,7 @@ class KvManager {
   BlockPool pool_;
   bool prefix_caching_;
   std::vector<std::unique_ptr<KvTier>> tiers_;
+  bool any_shared_tier_ = false;
   DiskTier* disk_ = nullptr;
   RedisTier* redis_ = nullptr;
   std::vector<uint8_t> restore_buf_;  // a record's payload, checked before a block is taken for it

@@ -32,6 +32,10 @@ class KvTier {
   virtual ~KvTier();
   // "disk", "redis": the label of the tier's /metrics samples.
   virtual const char* name() const = 0;
+  // A tier several servers read (Redis): KvManager writes every exact block to it as soon as the block
+  // is computed, so another server fetches it instead of prefilling. A local tier (the disk) is
+  // written only when a block leaves RAM.
+  virtual bool shared() const { return false; }
   // Queues the block for writing (a copy); never waits for I/O. Dropped and counted when the queue is full.
   void store(uint64_t hash, std::span<const int32_t> tokens, std::span<const uint8_t> payload);
   // Copies the payload of `hash`'s record into out when the tier holds one that passes every check

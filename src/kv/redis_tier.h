@@ -1,5 +1,5 @@
-// The Redis tier: full KV blocks evicted from RAM kept in one or more Redis nodes, so another agentkv
-// process (or this one, later) restores them instead of prefilling. One tier record
+// The Redis tier: every exact full KV block, written as soon as it is computed, kept in one or more Redis
+// nodes, so another agentkv process (or this one, later) restores it instead of prefilling. One tier record
 // (kv/tier_record.h) per block under agentkv:v<record version>:<fingerprint hex>:<block hash hex>,
 // written once (SET NX) with a TTL by a background writer on its own connections; lookups GET on
 // the caller's thread with a short timeout. A record that fails a check is deleted and never used;
@@ -32,7 +32,9 @@ struct RedisTierOptions {
   std::vector<RedisNode> nodes;  // empty: the tier is off
   int ttl_s = 3600;              // each record's lifetime in Redis
   int timeout_ms = 50;           // connect and command timeout of lookups (the engine thread waits this long at most)
-  int max_queued = 64;           // blocks waiting to be written; more are dropped
+  // Blocks waiting to be written; more are dropped. Every computed block is written (the tier is
+  // shared), so a long prompt queues tens at once: 256 SmolLM2 blocks are ~94 MB.
+  int max_queued = 256;
   // After a node fails, the next attempt waits retry_min_ms, doubling per failure up to retry_max_ms.
   int retry_min_ms = 250;
   int retry_max_ms = 8000;
@@ -49,6 +51,7 @@ class RedisTier final : public KvTier {
   RedisTier& operator=(const RedisTier&) = delete;
 
   const char* name() const override { return "redis"; }
+  bool shared() const override { return true; }
   bool load(uint64_t hash, std::span<const int32_t> tokens, std::span<uint8_t> out) override;
 
   // The key of `hash`'s record, and the index in opt.nodes of the node that holds it.

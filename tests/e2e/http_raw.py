@@ -11,21 +11,24 @@ import urllib.error
 import urllib.request
 
 
-def start_server(binary, extra_args=(), models=("smollm2",), kv_mem="256M", round_sharing=False):
+def start_server(binary, extra_args=(), models=("smollm2",), kv_mem="256M", round_sharing=False, host=None,
+                 prefix=()):
     """Starts `agentkv serve` on a free port; returns (process, port) once it says where it listens.
 
     Round sharing is off unless asked for: with it on, the server runs its KV-sharing quality gate per
-    model before it listens (minutes on two cores the first time; cached after that)."""
+    model before it listens (minutes on two cores the first time; cached after that). host: the address
+    to bind (127.0.0.1 when None); prefix: a command that runs it elsewhere (netns.Hosts.prefix)."""
     model_args = [a for m in models for a in ("-m", m)]
     sharing = [] if round_sharing else ["--round-sharing", "off"]
-    proc = subprocess.Popen([binary, "serve", *model_args, "--port", "0", "--kv-mem", kv_mem, "-t", "2",
-                             *sharing, *extra_args], stderr=subprocess.PIPE, text=True)
+    bind = ["--host", host] if host else []
+    proc = subprocess.Popen([*prefix, binary, "serve", *model_args, *bind, "--port", "0", "--kv-mem", kv_mem,
+                             "-t", "2", *sharing, *extra_args], stderr=subprocess.PIPE, text=True)
     deadline = time.time() + (1200 if round_sharing else 120)
     while time.time() < deadline:
         line = proc.stderr.readline()
         if not line:
             raise RuntimeError(f"server exited early (rc={proc.poll()})")
-        m = re.search(r"on http://127\.0\.0\.1:(\d+)", line)
+        m = re.search(r"on http://[0-9a-f.:\[\]]+:(\d+)$", line.rstrip())
         if m:
             return proc, int(m.group(1))
     raise RuntimeError("server did not report its port")

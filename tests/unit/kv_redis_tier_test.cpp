@@ -235,8 +235,9 @@ TEST_F(KvRedisTier, TwoNodesEachHoldTheirKeys) {
   EXPECT_EQ(t->stats().writes, 16u);
 }
 
-// Through KvManager: blocks one manager evicted to Redis are restored by a second, fresh manager of the
-// same model (what a second server does), bit for bit, and copied to that manager's disk tier above.
+// Through KvManager: Redis is shared by several servers, so a block goes to it as soon as it is computed
+// (not when it leaves RAM, and not again then); a second, fresh manager of the same model (what a
+// second server does) restores it bit for bit and copies it to its disk tier above.
 TEST_F(KvRedisTier, ASecondManagerRestoresFromRedisAndKeepsItOnDisk) {
   const Tokens prompt{1, 2, 3, 4, 5, 6, 7, 8, 9};
   std::vector<std::vector<uint8_t>> bytes;
@@ -249,11 +250,13 @@ TEST_F(KvRedisTier, ASecondManagerRestoresFromRedisAndKeepsItOnDisk) {
         auto* p = reinterpret_cast<const uint8_t*>(first->arena().block_data(b));
         bytes.emplace_back(p, p + kRedisBlockBytes);
       }
+      first->redis_tier()->flush();
+      EXPECT_EQ(first->redis_tier()->stats().writes, 2u) << "written when computed, still in RAM";
     }
-    KvSequence other(*first);  // evicts both cached blocks into Redis
+    KvSequence other(*first);  // evicts both cached blocks: Redis has them already
     testing_kv::commit_patterned(other, Tokens{50, 51, 52, 53, 60, 61, 62, 63, 70, 71, 72, 73});
     first->redis_tier()->flush();
-    EXPECT_EQ(first->redis_tier()->stats().writes, 2u);
+    EXPECT_EQ(first->redis_tier()->stats().writes, 5u) << "the three new blocks; the evicted two not again";
   }
   const std::string dir = ::testing::TempDir() + "agentkv_redis_tier_disk_" + std::to_string(::getpid());
   std::filesystem::remove_all(dir);
