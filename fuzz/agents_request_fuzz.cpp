@@ -33,6 +33,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto e = agentkv::parse_round(*j, limits, al, &round);
   check(e);
   if (!e && round.agents.empty()) __builtin_trap();
+  agentkv::AgentExport imported;
+  e = agentkv::parse_agent_import(*j, limits, al, &imported);
+  check(e);
+  if (!e && imported.model.empty()) __builtin_trap();
   agentkv::StepScoreRequest score;
   e = agentkv::parse_step_score(*j, limits, al, &score);
   check(e);

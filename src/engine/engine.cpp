@@ -620,4 +620,9 @@ const KvSequence* Engine::retained(uint64_t handle) const {
   return it == retained_.end() ? nullptr : it->second.get();
 }
 
+int64_t Engine::publish_retained(uint64_t handle) {
+  if (const KvSequence* s = retained(handle)) return kv_->publish_sequence(*s);
+  return compact_.count(handle) ? 0 : -1;
+}
+
 }  // namespace agentkv

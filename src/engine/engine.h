@@ -117,6 +117,10 @@ class Engine {
   std::shared_ptr<const KvSequence> share_retained(uint64_t handle) const;
   // nullptr if unknown or compacted.
   const KvSequence* retained(uint64_t handle) const;
+  // Queues the exact full blocks of a dense snapshot for the shared KV tiers again
+  // (KvManager::publish_sequence), before its agent moves to another server; the blocks queued (0 for
+  // a compact snapshot: its exact prefix was published when computed), -1 for an unknown handle.
+  int64_t publish_retained(uint64_t handle);
   size_t n_retained() const { return retained_.size() + compact_.size(); }
   // Master–diff storage (engine/compact_context.h): replaces the dense snapshot `handle`, whose
   // slots [seg_begin, …) hold the segment the KV collector built from the snapshot `master`

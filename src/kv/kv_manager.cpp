@@ -163,6 +163,30 @@ void KvManager::publish_block(int32_t b, uint64_t hash, std::span<const int32_t>
     if (tier->shared()) tier->store(hash, tokens, block_bytes(b));
 }
 
+int64_t KvManager::publish_sequence(const KvSequence& seq) {
+  if (!any_shared_tier_) return 0;
+  const int64_t bs = block_size();
+  const int64_t n_exact = std::min<int64_t>(seq.approximate_from(), int64_t(seq.block_hashes().size()) * bs) / bs;
+  int64_t queued = 0;
+  for (int64_t i = 0; i < n_exact; ++i) {
+    const std::span<const int32_t> tokens(seq.tokens().data() + i * bs, size_t(bs));
+    publish_block(seq.blocks()[size_t(i)], seq.block_hashes()[size_t(i)], tokens);
+    ++queued;
+  }
+  return queued;
+}
+
+bool KvManager::flush_shared_tiers(std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  bool all = true;
+  for (const auto& tier : tiers_)
+    if (tier->shared())
+      all = tier->flush_for(std::chrono::duration_cast<std::chrono::milliseconds>(
+                std::max(deadline - std::chrono::steady_clock::now(), std::chrono::steady_clock::duration::zero()))) &&
+            all;
+  return all;
+}
+
 KvSequence::KvSequence(KvManager& m, uint64_t salt) : m_(&m), salt_(salt) {}
 
 KvSequence::~KvSequence() { release(); }

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -37,6 +38,8 @@ int64_t default_kv_mem_bytes();
 // "1073741824", "512M", "4G", "1.5GiB", "64k" → bytes; an error names the malformed text.
 Result<int64_t> parse_byte_size(std::string_view text);
 
+class KvSequence;
+
 class KvManager {
  public:
   // Fails (one line naming the sizes) when the budget holds less than one block.
@@ -68,6 +71,13 @@ class KvManager {
   // A block just computed and registered in the prefix index: queued for the shared tiers (Redis), so
   // another server restores it instead of prefilling. Never waits for I/O.
   void publish_block(int32_t b, uint64_t hash, std::span<const int32_t> tokens);
+  // Queues every exact full block of `seq` for the shared tiers again (set-if-absent: a record already
+  // there stays), for a context about to move to another server (agent migration). Returns the
+  // blocks queued (0 without a shared tier).
+  int64_t publish_sequence(const KvSequence& seq);
+  // Waits (any thread) until the shared tiers wrote what is queued, for at most `timeout`; false when
+  // blocks still wait then.
+  bool flush_shared_tiers(std::chrono::milliseconds timeout);
 
  private:
   KvManager(std::unique_ptr<KvArena> arena, int64_t n_blocks, int block_size, uint64_t fingerprint,
@@ -101,6 +111,8 @@ class KvSequence {
   const std::vector<int32_t>& blocks() const { return blocks_; }
   // Tokens whose K/V is in the blocks (slots [0, n_tokens())).
   const std::vector<int32_t>& tokens() const { return tokens_; }
+  // The chained hash of each full block, in order.
+  const std::vector<uint64_t>& block_hashes() const { return hashes_; }
   int64_t n_tokens() const { return int64_t(tokens_.size()); }
   uint64_t salt() const { return salt_; }
   KvManager& manager() const { return *m_; }

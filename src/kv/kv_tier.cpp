@@ -27,6 +27,8 @@ bool KvTier::load_queued(uint64_t hash, std::span<const int32_t> tokens, std::sp
 
 void KvTier::flush() { writes_->flush(); }
 
+bool KvTier::flush_for(std::chrono::milliseconds timeout) { return writes_->flush_for(timeout); }
+
 TierStats KvTier::stats() const {
   std::lock_guard<std::mutex> lock(mu_);
   return stats_;

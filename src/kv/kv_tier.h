@@ -4,6 +4,7 @@
 // out a record that failed a check.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -44,6 +45,8 @@ class KvTier {
   virtual bool load(uint64_t hash, std::span<const int32_t> tokens, std::span<uint8_t> out) = 0;
   // Waits until every queued block is written (or failed).
   void flush();
+  // flush() for at most `timeout`: false when blocks still wait then. Any thread.
+  bool flush_for(std::chrono::milliseconds timeout);
   TierStats stats() const;
   // Tests hold the writer to fill the queue; stores still queue (and drop) while it is held.
   void hold_writer_for_testing(bool hold);

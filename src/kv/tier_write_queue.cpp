@@ -45,6 +45,11 @@ void TierWriteQueue::flush() {
   idle_.wait(lock, [this] { return queue_.empty() && !writing_; });
 }
 
+bool TierWriteQueue::flush_for(std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(mu_);
+  return idle_.wait_for(lock, timeout, [this] { return queue_.empty() && !writing_; });
+}
+
 void TierWriteQueue::hold_for_testing(bool hold) {
   {
     std::lock_guard<std::mutex> lock(mu_);

@@ -5,6 +5,7 @@
 // repeated right after its blocks were evicted restores them before they reach the tier.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -38,6 +39,8 @@ class TierWriteQueue {
   bool copy_queued(uint64_t hash, std::span<const int32_t> tokens, std::span<uint8_t> out) const;
   // Waits until the queue is empty and nothing is being written.
   void flush();
+  // flush() for at most `timeout`: false when blocks still wait then.
+  bool flush_for(std::chrono::milliseconds timeout);
   // Tests hold the writer to fill the queue; pushes still queue (and fail when full) while it is held.
   void hold_for_testing(bool hold);
 

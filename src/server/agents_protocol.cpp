@@ -189,6 +189,87 @@ Json agent_json(const AgentView& a) {
           {"busy", a.busy}};
 }
 
+namespace {
+
+// One message as /v1/chat/completions takes it (parse_messages reads it back).
+Json chat_message_json(const ChatMessage& m) {
+  Json j = {{"role", m.role}, {"content", m.content}};
+  if (!m.name.empty()) j["name"] = m.name;
+  if (!m.tool_call_id.empty()) j["tool_call_id"] = m.tool_call_id;
+  if (!m.tool_calls.empty()) {
+    Json calls = Json::array();
+    for (const ChatToolCall& c : m.tool_calls)
+      calls.push_back({{"id", c.id}, {"type", "function"}, {"function", {{"name", c.name}, {"arguments", c.arguments}}}});
+    j["tool_calls"] = std::move(calls);
+  }
+  return j;
+}
+
+}  // namespace
+
+Json agent_export_json(const AgentExport& a) {
+  Json msgs = Json::array();
+  for (const ChatMessage& m : a.messages) msgs.push_back(chat_message_json(m));
+  return {{"object", "agent.export"},
+          {"format", kAgentExportFormat},
+          {"id", a.id},
+          {"name", a.name},
+          {"model", a.model},
+          {"ttl_seconds", a.ttl_s},
+          {"messages", std::move(msgs)},
+          {"segments", a.segments},
+          {"last_answer", a.last_answer},
+          {"resident_tokens", a.resident_tokens},
+          {"kv", {{"published_blocks", a.published_blocks}, {"published", a.published}}}};
+}
+
+std::optional<ApiError> parse_agent_import(const Json& body, const ApiLimits& limits, const AgentLimits& al,
+                                           AgentExport* out) {
+  if (auto e = only_fields(body, {"object", "format", "id", "name", "model", "ttl_seconds", "messages", "segments",
+                                  "last_answer", "resident_tokens", "kv"}))
+    return e;
+  AgentExport r;
+  const Json* object = json_member(body, "object");
+  if (!object || *object != "agent.export")
+    return bad_request("object", "'object' must be \"agent.export\" (the body of GET /v1/agents/{id}/export)");
+  const Json* format = json_member(body, "format");
+  if (!format || !format->is_number_integer() || *format != kAgentExportFormat)
+    return bad_request("format", "'format' must be " + std::to_string(kAgentExportFormat) +
+                                     ", the export format this server reads");
+  if (auto e = get_string(body, "id", 256, &r.id)) return e;
+  if (auto e = get_name(body, &r.name)) return e;
+  const Json* model = json_member(body, "model");
+  if (!model || !model->is_string() || model->get_ref<const std::string&>().empty())
+    return bad_request("model", "'model' is required and must be a non-empty string");
+  r.model = model->get<std::string>();
+  std::optional<double> ttl;
+  if (auto e = get_ttl(body, al, &ttl)) return e;
+  r.ttl_s = ttl ? *ttl : al.default_ttl_s;
+  if (const Json* msgs = json_member(body, "messages"); msgs && !msgs->is_null() && !(msgs->is_array() && msgs->empty()))
+    if (auto e = parse_messages(msgs, "messages", limits, &r.messages)) return e;
+  if (const Json* segs = json_member(body, "segments"); segs && !segs->is_null()) {
+    if (!segs->is_array()) return bad_request("segments", "'segments' must be an array of strings");
+    // Each is a round's shared block, also inside the messages: the text budget bounds them all.
+    if (segs->size() > 4096) return bad_request("segments", "'segments' holds over 4096 entries");
+    for (size_t i = 0; i < segs->size(); ++i) {
+      const Json& s = (*segs)[i];
+      const std::string p = "segments[" + std::to_string(i) + "]";
+      if (!s.is_string()) return bad_request(p, "'" + p + "' must be a string");
+      if (s.get_ref<const std::string&>().size() > limits.max_prompt_bytes)
+        return bad_request(p, "'" + p + "' is over " + std::to_string(limits.max_prompt_bytes) + " bytes");
+      r.segments.push_back(s.get<std::string>());
+    }
+  }
+  if (auto e = get_string(body, "last_answer", limits.max_prompt_bytes, &r.last_answer)) return e;
+  std::optional<int64_t> resident;
+  if (auto e = get_int(body, "resident_tokens", 0, int64_t(1) << 40, &resident)) return e;
+  r.resident_tokens = resident.value_or(0);
+  if (const Json* kv = json_member(body, "kv"); kv && !kv->is_null() && !kv->is_object())
+    return bad_request("kv", "'kv' must be an object");
+  *out = std::move(r);
+  return std::nullopt;
+}
+
 Json agent_answer_json(const AgentAnswer& a) {
   return {{"agent", a.agent},
           {"name", a.name},

@@ -9,6 +9,8 @@
 //   POST   /v1/agents/{id}/fork        {name?, ttl_seconds?}
 //   POST   /v1/agents/{id}/score       {steps: [texts], prefix?}        KV-PRM step scores
 //   DELETE /v1/agents/{id}
+//   GET    /v1/agents/{id}/export      the agent as an agent.export document (migration)
+//   POST   /v1/agents/import           {an agent.export document}        the agent on this server
 //   POST   /v1/rounds                  {agents: [ids], shared?, instruction?, kv_sharing?, recompute?,
 //                                        max_tokens?, ...}
 #pragma once
@@ -98,6 +100,27 @@ struct StepScoreReply {
 Json step_scores_json(const StepScoreReply& r);
 
 std::optional<ApiError> parse_round(const Json& body, const ApiLimits& limits, const AgentLimits& al, RoundRequest* out);
+
+// Agent migration: an agent as a document another server imports (GET /v1/agents/{id}/export, POST
+// /v1/agents/import). It carries the conversation, not the KV: the KV goes through the shared tier
+// (Redis), where every exact block already is, and the importing server restores from there what it
+// can and computes the rest exactly.
+inline constexpr int kAgentExportFormat = 1;
+struct AgentExport {
+  std::string id, name, model;          // id: the agent's on the exporting server (informational)
+  std::vector<ChatMessage> messages;
+  std::vector<std::string> segments;    // the shared blocks of its rounds (server/agent_registry.h)
+  std::string last_answer;
+  double ttl_s = 0;
+  int64_t resident_tokens = 0;          // 0: no resident context (the importer computes none)
+  int64_t published_blocks = 0;         // exact blocks queued again for the shared tier by the export
+  bool published = false;               // the shared tier wrote them before the export answered
+};
+Json agent_export_json(const AgentExport& a);
+// The import body: an agent.export document (format kAgentExportFormat); "kv" and "id" are read as
+// information only.
+std::optional<ApiError> parse_agent_import(const Json& body, const ApiLimits& limits, const AgentLimits& al,
+                                           AgentExport* out);
 
 // An agent as the API shows it.
 struct AgentView {

@@ -1,7 +1,10 @@
 // The agents routes: agents with resident (pinned) contexts.
 //   POST /v1/agents (create, by default prefilled), GET /v1/agents, GET / DELETE /v1/agents/{id},
-//   POST /v1/agents/{id}/messages, /respond, /fork; /score is in score_routes.cpp.
+//   POST /v1/agents/{id}/messages, /respond, /fork; /score is in score_routes.cpp; migration:
+//   GET /v1/agents/{id}/export, POST /v1/agents/import.
 // Their KV work (prefill, fork, a turn, release) is one engine job each (server/kv_jobs.h).
+#include <chrono>
+
 #include "server/agent_context.h"
 #include "server/error_status.h"
 #include "server/kv_jobs.h"
@@ -152,6 +155,91 @@ void fork_agent(ServerState& s, const std::string& id, const HttpRequest& req, H
   w.respond(201, "application/json", dump_json(agent_json(s.view(child))));
 }
 
+// Agent migration, the exporting side: the agent's conversation as a document (its KV stays here and
+// goes to the shared tier, where another server restores it from). The agent is not changed: the
+// client deletes it here once the import on the other server succeeded.
+void export_agent(ServerState& s, const std::string& id, HttpResponseWriter& w) {
+  std::vector<Agent> as;
+  if (auto e = s.agents->acquire({id}, &as)) return reply(w, *e);
+  const Agent& a = as[0];
+  AgentExport ex;
+  ex.id = a.id;
+  ex.name = a.name;
+  ex.model = s.models[a.model].id;
+  ex.messages = a.messages;
+  ex.segments = a.segments;
+  ex.last_answer = a.last_answer;
+  ex.ttl_s = a.ttl_s;
+  ex.resident_tokens = a.kv ? a.kv_tokens : 0;
+  if (a.kv) {
+    // Every exact block was written to the shared tier when it was computed; queued again here (a
+    // record written once stays) in case one was dropped or has expired, and waited for, so that the
+    // import that follows finds them.
+    auto published = publish_context(*s.loop, a.model, a.kv, w);
+    if (!published || !published->ok()) {
+      s.agents->abandon(id);
+      if (published) reply(w, api_error(published->status_error()));
+      return;
+    }
+    ex.published_blocks = **published;
+    if (ex.published_blocks > 0)
+      ex.published = s.models[a.model].engine->kv().flush_shared_tiers(std::chrono::seconds(10));
+  }
+  s.agents->abandon(id);
+  w.respond(200, "application/json", dump_json(agent_export_json(ex)));
+}
+
+// Agent migration, the importing side: the exported agent as a new agent here. Its context is
+// computed the way a prefilled create computes it: every exact block the shared tier holds is
+// restored instead of computed.
+void import_agent(ServerState& s, const HttpRequest& req, HttpResponseWriter& w) {
+  auto body = parse_body(req, w, false);
+  if (!body) return;
+  AgentExport ex;
+  if (auto e = parse_agent_import(*body, s.opt.limits, s.opt.agent_limits, &ex)) return reply(w, *e);
+  const int mi = s.find_model(ex.model);
+  if (mi < 0) return reply(w, unknown_model(ex.model));
+  if (s.agents->size() >= s.opt.agent_limits.max_agents)
+    return reply(w, api_error(ErrorCode::kLimitReached, "the server holds its maximum of " +
+                                                            std::to_string(s.opt.agent_limits.max_agents) +
+                                                            " agents; delete some"));
+  Agent a;
+  a.name = ex.name;
+  a.model = size_t(mi);
+  a.messages = std::move(ex.messages);
+  a.segments = std::move(ex.segments);
+  a.last_answer = std::move(ex.last_answer);
+  a.created = int64_t(unix_seconds());
+  a.ttl_s = ex.ttl_s;
+  const bool resident = ex.resident_tokens > 0 && !a.messages.empty();
+  if (auto e = check_history(s, a, !resident)) return reply(w, *e);
+  KeptContext kept_ctx;
+  if (resident) {
+    const ServedModel& m = s.models[a.model];
+    auto tokens = agent_context_tokens(*m.lm->tokenizer, a.messages, a.segments, false);
+    if (!tokens.ok()) return reply(w, api_error(tokens.status_error(), "messages"));
+    if (Status st = check_context(int64_t(tokens->size()), m.engine->n_ctx(), "the agent's context"); !st.ok())
+      return reply(w, api_error(st.status_error(), "messages"));
+    auto kept = prefill_context(*s.loop, a.model, std::move(*tokens), w);
+    if (!kept) return;  // the client went away
+    if (!kept->ok()) return reply(w, api_error(kept->status_error()));
+    kept_ctx = **kept;
+    a.kv = kept_ctx.handle;
+    a.kv_tokens = kept_ctx.tokens;
+  }
+  a.expires_at = unix_seconds() + a.ttl_s;
+  if (auto e = s.agents->add(&a)) {
+    release_context(*s.loop, a.model, a.kv);
+    return reply(w, *e);
+  }
+  Json out = agent_json(s.view(a));
+  out["imported_from"] = ex.id;
+  out["usage"] = {{"context_tokens", kept_ctx.tokens},
+                  {"cached_tokens", kept_ctx.cached_tokens},
+                  {"computed_tokens", kept_ctx.tokens - kept_ctx.cached_tokens}};
+  w.respond(201, "application/json", dump_json(out));
+}
+
 void delete_agent(ServerState& s, const std::string& id, HttpResponseWriter& w) {
   Agent a;
   if (auto e = s.agents->remove(id, &a)) return reply(w, *e);
@@ -178,6 +266,10 @@ void handle_agents(ServerState& s, const HttpRequest& req, HttpResponseWriter& w
     w.respond(200, "application/json", dump_json(out));
     return;
   }
+  if (path == "/v1/agents/import") {
+    if (req.method != "POST") return reply(w, ApiError{405, "use POST /v1/agents/import", ""});
+    return import_agent(s, req, w);
+  }
   std::string rest = path.substr(std::string("/v1/agents/").size());
   std::string action;
   if (const size_t slash = rest.find('/'); slash != std::string::npos) {
@@ -193,6 +285,10 @@ void handle_agents(ServerState& s, const HttpRequest& req, HttpResponseWriter& w
     if (!a) return reply(w, api_error(ErrorCode::kNotFound, "agent '" + excerpt(id) + "' does not exist (deleted or expired?)", "agent"));
     w.respond(200, "application/json", dump_json(agent_json(s.view(*a))));
     return;
+  }
+  if (action == "export") {
+    if (req.method != "GET") return reply(w, ApiError{405, "use GET " + path, ""});
+    return export_agent(s, id, w);
   }
   if (action != "respond" && action != "messages" && action != "fork" && action != "score")
     return reply(w, api_error(ErrorCode::kNotFound, "no route for " + excerpt(req.method) + " " + excerpt(path)));

@@ -58,6 +58,19 @@ std::optional<Result<KeptContext>> fork_context(EngineLoop& loop, size_t model, 
   return box->result(w, nullptr, dropper(loop, model));
 }
 
+std::optional<Result<int64_t>> publish_context(EngineLoop& loop, size_t model, uint64_t handle, HttpResponseWriter& w) {
+  auto box = std::make_shared<Mailbox<Result<int64_t>>>();
+  const bool posted = loop.post(
+      [box, handle](Engine& e) {
+        const int64_t n = e.publish_retained(handle);
+        if (n < 0) return box->put(Error{ErrorCode::kNotFound, "the agent's context is gone"});
+        box->put(n);
+      },
+      model);
+  if (!posted) return Result<int64_t>(shutting_down());
+  return box->result(w, nullptr);
+}
+
 namespace {
 
 // The round jobs of one run_turns call, one per model, committed together on the engine thread:

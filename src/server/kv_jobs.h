@@ -32,6 +32,11 @@ std::optional<Result<KeptContext>> prefill_context(EngineLoop& loop, size_t mode
 // read (the fork then has no resident context). `tokens` is not filled: the fork has `from`'s.
 std::optional<Result<KeptContext>> fork_context(EngineLoop& loop, size_t model, uint64_t from, HttpResponseWriter& w);
 
+// Queues the exact full blocks of context `handle` for the shared KV tiers again (an agent about to
+// move to another server): the blocks queued, 0 for none (no shared tier, or a compact context),
+// kNotFound for an unknown handle.
+std::optional<Result<int64_t>> publish_context(EngineLoop& loop, size_t model, uint64_t handle, HttpResponseWriter& w);
+
 // One agent's answer in a turn.
 struct TurnAnswer {
   std::string text;

@@ -61,7 +61,9 @@ struct ServeOptions {
 struct ServedModel {
   std::string id;  // the name clients put in "model"
   std::unique_ptr<LoadedModel> lm;
-  std::unique_ptr<Engine> engine;  // the engine loop's: HTTP threads read only n_ctx() and validate()
+  // The engine loop's: HTTP threads read only n_ctx() and validate(), and wait on the KV tiers' writes
+  // (kv().flush_shared_tiers(), thread-safe).
+  std::unique_ptr<Engine> engine;
   bool sharing_allowed = true;     // the start-up quality gate's verdict
   std::string gate_summary;
   bool chat_sharing_allowed = true;  // the chat path's gate verdict

@@ -12,6 +12,8 @@ official openai client.
   to the reference's.
 - Through nginx, every turn of an agent lands on one home server (its second turn reuses the first
   from RAM), the agents spread over both servers, and the replies equal the reference's.
+- An agent exported from A (GET /v1/agents/{id}/export) and imported on B (POST /v1/agents/import)
+  gets its context from Redis and answers its next turn byte-identically to its twin left on A.
 - Corrupted, truncated, wrong-fingerprint and wrong-version records in Redis are each rejected (counted,
   deleted) by B and the blocks recomputed, with B's reply unchanged.
 - Redis killed mid-round, then started again empty: every request answers, right; the servers count
@@ -267,6 +269,63 @@ def test_nginx_keeps_each_agent_on_one_home_server(cluster):
             f"{name}'s second turn should reuse the first from its home server's RAM"
         homes[name] = up1
     assert len(set(homes.values())) == 2, f"every agent went to one server: {homes}"
+
+
+def api(base, method, path, body=None, expect=200):
+    """One JSON call of agentkv's own API (agents, migration) on `base`; returns the decoded body."""
+    import json
+    data = None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(base + path, data=data, method=method, headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=600) as r:
+            status, text = r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        status, text = e.code, e.read().decode()
+    assert status == expect, (method, path, status, text)
+    return json.loads(text)
+
+
+def test_an_agent_migrated_from_a_to_b_answers_like_its_unmigrated_twin(cluster):
+    a, b = cluster.url("a"), cluster.url("b")
+    agent = api(a, "POST", "/v1/agents", {"model": MODEL, "name": "Mira", "system": transcript(9)}, expect=201)
+    turn1 = api(a, "POST", f"/v1/agents/{agent['id']}/respond",
+                {"messages": [{"role": "user", "content": "You are Mira. What worries you most? One sentence."}],
+                 "max_tokens": 12, "temperature": 0})
+    assert turn1["message"]["content"]
+    twin = api(a, "POST", f"/v1/agents/{agent['id']}/fork", {"name": "Mira-twin"}, expect=201)
+
+    doc = api(a, "GET", f"/v1/agents/{agent['id']}/export")
+    assert doc["object"] == "agent.export" and doc["model"] == MODEL and len(doc["messages"]) == 3
+    assert doc["resident_tokens"] > 500 and doc["kv"]["published"], doc["kv"]
+    before = cluster.metrics("b")
+    moved = api(b, "POST", "/v1/agents/import", doc, expect=201)
+    after = cluster.metrics("b")
+    assert moved["imported_from"] == agent["id"] and moved["name"] == "Mira"
+    usage = moved["usage"]
+    restored = after["agentkv_kv_tier_hits_total[redis]"] - before["agentkv_kv_tier_hits_total[redis]"]
+    assert usage["cached_tokens"] == restored * BLOCK, (usage, restored)
+    # Every full block of the exported context came from Redis; B computed at most the last two (the
+    # answer as the chat template renders it may tokenize other than it was generated).
+    assert usage["cached_tokens"] >= usage["context_tokens"] - 2 * BLOCK, usage
+    prefilled = after["agentkv_tokens_prefilled_total"] - before["agentkv_tokens_prefilled_total"]
+    assert prefilled == usage["computed_tokens"]
+    api(a, "DELETE", f"/v1/agents/{agent['id']}")  # migrated: the original goes
+    api(a, "GET", f"/v1/agents/{agent['id']}/export", expect=404)
+
+    question = {"messages": [{"role": "user", "content": "And what would you do about it? One sentence."}],
+                "max_tokens": 16, "temperature": 0}
+    on_b = api(b, "POST", f"/v1/agents/{moved['id']}/respond", question)
+    on_a = api(a, "POST", f"/v1/agents/{twin['id']}/respond", question)
+    assert on_b["message"]["content"] == on_a["message"]["content"], "the migrated agent answers otherwise"
+    print(f"migrated: {usage['context_tokens']} context tokens, {usage['cached_tokens']} restored from Redis, "
+          f"{usage['computed_tokens']} computed on B; next turn identical to the twin's")
+    # A malformed document is refused, and nothing is added.
+    n_agents = len(api(b, "GET", "/v1/agents")["data"])
+    for bad in ({**doc, "format": 2}, {**doc, "object": "agent"}, {**doc, "messages": "hi"}, {**doc, "extra": 1},
+                {**doc, "segments": [1]}, {**doc, "resident_tokens": -1}):
+        api(b, "POST", "/v1/agents/import", bad, expect=400)
+    api(b, "POST", "/v1/agents/import", {**doc, "model": "no-such-model"}, expect=404)
+    assert len(api(b, "GET", "/v1/agents")["data"]) == n_agents
 
 
 def fnv1a(data):

@@ -109,6 +109,71 @@ TEST(AgentsProtocol, RejectsBadRequestsNamingTheField) {
   EXPECT_TRUE(parse_agent_messages(body(R"({"messages":[{"role":"tool","content":"x"}]})"), ApiLimits{}, &msgs));
 }
 
+// Agent migration: an export document (tool calls, segments, a last answer) parses back into the same
+// agent, and a malformed one is refused naming the field.
+TEST(AgentsProtocol, AnExportParsesBackAsAnImport) {
+  AgentExport ex;
+  ex.id = "agent-0000000000000007";
+  ex.name = "Ada";
+  ex.model = "smollm2";
+  ex.ttl_s = 120;
+  ex.messages = {ChatMessage{"system", "You are Ada."}, ChatMessage{"user", "Weather?"}};
+  ChatMessage call{"assistant", ""};
+  call.tool_calls = {ChatToolCall{"call_1", "get_weather", R"({"city":"Oslo"})"}};
+  ChatMessage result{"tool", "rain"};
+  result.tool_call_id = "call_1";
+  ex.messages.push_back(call);
+  ex.messages.push_back(result);
+  ex.segments = {"Bram: the mill is closed."};
+  ex.last_answer = "Rain in Oslo.";
+  ex.resident_tokens = 321;
+  ex.published_blocks = 20;
+  ex.published = true;
+  const Json doc = agent_export_json(ex);
+  AgentExport back;
+  auto e = parse_agent_import(doc, ApiLimits{}, AgentLimits{}, &back);
+  ASSERT_FALSE(e) << e->message;
+  EXPECT_EQ(back.id, ex.id);
+  EXPECT_EQ(back.name, "Ada");
+  EXPECT_EQ(back.model, "smollm2");
+  EXPECT_EQ(back.ttl_s, 120);
+  ASSERT_EQ(back.messages.size(), 4u);
+  EXPECT_EQ(back.messages[0].role, "system");
+  ASSERT_EQ(back.messages[2].tool_calls.size(), 1u);
+  EXPECT_EQ(back.messages[2].tool_calls[0].name, "get_weather");
+  EXPECT_EQ(back.messages[2].tool_calls[0].arguments, R"({"city":"Oslo"})");
+  EXPECT_EQ(back.messages[3].tool_call_id, "call_1");
+  EXPECT_EQ(back.segments, ex.segments);
+  EXPECT_EQ(back.last_answer, ex.last_answer);
+  EXPECT_EQ(back.resident_tokens, 321);
+
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {R"({"format":1,"model":"m"})", "object"},
+      {R"({"object":"agent","format":1,"model":"m"})", "object"},
+      {R"({"object":"agent.export","format":2,"model":"m"})", "format"},
+      {R"({"object":"agent.export","format":"1","model":"m"})", "format"},
+      {R"({"object":"agent.export","format":1})", "model"},
+      {R"({"object":"agent.export","format":1,"model":"m","segments":"x"})", "segments"},
+      {R"({"object":"agent.export","format":1,"model":"m","segments":[1]})", "segments[0]"},
+      {R"({"object":"agent.export","format":1,"model":"m","resident_tokens":-1})", "resident_tokens"},
+      {R"({"object":"agent.export","format":1,"model":"m","resident_tokens":1.5})", "resident_tokens"},
+      {R"({"object":"agent.export","format":1,"model":"m","messages":[{"role":"wizard","content":"x"}]})", "messages[0].role"},
+      {R"({"object":"agent.export","format":1,"model":"m","kv":3})", "kv"},
+      {R"({"object":"agent.export","format":1,"model":"m","extra":3})", "extra"},
+  };
+  for (const auto& [text, param] : bad) {
+    AgentExport r;
+    auto err = parse_agent_import(body(text), ApiLimits{}, AgentLimits{}, &r);
+    ASSERT_TRUE(err) << text;
+    EXPECT_EQ(err->status, 400) << text;
+    EXPECT_EQ(err->param, param) << text << ": " << err->message;
+  }
+  AgentExport empty;
+  EXPECT_FALSE(parse_agent_import(body(R"({"object":"agent.export","format":1,"model":"m","messages":[]})"),
+                                  ApiLimits{}, AgentLimits{}, &empty));
+  EXPECT_TRUE(empty.messages.empty());
+}
+
 TEST(AgentsProtocol, ParsesARound) {
   RoundRequest r;
   auto e = parse_round(body(R"({"agents":["a","b"],"shared":"news","instruction":"answer","max_tokens":5,

@@ -279,6 +279,24 @@ TEST_F(KvRedisTier, ASecondManagerRestoresFromRedisAndKeepsItOnDisk) {
   std::filesystem::remove_all(dir);
 }
 
+// Before an agent moves to another server, its context's exact blocks are queued again: what Redis lost
+// (flushed, expired) is written back; approximate blocks never are; flush_shared_tiers waits for them.
+TEST_F(KvRedisTier, PublishSequenceWritesBackTheExactBlocksOnly) {
+  auto m = testing_kv::make_tiered_manager(4, kRedisFp, {}, options());
+  KvSequence a(*m);
+  testing_kv::commit_patterned(a, Tokens{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13});  // 3 full blocks + 1
+  ASSERT_TRUE(m->flush_shared_tiers(std::chrono::seconds(10)));
+  EXPECT_EQ(m->redis_tier()->stats().writes, 3u);
+  server.command({"FLUSHALL"});
+  EXPECT_EQ(m->publish_sequence(a), 3);
+  ASSERT_TRUE(m->flush_shared_tiers(std::chrono::seconds(10)));
+  EXPECT_EQ(m->redis_tier()->stats().writes, 6u) << "the three blocks Redis lost are written again";
+  for (uint64_t h : a.block_hashes()) EXPECT_TRUE(server.has_key(m->redis_tier()->key_of(h)));
+  KvSequence approx = a.fork();
+  approx.mark_approximate_from(4);  // from the second block on
+  EXPECT_EQ(m->publish_sequence(approx), 1);
+}
+
 TEST(RedisNodes, ParsesHostPortLists) {
   auto one = parse_redis_nodes("127.0.0.1:6379");
   ASSERT_TRUE(one.ok()) << one.error();
