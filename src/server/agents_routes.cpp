@@ -43,42 +43,79 @@ std::optional<ApiError> check_history(const ServerState& s, const Agent& a, bool
   return std::nullopt;
 }
 
+// A new agent of `model` (its id comes from the registry): false, and replied 404 / 429, when the
+// model is not served or the server holds its maximum of agents.
+bool new_agent(ServerState& s, const std::string& model, HttpResponseWriter& w, Agent* a) {
+  const int mi = s.find_model(model);
+  if (mi < 0) {
+    reply(w, unknown_model(model));
+    return false;
+  }
+  if (s.agents->size() >= s.opt.agent_limits.max_agents) {
+    reply(w, api_error(ErrorCode::kLimitReached, "the server holds its maximum of " +
+                                                     std::to_string(s.opt.agent_limits.max_agents) + " agents; delete some"));
+    return false;
+  }
+  a->model = size_t(mi);
+  a->created = int64_t(unix_seconds());
+  return true;
+}
+
+// Checks the agent's history and, with `prefill` (and messages), computes its context now and keeps
+// it (every block in RAM or a KV tier restored instead of computed). False when replied (an error) or
+// the client went away; `kept` gets the context's token counts.
+bool make_context(ServerState& s, bool prefill, HttpResponseWriter& w, Agent* a, KeptContext* kept_out = nullptr) {
+  if (auto e = check_history(s, *a, !prefill)) {
+    reply(w, *e);
+    return false;
+  }
+  if (!prefill || a->messages.empty()) return true;
+  const ServedModel& m = s.models[a->model];
+  auto tokens = agent_context_tokens(*m.lm->tokenizer, a->messages, a->segments, false);
+  if (!tokens.ok()) {
+    reply(w, api_error(tokens.status_error(), "messages"));
+    return false;
+  }
+  if (Status st = check_context(int64_t(tokens->size()), m.engine->n_ctx(), "the agent's context"); !st.ok()) {
+    reply(w, api_error(st.status_error(), "messages"));
+    return false;
+  }
+  auto kept = prefill_context(*s.loop, a->model, std::move(*tokens), w);
+  if (!kept) return false;  // the client went away
+  if (!kept->ok()) {
+    reply(w, api_error(kept->status_error()));
+    return false;
+  }
+  a->kv = (*kept)->handle;
+  a->kv_tokens = (*kept)->tokens;
+  if (kept_out) *kept_out = **kept;
+  return true;
+}
+
+// Stores the new agent (its expiry from now): false, its context released and the error replied, when
+// the registry refuses it.
+bool register_agent(ServerState& s, HttpResponseWriter& w, Agent* a) {
+  a->expires_at = unix_seconds() + a->ttl_s;
+  if (auto e = s.agents->add(a)) {
+    release_context(*s.loop, a->model, a->kv);
+    reply(w, *e);
+    return false;
+  }
+  return true;
+}
+
 void create_agent(ServerState& s, const HttpRequest& req, HttpResponseWriter& w) {
   auto body = parse_body(req, w, false);
   if (!body) return;
   AgentCreateRequest cr;
   if (auto e = parse_agent_create(*body, s.opt.limits, s.opt.agent_limits, &cr)) return reply(w, *e);
-  const int mi = s.find_model(cr.model);
-  if (mi < 0) return reply(w, unknown_model(cr.model));
-  if (s.agents->size() >= s.opt.agent_limits.max_agents)
-    return reply(w, api_error(ErrorCode::kLimitReached, "the server holds its maximum of " +
-                                                            std::to_string(s.opt.agent_limits.max_agents) +
-                                                            " agents; delete some"));
   Agent a;
+  if (!new_agent(s, cr.model, w, &a)) return;
   a.name = cr.name;
-  a.model = size_t(mi);
   a.messages = std::move(cr.messages);
-  a.created = int64_t(unix_seconds());
   a.ttl_s = cr.ttl_s;
-  if (auto e = check_history(s, a, !cr.prefill)) return reply(w, *e);
-  if (cr.prefill && !a.messages.empty()) {
-    // Compute the context now and keep it.
-    const ServedModel& m = s.models[a.model];
-    auto tokens = agent_context_tokens(*m.lm->tokenizer, a.messages, a.segments, false);
-    if (!tokens.ok()) return reply(w, api_error(tokens.status_error(), "messages"));
-    if (Status st = check_context(int64_t(tokens->size()), m.engine->n_ctx(), "the agent's context"); !st.ok())
-      return reply(w, api_error(st.status_error(), "messages"));
-    auto kept = prefill_context(*s.loop, a.model, std::move(*tokens), w);
-    if (!kept) return;  // the client went away
-    if (!kept->ok()) return reply(w, api_error(kept->status_error()));
-    a.kv = (*kept)->handle;
-    a.kv_tokens = (*kept)->tokens;
-  }
-  a.expires_at = unix_seconds() + a.ttl_s;
-  if (auto e = s.agents->add(&a)) {
-    release_context(*s.loop, a.model, a.kv);
-    return reply(w, *e);
-  }
+  if (!make_context(s, cr.prefill, w, &a)) return;
+  if (!register_agent(s, w, &a)) return;
   w.respond(201, "application/json", dump_json(agent_json(s.view(a))));
 }
 
@@ -197,41 +234,16 @@ void import_agent(ServerState& s, const HttpRequest& req, HttpResponseWriter& w)
   if (!body) return;
   AgentExport ex;
   if (auto e = parse_agent_import(*body, s.opt.limits, s.opt.agent_limits, &ex)) return reply(w, *e);
-  const int mi = s.find_model(ex.model);
-  if (mi < 0) return reply(w, unknown_model(ex.model));
-  if (s.agents->size() >= s.opt.agent_limits.max_agents)
-    return reply(w, api_error(ErrorCode::kLimitReached, "the server holds its maximum of " +
-                                                            std::to_string(s.opt.agent_limits.max_agents) +
-                                                            " agents; delete some"));
   Agent a;
+  if (!new_agent(s, ex.model, w, &a)) return;
   a.name = ex.name;
-  a.model = size_t(mi);
   a.messages = std::move(ex.messages);
   a.segments = std::move(ex.segments);
   a.last_answer = std::move(ex.last_answer);
-  a.created = int64_t(unix_seconds());
   a.ttl_s = ex.ttl_s;
-  const bool resident = ex.resident_tokens > 0 && !a.messages.empty();
-  if (auto e = check_history(s, a, !resident)) return reply(w, *e);
   KeptContext kept_ctx;
-  if (resident) {
-    const ServedModel& m = s.models[a.model];
-    auto tokens = agent_context_tokens(*m.lm->tokenizer, a.messages, a.segments, false);
-    if (!tokens.ok()) return reply(w, api_error(tokens.status_error(), "messages"));
-    if (Status st = check_context(int64_t(tokens->size()), m.engine->n_ctx(), "the agent's context"); !st.ok())
-      return reply(w, api_error(st.status_error(), "messages"));
-    auto kept = prefill_context(*s.loop, a.model, std::move(*tokens), w);
-    if (!kept) return;  // the client went away
-    if (!kept->ok()) return reply(w, api_error(kept->status_error()));
-    kept_ctx = **kept;
-    a.kv = kept_ctx.handle;
-    a.kv_tokens = kept_ctx.tokens;
-  }
-  a.expires_at = unix_seconds() + a.ttl_s;
-  if (auto e = s.agents->add(&a)) {
-    release_context(*s.loop, a.model, a.kv);
-    return reply(w, *e);
-  }
+  if (!make_context(s, ex.resident_tokens > 0, w, &a, &kept_ctx)) return;
+  if (!register_agent(s, w, &a)) return;
   Json out = agent_json(s.view(a));
   out["imported_from"] = ex.id;
   out["usage"] = {{"context_tokens", kept_ctx.tokens},

@@ -142,8 +142,8 @@ def metrics(port, headers=None):
 class JsonApi:
     """A JSON client for one server: call() asserts the expected status and returns the decoded body."""
 
-    def __init__(self, port):
-        self.base = f"http://127.0.0.1:{port}"
+    def __init__(self, port, host="127.0.0.1"):
+        self.base = f"http://{host}:{port}"
 
     def call(self, method, path, body=None, expect=200):
         data = None if body is None else json.dumps(body).encode()

@@ -271,22 +271,13 @@ def test_nginx_keeps_each_agent_on_one_home_server(cluster):
     assert len(set(homes.values())) == 2, f"every agent went to one server: {homes}"
 
 
-def api(base, method, path, body=None, expect=200):
-    """One JSON call of agentkv's own API (agents, migration) on `base`; returns the decoded body."""
-    import json
-    data = None if body is None else json.dumps(body).encode()
-    req = urllib.request.Request(base + path, data=data, method=method, headers={"Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(req, timeout=600) as r:
-            status, text = r.status, r.read().decode()
-    except urllib.error.HTTPError as e:
-        status, text = e.code, e.read().decode()
-    assert status == expect, (method, path, status, text)
-    return json.loads(text)
+def api(server, method, path, body=None, expect=200):
+    """One JSON call of agentkv's own API (agents, migration) on server a or b."""
+    return http_raw.JsonApi(server[1], server[0]).call(method, path, body, expect)
 
 
 def test_an_agent_migrated_from_a_to_b_answers_like_its_unmigrated_twin(cluster):
-    a, b = cluster.url("a"), cluster.url("b")
+    a, b = (cluster.hosts.addr["a"], cluster.ports["a"]), (cluster.hosts.addr["b"], cluster.ports["b"])
     agent = api(a, "POST", "/v1/agents", {"model": MODEL, "name": "Mira", "system": transcript(9)}, expect=201)
     turn1 = api(a, "POST", f"/v1/agents/{agent['id']}/respond",
                 {"messages": [{"role": "user", "content": "You are Mira. What worries you most? One sentence."}],
