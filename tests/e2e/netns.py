@@ -11,6 +11,7 @@ Every name carries the test run's pid, so parallel runs do not meet, and close()
 (also what a failed set-up left half made)."""
 import os
 import subprocess
+import sys
 
 
 def _ip(*args, ns=None):
@@ -65,6 +66,29 @@ class Hosts:
             _ip("link", "set", "lo", "up", ns=ns)
             _ip("route", "add", "default", "via", self.gateway, ns=ns)
             self.addr[name] = addr
+        self._check_reachable()
+
+    def _check_reachable(self):
+        """A host that firewalls bridged traffic (br_netfilter with a FORWARD policy of DROP, as Docker
+        hosts have) makes namespaces that cannot talk: the first host must reach the last, through the
+        bridge, and the test's own namespace must reach both."""
+        first, last = self.names[0], self.names[-1]
+        listener = subprocess.Popen(
+            [*self.prefix(first), sys.executable, "-c",
+             "import socket,sys; s=socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); "
+             f"s.bind(('{self.addr[first]}', 47999)); s.listen(4); print('up', flush=True); "
+             "[s.accept()[0].close() for _ in range(2)]"],
+            stdout=subprocess.PIPE, text=True)
+        try:
+            if listener.stdout.readline().strip() != "up":
+                raise OSError("a listener in a namespace did not start")
+            probe = f"import socket; socket.create_connection(('{self.addr[first]}', 47999), timeout=3).close()"
+            subprocess.run([*self.prefix(last), sys.executable, "-c", probe], check=True, capture_output=True,
+                           timeout=10)
+            subprocess.run([sys.executable, "-c", probe], check=True, capture_output=True, timeout=10)
+        finally:
+            listener.kill()
+            listener.wait()
 
     def prefix(self, name):
         """The command prefix that runs a program on host `name`."""
