@@ -88,7 +88,7 @@ def start_redis(workdir):
 
 def redis_record_bytes(port):
     """The size of one block's record in Redis (redis-cli, Debian's redis-tools)."""
-    keys = subprocess.run(["redis-cli", "-p", str(port), "--scan", "--pattern", "agentkv:*", "--count", "10"],
+    keys = subprocess.run(["redis-cli", "-p", str(port), "--scan", "--pattern", "agentkv:*"],
                           capture_output=True, text=True, check=True).stdout.split()
     sizes = [int(subprocess.run(["redis-cli", "-p", str(port), "STRLEN", k], capture_output=True, text=True,
                                 check=True).stdout) for k in keys[:10]]

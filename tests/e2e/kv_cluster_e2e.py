@@ -157,9 +157,15 @@ class Cluster:
         wait_port("127.0.0.1", self.nginx_port, "nginx", self.nginx)
 
     def close(self):
-        for proc in [self.nginx, *self.procs.values(), getattr(self, "ref_proc", None)]:
+        if self.nginx is not None and self.nginx.poll() is None:
+            self.nginx.terminate()  # SIGTERM: the master stops its workers (SIGKILL would orphan them)
+            try:
+                self.nginx.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.nginx.kill()
+        for proc in [*self.procs.values(), getattr(self, "ref_proc", None)]:
             if proc is not None and proc.poll() is None:
-                proc.kill() if proc is self.nginx else http_raw.stop_server(proc)
+                http_raw.stop_server(proc)
         redis = getattr(self, "redis", None)
         if redis and redis.proc and redis.proc.poll() is None:
             redis.kill()
