@@ -286,6 +286,7 @@ Json round_sharing_json(const RoundSharingReport& r) {
     j["agents"] = r.agents;
     j["segment_tokens"] = r.segment_tokens;
     j["recomputed_tokens"] = r.recomputed_tokens;
+    j["master_tokens_computed"] = r.master_tokens_computed;
     j["collector_seconds"] = r.collector_seconds;
   }
   return j;

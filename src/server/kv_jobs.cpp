@@ -196,6 +196,7 @@ bool run_turns(ServerState& s, std::vector<Agent>& agents, const SamplingFields&
       rep.agents += sr.agents;
       rep.segment_tokens = std::max(rep.segment_tokens, sr.segment_tokens);
       rep.recomputed_tokens += sr.recomputed_tokens;
+      rep.master_tokens_computed += sr.master_tokens_computed;
       rep.collector_seconds += sr.collector_seconds;
     }
     // A model that failed its gate is the reason worth naming, whether or not another model shared.

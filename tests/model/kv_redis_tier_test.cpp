@@ -4,6 +4,7 @@
 // agentkv server is) restores every full prefix block from Redis (none prefilled, none in its RAM) and
 // generates the same tokens with bit-identical logprobs.
 #include "../unit/redis_test_server.h"
+#include "engine/collective_round.h"
 #include "engine_test_util.h"
 #include "model/kv_arena.h"
 
@@ -59,6 +60,74 @@ TEST_P(KvRedisTierModelTest, ASecondEngineRestoresFromRedisBitIdentical) {
   EXPECT_EQ(int64_t(after.tokens_prefilled), int64_t(a.prompt.size()) - full_blocks * kRedisModelBlock)
       << "only the tail after the restored blocks is prefilled";
   testing::expect_same_outputs({first}, {again}, 0.0f, "restored from Redis by a second engine vs prefilled");
+}
+
+// A round's master ([BOS][block], TokenDance) is an exact prefix sequence: its blocks go to Redis when one
+// engine computes them, and a second engine (another server) running a round over the same block
+// restores them instead of prefilling: only the master's partial last block is computed there. Its
+// agents' answers are the first engine's, token for token (the blends start from the same master KV).
+TEST_P(KvRedisTierModelTest, ARoundMasterComputedOnOneEngineIsRestoredByAnother) {
+  if (testing_redis::redis_server_binary().empty())
+    GTEST_SKIP() << "redis-server is not installed (Debian redis-server; scripts/setup.sh installs it)";
+  testing_redis::RedisTestServer redis;
+  const std::string why = redis.start();
+  ASSERT_TRUE(why.empty()) << why;
+  const LoadedModel& lm = real_model(GetParam());
+  const Tokenizer& tok = *lm.tokenizer;
+  ThreadPool pool(0);
+  EngineOptions eo;
+  eo.kv.block_size = kRedisModelBlock;
+  eo.kv.redis.nodes = {RedisNode{"127.0.0.1", redis.port()}};
+  const std::vector<int32_t> block = tok.encode(genesis_prompts(1, 1400, 1400, 331)[0], false, false);
+  auto turns_for = [&] {
+    std::vector<RoundTurn> turns;
+    for (const char* who : {"Ada, a baker", "Bram, a smith", "Cleo, a teacher"}) {
+      RoundTurn t;
+      t.params = greedy_request(lm, std::string("You are ") + who + ". Read this and say what matters:\n", 6);
+      const int64_t start = int64_t(t.params.prompt.size());
+      t.params.prompt.insert(t.params.prompt.end(), block.begin(), block.end());
+      t.segment = {start, start + int64_t(block.size())};
+      const std::vector<int32_t> own = tok.encode("\nIn one sentence:", false, false);
+      t.params.prompt.insert(t.params.prompt.end(), own.begin(), own.end());
+      turns.push_back(std::move(t));
+    }
+    return turns;
+  };
+  auto run_round = [&](Engine& e) {
+    CollectiveRoundOptions o;
+    o.recompute = 0.15;
+    std::optional<CollectiveRoundResult> out;
+    start_collective_round(e, turns_for(), o, [&](CollectiveRoundResult&& r) { out = std::move(r); });
+    EXPECT_TRUE(e.run_until_idle().ok());
+    EXPECT_TRUE(out.has_value());
+    return std::move(*out);
+  };
+  const int64_t master_tokens = int64_t(tok.add_bos_default()) + int64_t(block.size());
+  CollectiveRoundResult first;
+  {
+    auto engine = Engine::create(lm, eo, pool);
+    ASSERT_TRUE(engine.ok()) << engine.error();
+    first = run_round(**engine);
+    ASSERT_TRUE(first.status.ok()) << first.status.error();
+    EXPECT_EQ(first.sharing.mode, "tokendance");
+    EXPECT_EQ(first.sharing.master_tokens_computed, master_tokens);
+    ASSERT_TRUE((*engine)->kv().flush_shared_tiers(std::chrono::seconds(30)));
+  }
+  auto engine = Engine::create(lm, eo, pool);  // the second server
+  ASSERT_TRUE(engine.ok()) << engine.error();
+  const CollectiveRoundResult second = run_round(**engine);
+  ASSERT_TRUE(second.status.ok()) << second.status.error();
+  EXPECT_EQ(second.sharing.mode, "tokendance");
+  // A prefix match leaves the last token to compute, so the last block it restores ends before it.
+  const int64_t restorable = (master_tokens - 1) / kRedisModelBlock * kRedisModelBlock;
+  EXPECT_EQ(second.sharing.master_tokens_computed, master_tokens - restorable)
+      << "every full block of the master restored from Redis";
+  EXPECT_GE(int64_t((*engine)->metrics().redis_tier.hits), master_tokens / kRedisModelBlock);
+  ASSERT_EQ(second.turns.size(), first.turns.size());
+  for (size_t i = 0; i < first.turns.size(); ++i) {
+    EXPECT_TRUE(second.turns[i].shared);
+    EXPECT_EQ(second.turns[i].answer.tokens, first.turns[i].answer.tokens) << "agent " << i;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(BothModels, KvRedisTierModelTest, ::testing::Values("smollm2", "gemma3"));
