@@ -19,14 +19,19 @@ using testing::run_one_request;
 
 constexpr int kRedisModelBlock = 16;
 
-class KvRedisTierModelTest : public ::testing::TestWithParam<std::string> {};
+// Each test gets a redis-server of its own, started here and killed after it.
+class KvRedisTierModelTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    if (testing_redis::redis_server_binary().empty())
+      GTEST_SKIP() << "redis-server is not installed (Debian redis-server; scripts/setup.sh installs it)";
+    const std::string why = redis.start();
+    ASSERT_TRUE(why.empty()) << why;
+  }
+  testing_redis::RedisTestServer redis;
+};
 
 TEST_P(KvRedisTierModelTest, ASecondEngineRestoresFromRedisBitIdentical) {
-  if (testing_redis::redis_server_binary().empty())
-    GTEST_SKIP() << "redis-server is not installed (Debian redis-server; scripts/setup.sh installs it)";
-  testing_redis::RedisTestServer redis;
-  const std::string why = redis.start();
-  ASSERT_TRUE(why.empty()) << why;
   const LoadedModel& lm = real_model(GetParam());
   ThreadPool pool(0);
   const RequestParams a = greedy_request(lm, genesis_prompts(1, 600, 600)[0], 8);
@@ -67,11 +72,6 @@ TEST_P(KvRedisTierModelTest, ASecondEngineRestoresFromRedisBitIdentical) {
 // restores them instead of prefilling: only the master's partial last block is computed there. Its
 // agents' answers are the first engine's, token for token (the blends start from the same master KV).
 TEST_P(KvRedisTierModelTest, ARoundMasterComputedOnOneEngineIsRestoredByAnother) {
-  if (testing_redis::redis_server_binary().empty())
-    GTEST_SKIP() << "redis-server is not installed (Debian redis-server; scripts/setup.sh installs it)";
-  testing_redis::RedisTestServer redis;
-  const std::string why = redis.start();
-  ASSERT_TRUE(why.empty()) << why;
   const LoadedModel& lm = real_model(GetParam());
   const Tokenizer& tok = *lm.tokenizer;
   ThreadPool pool(0);
