@@ -208,13 +208,12 @@ void ChatJob::answer() {
     }
   }
   auto self = shared_from_this();
-  // With nothing resumed or blended, the engine's own prefix match is the exact hit count, blocks it
-  // restored from a KV tier (disk, Redis) included, which the plan (RAM only) could not see.
+  // With nothing resumed or blended, the engine's own prefix match is the exact hit count: the plan
+  // looked at RAM only, before admission; the match also restores blocks from a KV tier (disk, Redis).
   const bool exact_path = cur_ == 0;
   Status st = e_.add_request_with_id(r_.request_id, std::move(p), [self, exact_path](const RequestEvent& in) {
     RequestEvent ev = in;
-    if (exact_path)
-      self->rep_.cached_tokens = std::max<int64_t>(self->rep_.cached_tokens, ev.n_cached_prompt);
+    if (exact_path) self->rep_.cached_tokens = ev.n_cached_prompt;
     ev.n_cached_prompt = int(self->rep_.cached_tokens);
     if (ev.retained_kv) {
       // The whole context becomes a master for later requests.

@@ -16,6 +16,7 @@ official openai client.
   gets its context from Redis and answers its next turn byte-identically to its twin left on A.
 - Corrupted, truncated, wrong-fingerprint and wrong-version records in Redis are each rejected (counted,
   deleted) by B and the blocks recomputed, with B's reply unchanged.
+- Redis hung (SIGSTOP) during a round: lookups time out into recomputing, every reply right.
 - Redis killed mid-round, then started again empty: every request answers, right; the servers count
   fallbacks and resume writing.
 - Server A killed mid-round: nginx retries its requests on B; every request answers, right.
@@ -389,6 +390,24 @@ def run_round(cluster, shared, names, during=None):
             time.sleep(0.5)
             during()
         return {n: f.result()[0] for n, f in futs.items()}
+
+
+def test_a_hung_redis_costs_a_timeout_not_a_request(cluster):
+    """Redis stopped (SIGSTOP: connections open, nothing answered) during a round: each lookup waits at
+    most --kv-redis-timeout-ms, falls back to computing, and every reply is right."""
+    shared = transcript(10)
+    names = NAMES[:4]
+    ref = {n: cluster.chat("ref", messages_for(n, shared))[0] for n in names}
+    before = {s: cluster.metrics(s) for s in ("a", "b")}
+    cluster.redis.proc.send_signal(signal.SIGSTOP)
+    try:
+        assert run_round(cluster, shared, names) == ref, "a reply changed while Redis hung"
+    finally:
+        cluster.redis.proc.send_signal(signal.SIGCONT)
+    after = {s: cluster.metrics(s) for s in ("a", "b")}
+    fell_back = sum(after[s]["agentkv_kv_tier_fallbacks_total[redis]"] - before[s]["agentkv_kv_tier_fallbacks_total[redis]"]
+                    for s in ("a", "b"))
+    assert fell_back > 0, "no lookup counted the hung Redis"
 
 
 def test_redis_killed_and_restarted_empty_mid_round(cluster):
