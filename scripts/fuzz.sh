@@ -38,7 +38,8 @@ for t in "${targets[@]}"; do
     agents_request_fuzz)
       printf '{"agents":["a","b"],"shared":"news","kv_sharing":true,"recompute":0.2,"max_tokens":4}' > "$corpus/seed-round"
       printf '{"steps":["Step 1: 2 + 2 = 4"],"prefix":"x"}' > "$corpus/seed-score"
-      printf '{"model":"m","system":"s","messages":[{"role":"user","content":"hi"}],"ttl_seconds":5}' > "$corpus/seed-create" ;;
+      printf '{"model":"m","system":"s","messages":[{"role":"user","content":"hi"}],"ttl_seconds":5}' > "$corpus/seed-create"
+      printf '%s' '{"object":"agent.export","format":1,"id":"agent-1","name":"Ada","model":"m","ttl_seconds":60,"messages":[{"role":"system","content":"s"},{"role":"assistant","content":"","tool_calls":[{"id":"c1","type":"function","function":{"name":"f","arguments":"{}"}}]},{"role":"tool","tool_call_id":"c1","content":"ok"}],"segments":["Bram: hi"],"last_answer":"ok","resident_tokens":40,"kv":{"published_blocks":2,"published":true}}' > "$corpus/seed-import" ;;
     json_schema_fuzz)
       printf '%s' '{"$defs":{"Pet":{"properties":{"name":{"type":"string","maxLength":8},"age":{"anyOf":[{"type":"integer"},{"type":"null"}]}},"required":["name","age"],"type":"object","additionalProperties":false},"Kind":{"enum":["a","b"],"type":"string"}},"properties":{"kind":{"$ref":"#/$defs/Kind"},"pets":{"items":{"$ref":"#/$defs/Pet"},"type":"array","maxItems":3},"zip":{"type":"string","pattern":"^[0-9]{5}(-[0-9]{4})?$"},"born":{"type":"string","format":"date"},"score":{"type":"number"},"tree":{"items":{"$ref":"#"},"type":"array"}},"required":["kind","pets"],"title":"Person","type":"object","additionalProperties":false}' > "$corpus/seed-pydantic" ;;
     http_request_fuzz)
