@@ -244,6 +244,10 @@ def run(base_url, model="smollm2", agents=8, turns=24, kv_sharing=None, recomput
         "turn_p99_s": percentile([r["latency_s"] for r in turns_all], 99),
         "kv_blocks_used_end": blocks,
         "kv_bytes_end": blocks * block_bytes if blocks is not None and block_bytes else None,
+        # The segment cache at the end: blocks it holds, contexts in master–diff form, their diff blocks.
+        "segment_blocks_end": after.get("agentkv_segment_blocks"),
+        "segment_compact_end": after.get("agentkv_segment_compact_contexts"),
+        "segment_diff_blocks_end": after.get("agentkv_segment_diff_blocks"),
         "wall_s": wall,
         "chats": chats,
     }

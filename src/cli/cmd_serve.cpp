@@ -155,6 +155,10 @@ int cmd_serve(int argc, char** argv) {
                "on | off: whether /v1/chat/completions reuses the KV other requests computed for the same messages at "
                "any position (TokenDance's collective sharing; a request sets \"kv_sharing\" and \"recompute\"); on "
                "runs a quality gate of that path per model at start-up, and a model that fails serves chat exactly");
+  std::string chat_compact = "on";
+  p.add_string("--chat-compact", &chat_compact,
+               "on | off: whether chat sharing stores a context's blended messages as master + diff (only the "
+               "recomputed rows; rebuilt bit for bit when the conversation continues) instead of a dense copy");
   p.add_float("--recompute", &recompute,
               "share of a shared block's tokens recomputed per agent (rounds and chat sharing)", 0.0, 1.0);
   std::string prm_calibration;
@@ -171,6 +175,8 @@ int cmd_serve(int argc, char** argv) {
     return cli_fail("--round-sharing: '" + round_sharing + "' is not on or off");
   if (chat_sharing != "on" && chat_sharing != "off")
     return cli_fail("--chat-sharing: '" + chat_sharing + "' is not on or off");
+  if (chat_compact != "on" && chat_compact != "off")
+    return cli_fail("--chat-compact: '" + chat_compact + "' is not on or off");
   ServeOptions opt;
   opt.host = host;
   opt.port = int(port);
@@ -213,6 +219,7 @@ int cmd_serve(int argc, char** argv) {
     return std::make_pair(g->pass, g->summary());
   };
   opt.chat_sharing = chat_sharing == "on";
+  opt.chat_compact = chat_compact == "on";
   opt.chat_sharing_gate = [recompute](const LoadedModel& lm, ThreadPool& pool) -> Result<std::pair<bool, std::string>> {
     auto g = run_chat_sharing_gate(lm, pool, recompute, kSharingGateThresholds, default_sharing_gate_cache_dir());
     if (!g.ok()) return g.status_error();

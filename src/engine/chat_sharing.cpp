@@ -6,6 +6,8 @@
 
 #include <algorithm>
 
+#include "engine/chat_contexts.h"
+
 namespace agentkv {
 
 namespace {
@@ -46,6 +48,9 @@ class ChatJob : public std::enable_shared_from_this<ChatJob> {
   ChatEventFn on_event_;
   ChatSharingReport rep_;
   std::vector<Run> runs_;
+  std::vector<BlendedRun> blends_;     // what the runs became: the stored context's master–diff form
+  SegmentStore::PrefixHit resumed_;    // the stored context resumed (step 2), and its tokens resumed
+  int64_t resumed_tokens_ = 0;
   size_t next_run_ = 0;
   uint64_t cur_ = 0;     // the context the next phase resumes from (a snapshot the job owns)
   uint64_t prefix_ = 0;  // the current run's exact prefix snapshot
@@ -77,9 +82,15 @@ void ChatJob::plan() {
     const int64_t kept = common;  // the scheduler resumes exactly that many (KvSequence::truncate)
     // Exact hits take precedence: a context whose approximate part starts inside them is not resumed
     // (the scheduler would take its KV over the exact blocks); it can still serve as a master below.
+    std::optional<KvSequence> from;
     if (kept > exact && ph.context->approximate_from() >= exact) {
       store.touch(ph.context.get());
-      set_cur(e_.adopt_retained(ph.context->fork()));
+      from = resume_stored_context(e_, ph);  // expanded when compact; nullopt: the pool cannot hold it
+    }
+    if (from) {
+      set_cur(e_.adopt_retained(std::move(*from)));
+      resumed_ = ph;
+      resumed_tokens_ = kept;
       rep_.cached_tokens = std::max(exact, std::min(kept, ph.context->approximate_from()));
       rep_.resumed_tokens = kept - rep_.cached_tokens;
       base = kept;
@@ -102,14 +113,16 @@ void ChatJob::plan() {
       const auto& mt = h.context->tokens();
       const int64_t off = h.slot - sb;
       Run run{sb, se, h.context, off, 1, se - sb};
-      // The headers before the segment, back to the previous run or prefix, where they match.
-      while (run.begin > lower && run.begin + off > 0 && prompt[size_t(run.begin - 1)] == mt[size_t(run.begin - 1 + off)])
+      // The headers before the segment, back to the previous run or prefix, where they match (and the
+      // master may serve them: not inside its own blended runs).
+      while (run.begin > lower && run.begin + off > 0 && prompt[size_t(run.begin - 1)] == mt[size_t(run.begin - 1 + off)] &&
+             h.serves(run.begin - 1 + off, run.begin + off))
         --run.begin;
       // Later whole segments, with the tokens between them, while the context holds them in order.
       size_t j = i + 1;
       for (; j < segs.size(); ++j) {
         const auto [nb, ne] = segs[j];
-        if (ne > limit || ne + off > int64_t(mt.size())) break;
+        if (ne > limit || ne + off > int64_t(mt.size()) || !h.serves(run.end + off, ne + off)) break;
         bool same = true;
         for (int64_t t = run.end; t < ne && same; ++t) same = prompt[size_t(t)] == mt[size_t(t + off)];
         if (!same) break;
@@ -183,6 +196,8 @@ void ChatJob::blended(Result<BlendedCopy> copy) {
   rep_.segment_tokens += run.end - run.begin;
   rep_.recomputed_tokens += recomputed;
   rep_.segments += run.segments;
+  blends_.push_back(BlendedRun{run.begin, run.end - run.begin, run.master, int32_t(run.begin + run.offset),
+                               std::move(copy->recomputed_slots)});
   e_.note_sharing(0, 0, uint64_t(run.end - run.begin - recomputed), uint64_t(recomputed));
   set_cur(e_.adopt_retained(std::move(copy->seq)));
   ++next_run_;
@@ -217,7 +232,9 @@ void ChatJob::answer() {
     ev.n_cached_prompt = int(self->rep_.cached_tokens);
     if (ev.retained_kv) {
       // The whole context becomes a master for later requests.
-      if (auto ctx = self->e_.take_retained(ev.retained_kv)) self->e_.segments().add(std::move(ctx), self->r_.segments);
+      if (auto ctx = self->e_.take_retained(ev.retained_kv))
+        store_chat_context(self->e_, std::move(ctx), self->r_.segments, self->blends_, self->resumed_,
+                           self->resumed_tokens_);
       ev.retained_kv = 0;
     }
     if (ev.request_finished) {
@@ -236,6 +253,9 @@ void ChatJob::fallback(const std::string& why) {
   // Exact prefill of the whole request: still correct, only slower.
   set_cur(0);
   runs_.clear();
+  blends_.clear();
+  resumed_ = {};
+  resumed_tokens_ = 0;
   rep_ = ChatSharingReport{};
   rep_.recompute = r_.recompute;
   rep_.reason = "shared KV could not be used (" + why + "); answered exactly";

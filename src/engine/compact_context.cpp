@@ -1,51 +1,91 @@
 #include "engine/compact_context.h"
 
+#include <algorithm>
+
 #include "util/status.h"
 
 namespace agentkv {
 
 namespace {
 
-KvSlotRange range(const KvSequence& s, int64_t slot0) {
+KvSlotRange slots_of(const KvSequence& s, int64_t slot0) {
   return KvSlotRange{SeqBlocks{s.blocks().data(), int32_t(s.blocks().size())}, int32_t(slot0)};
 }
 
 }  // namespace
 
-std::optional<CompactContext> CompactContext::compact(const KvSequence& dense, int64_t seg_begin,
-                                                      std::shared_ptr<const MasterSegment> master,
-                                                      std::vector<int32_t> rows) {
-  const int64_t seg_len = master->n_tokens();
-  AGENTKV_CHECK(seg_begin >= 0 && seg_begin + seg_len <= dense.n_tokens());
-  KvManager& m = dense.manager();
-  // The prefix keeps whole blocks only: a partial block before the segment also holds segment rows.
-  const int64_t bs = m.block_size();
-  KvSequence prefix = dense.fork();
-  prefix.truncate((seg_begin / bs) * bs);
-  const int64_t kept = prefix.n_tokens();
-  auto gap = PackedKv::pack(m, range(dense, kept), int32_t(seg_begin - kept));
-  if (!gap) return std::nullopt;
-  auto diff = SegmentDiff::extract(std::move(master), range(dense, seg_begin), int32_t(seg_begin), std::move(rows));
-  if (!diff) return std::nullopt;
-  const int64_t tail0 = seg_begin + seg_len;
-  auto tail = PackedKv::pack(m, range(dense, tail0), int32_t(dense.n_tokens() - tail0));
-  if (!tail) return std::nullopt;
-  return CompactContext(std::move(prefix), std::move(*gap), std::move(*diff), std::move(*tail), dense.tokens(),
-                        seg_begin);
+std::pair<int64_t, int64_t> droppable_blocks(int64_t begin, int64_t n, int block_size) {
+  const int64_t first = (begin + block_size - 1) / block_size, last = (begin + n) / block_size;
+  return last > first ? std::make_pair(first, last) : std::make_pair(first, first);
+}
+
+std::optional<CompactContext> CompactContext::compact(const KvSequence& dense, const std::vector<BlendedRun>& runs,
+                                                      std::vector<PlacedDiff> inherited) {
+  const int bs = dense.manager().block_size();
+  const auto& toks = dense.tokens();
+  auto kept = std::make_shared<KvSequence>(dense.fork());
+  std::vector<PlacedDiff> diffs;
+  for (PlacedDiff& d : inherited) {
+    const auto mt = d.second->master()->tokens();
+    const int64_t n = int64_t(mt.size());
+    // Whole blocks (what a compact form drops) holding the diff's tokens, still dense here.
+    if (d.first % bs != 0 || n % bs != 0 || d.first + n > dense.n_tokens() || !dense.has_kv(d.first, d.first + n) ||
+        !std::equal(mt.begin(), mt.end(), toks.begin() + d.first))
+      return std::nullopt;
+    kept->drop_blocks(d.first / bs, (d.first + n) / bs);
+    diffs.push_back(std::move(d));
+  }
+  for (const BlendedRun& r : runs) {
+    if (!r.master || r.begin < 0 || r.n <= 0 || r.begin + r.n > dense.n_tokens() || r.master_start < 0 ||
+        r.master_start + r.n > r.master->n_tokens() ||
+        !std::equal(toks.begin() + r.begin, toks.begin() + r.begin + r.n, r.master->tokens().begin() + r.master_start))
+      return std::nullopt;
+    const auto [first, last] = droppable_blocks(r.begin, r.n, bs);
+    const int64_t s0 = first * bs, n = (last - first) * bs;
+    // A run with no whole block, or one whose slots are no longer dense (not this context's K/V), stays as it is.
+    if (n == 0 || !dense.has_kv(s0, s0 + n) || !r.master->has_kv(r.master_start + (s0 - r.begin), r.master_start + (s0 - r.begin) + n))
+      continue;
+    std::vector<int32_t> rows;
+    for (int32_t slot : r.recomputed)
+      if (slot >= s0 && slot < s0 + n) rows.push_back(int32_t(slot - s0));
+    auto master = MasterSegment::slice(*r.master, int32_t(r.master_start + (s0 - r.begin)), n);
+    auto diff = SegmentDiff::extract(std::move(master), slots_of(dense, s0), int32_t(s0), std::move(rows));
+    if (!diff) return std::nullopt;
+    kept->drop_blocks(first, last);
+    diffs.emplace_back(s0, std::make_shared<const SegmentDiff>(std::move(*diff)));
+  }
+  std::sort(diffs.begin(), diffs.end(), [](const PlacedDiff& a, const PlacedDiff& b) { return a.first < b.first; });
+  return CompactContext(std::move(kept), std::move(diffs));
 }
 
 std::optional<KvSequence> CompactContext::expand(const Model& model, ThreadPool& pool) const {
-  KvSequence s = prefix_.fork();
-  const int64_t kept = s.n_tokens();
-  if (!s.reserve(n_tokens() - kept)) return std::nullopt;
-  gap_.restore(range(s, kept));
-  if (!diff_.materialize(model, range(s, seg_begin_), pool).ok()) return std::nullopt;
-  tail_.restore(range(s, seg_begin_ + diff_.master()->n_tokens()));
-  s.mark_approximate_from(seg_begin_);
-  s.commit(std::span<const int32_t>(tokens_).subspan(size_t(kept)));
+  KvSequence s = kept_->fork();
+  if (!s.fill_holes()) return std::nullopt;
+  for (const auto& [begin, diff] : diffs_)
+    if (!diff->materialize(model, slots_of(s, begin), pool).ok()) return std::nullopt;
   return s;
 }
 
-int64_t CompactContext::own_blocks() const { return gap_.n_blocks() + diff_.n_blocks() + tail_.n_blocks(); }
+int64_t CompactContext::own_blocks() const {
+  const auto& blocks = kept_->blocks();
+  int64_t n = diff_blocks();
+  for (size_t i = size_t(kept_->approximate_from() / kept_->manager().block_size()); i < blocks.size(); ++i)
+    n += blocks[i] != KvSequence::kHole;
+  return n;
+}
+
+void CompactContext::add_block_refs(std::vector<int32_t>& out) const {
+  for (const auto& [begin, diff] : diffs_) {
+    out.insert(out.end(), diff->blocks().begin(), diff->blocks().end());
+    for (int32_t b : diff->master()->blocks())
+      if (b != KvSequence::kHole) out.push_back(b);
+  }
+}
+
+int64_t CompactContext::diff_blocks() const {
+  int64_t n = 0;
+  for (const auto& [begin, diff] : diffs_) n += diff->n_blocks();
+  return n;
+}
 
 }  // namespace agentkv

@@ -1,53 +1,83 @@
-// A retained context in master–diff form (TokenDance's storage, issue 5). After a round whose block
-// came from the KV collector, an agent's dense context is [exact prefix][blended segment][own turn].
-// Between rounds it is kept as
-//   - the exact prefix's full blocks (shared with the prefix cache and other agents, as before),
-//   - the few prefix rows of a partial block before the segment, packed,
-//   - a SegmentDiff: a reference to the round's master and only the recomputed rows, packed,
-//   - the rows after the segment (the agent's own prompt and answer), packed,
-// so no dense per-agent copy of the segment lives between rounds. expand() rebuilds the dense context
-// bit for bit (the master re-rotated to the agent's positions, then the diff rows: what the
-// collector wrote) just before the agent's next turn resumes from it.
+// A context in master–diff form (TokenDance's storage: issue 5 for /v1/rounds, issue 14 for chat).
+// A context whose runs of tokens were blended from masters by the KV collector, e.g.
+// [exact prefix][blended segment][own turn] after a round, or a chat context with several blended runs
+// of message segments, is kept as
+//   - its sequence with the blocks that lie wholly inside a blended run dropped (holes,
+//     KvSequence::drop_blocks); every other block (the exact prefix, blocks straddling a run's edges,
+//     the agent's own turns) is kept as it is, shared, not copied;
+//   - per run with dropped blocks, a SegmentDiff: a reference to the master's slots for exactly the
+//     dropped slots (a MasterSegment pinning those master blocks alone) and only the recomputed rows
+//     among them, packed;
+// so no dense per-agent copy of a blended run lives between turns. expand() rebuilds the dense
+// context bit for bit (the master re-rotated to the agent's positions, then the diff rows: what the
+// collector wrote) just before a turn resumes from it. The kept sequence still holds the K/V of its
+// dense slots: a chat context serves as a master for the segments there (kv/segment_store.h).
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "kv/kv_manager.h"
+#include "kv/segment_store.h"
 #include "model/model.h"
 #include "share/master_diff.h"
 #include "util/thread_pool.h"
 
 namespace agentkv {
 
-class CompactContext {
- public:
-  // dense: the agent's context; its slots [seg_begin, seg_begin + master->n_tokens()) hold the
-  // segment as the collector made it from `master` (re-rotated to positions seg_begin.., then the
-  // segment-relative `rows` recomputed). nullopt when the pool cannot hold the packed rows.
-  static std::optional<CompactContext> compact(const KvSequence& dense, int64_t seg_begin,
-                                               std::shared_ptr<const MasterSegment> master, std::vector<int32_t> rows);
+// One blended run of a dense context: its slots [begin, begin + n) hold the master's slots
+// [master_start, master_start + n) re-rotated to positions begin.., then `recomputed` (slots of the
+// context, ascending) recomputed.
+struct BlendedRun {
+  int64_t begin = 0;
+  int64_t n = 0;
+  std::shared_ptr<const KvSequence> master;
+  int32_t master_start = 0;
+  std::vector<int32_t> recomputed;
+};
 
-  // A dense copy to resume from, marked approximate from the segment on. nullopt when the pool is short.
+// The block range [first, last) wholly inside slots [begin, begin + n): what a run's compact form
+// drops (empty when the run does not cover a whole block).
+std::pair<int64_t, int64_t> droppable_blocks(int64_t begin, int64_t n, int block_size);
+
+class CompactContext : public SegmentStore::Detached {
+ public:
+  // A diff kept for slots [begin, begin + diff->master()->n_tokens()) of the context.
+  using PlacedDiff = std::pair<int64_t, std::shared_ptr<const SegmentDiff>>;
+
+  // dense: the context; runs: its blended runs (ascending, disjoint, inside it; each run's slots must
+  // hold the master's tokens). inherited: diffs of a context `dense` resumed from (the same K/V at the
+  // same slots: expand() wrote them), kept as they are. nullopt when the pool cannot hold the packed
+  // rows or a run is malformed.
+  static std::optional<CompactContext> compact(const KvSequence& dense, const std::vector<BlendedRun>& runs,
+                                               std::vector<PlacedDiff> inherited = {});
+
+  // A dense copy to resume from (approximate from where the dense context was). nullopt when the pool
+  // is short.
   std::optional<KvSequence> expand(const Model& model, ThreadPool& pool) const;
 
-  int64_t n_tokens() const { return int64_t(tokens_.size()); }
-  // Blocks this context holds on its own (packed rows; the prefix and master blocks are shared).
+  // The sequence with the dropped blocks as holes (its tokens are all the context's).
+  const std::shared_ptr<const KvSequence>& kept() const { return kept_; }
+  const std::vector<PlacedDiff>& diffs() const { return diffs_; }
+  int64_t n_tokens() const { return kept_->n_tokens(); }
+  // Blocks expand() allocates (the dropped ones).
+  int64_t n_dropped() const { return kept_->n_holes(); }
+  // Blocks this context holds on its own: the diffs' packed rows and the kept blocks from the first
+  // diff's run on (the exact prefix before it and the masters are shared).
   int64_t own_blocks() const;
 
+  // SegmentStore::Detached: the diffs' blocks and the master blocks they pin.
+  void add_block_refs(std::vector<int32_t>& out) const override;
+  int64_t diff_blocks() const override;
+
  private:
-  CompactContext(KvSequence prefix, PackedKv gap, SegmentDiff diff, PackedKv tail, std::vector<int32_t> tokens,
-                 int64_t seg_begin)
-      : prefix_(std::move(prefix)), gap_(std::move(gap)), diff_(std::move(diff)), tail_(std::move(tail)),
-        tokens_(std::move(tokens)), seg_begin_(seg_begin) {}
-  KvSequence prefix_;    // full blocks of [0, seg_begin), the rows of a partial one cut off
-  PackedKv gap_;         // rows [prefix_.n_tokens(), seg_begin)
-  SegmentDiff diff_;
-  PackedKv tail_;        // rows after the segment
-  std::vector<int32_t> tokens_;
-  int64_t seg_begin_;
+  CompactContext(std::shared_ptr<const KvSequence> kept, std::vector<PlacedDiff> diffs)
+      : kept_(std::move(kept)), diffs_(std::move(diffs)) {}
+  std::shared_ptr<const KvSequence> kept_;
+  std::vector<PlacedDiff> diffs_;  // ascending
 };
 
 }  // namespace agentkv

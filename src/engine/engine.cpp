@@ -537,6 +537,8 @@ EngineMetrics Engine::metrics() const {
   m.retained_compact = int64_t(compact_.size());
   m.segment_contexts = int64_t(segments_.n_contexts());
   m.segment_blocks = segments_.n_blocks();
+  m.segment_compact = int64_t(segments_.n_compact());
+  m.segment_diff_blocks = segments_.n_diff_blocks();
   return m;
 }
 
@@ -577,8 +579,8 @@ bool Engine::compact_retained(uint64_t handle, int64_t seg_begin, uint64_t maste
   if (!std::equal(dense.tokens().begin() + seg_begin, dense.tokens().begin() + seg_begin + seg_len,
                   mi->second->tokens().begin() + master_start))
     return false;
-  auto seg = std::make_shared<const MasterSegment>(mi->second->fork(), master_start, master_start);
-  auto c = CompactContext::compact(dense, seg_begin, std::move(seg), std::move(rows));
+  for (int32_t& r : rows) r += int32_t(seg_begin);  // segment-relative → the context's slots
+  auto c = CompactContext::compact(dense, {BlendedRun{seg_begin, seg_len, mi->second, master_start, std::move(rows)}});
   if (!c) return false;
   compact_.emplace(handle, std::make_unique<CompactContext>(std::move(*c)));
   retained_.erase(it);

@@ -35,6 +35,8 @@ struct EngineOptions {
   int n_ctx = 0;
   int max_n = 64;         // largest n per request
   int max_top_logprobs = 20;
+  // Chat contexts stored with blended runs keep only master + diff for them (engine/compact_context.h).
+  bool chat_compact = true;
 };
 
 // The one context-length check (the engine's, the server's and generate's): `what`, of `tokens`
@@ -86,6 +88,7 @@ class Engine {
   // The segment cache of chat sharing (kv/segment_store.h): contexts kept after requests, evicted
   // least recently used first when the scheduler is short of blocks. Engine thread only.
   SegmentStore& segments() { return segments_; }
+  bool chat_compact() const { return opt_.chat_compact; }
   // Counts chat sharing's work into the metrics: segments looked up, their tokens found with KV,
   // tokens whose KV was reused approximately (not recomputed), tokens selectively recomputed.
   void note_sharing(uint64_t lookups, uint64_t hit_tokens, uint64_t reused, uint64_t recomputed);

@@ -65,9 +65,11 @@ struct EngineMetrics {
   int64_t retained_snapshots = 0;     // resident contexts (agents' pinned KV)
   int64_t retained_tokens = 0;
   int64_t retained_compact = 0;         // of those, in master–diff form
-  int64_t retained_compact_blocks = 0;  // blocks they hold on their own (diff rows, packed turns)
+  int64_t retained_compact_blocks = 0;  // blocks they hold on their own (diff rows, own turns)
   int64_t segment_contexts = 0;         // contexts in the segment cache (masters of chat sharing)
   int64_t segment_blocks = 0;           // distinct blocks they reference
+  int64_t segment_compact = 0;          // of those contexts, in master–diff form
+  int64_t segment_diff_blocks = 0;      // blocks their diff rows take
   // The KV tiers below RAM (all zero when off).
   TierStats disk_tier;
   TierStats redis_tier;

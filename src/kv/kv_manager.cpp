@@ -267,8 +267,10 @@ int64_t KvSequence::blocks_needed(int64_t n) const {
   // Existing blocks about to be written must be ours alone. Usually that is just a partial last block
   // after fork(); blocks reserved ahead of n_tokens() and then forked count too.
   const BlockRange r = written_blocks(n_tokens(), n, bs, have);
-  for (int64_t i = r.first; i < r.last; ++i)
+  for (int64_t i = r.first; i < r.last; ++i) {
+    AGENTKV_CHECK(blocks_[size_t(i)] != kHole);  // fill_holes first
     if (must_copy(blocks_[size_t(i)])) ++needed;
+  }
   return needed;
 }
 
@@ -318,7 +320,8 @@ KvSequence KvSequence::fork() const {
   child.blocks_ = blocks_;
   child.tokens_ = tokens_;
   child.hashes_ = hashes_;
-  for (int32_t b : blocks_) m_->pool().ref(b);
+  for (int32_t b : blocks_)
+    if (b != kHole) m_->pool().ref(b);
   return child;
 }
 
@@ -327,7 +330,7 @@ int64_t KvSequence::truncate(int64_t n) {
   const int64_t bs = m_->block_size();
   const size_t keep = size_t((n + bs - 1) / bs);
   while (blocks_.size() > keep) {  // tail first, like release(): the tail is evicted first
-    m_->pool().unref(blocks_.back());
+    if (blocks_.back() != kHole) m_->pool().unref(blocks_.back());
     blocks_.pop_back();
   }
   tokens_.resize(size_t(n));
@@ -336,11 +339,42 @@ int64_t KvSequence::truncate(int64_t n) {
 }
 
 void KvSequence::release() {
+  std::erase(blocks_, kHole);
   m_->pool().release(blocks_);
   approx_from_ = kExact;
   blocks_.clear();
   tokens_.clear();
   hashes_.clear();
+}
+
+}  // namespace agentkv
+
+namespace agentkv {
+
+void KvSequence::drop_blocks(int64_t first, int64_t last) {
+  AGENTKV_CHECK(first >= 0 && first <= last && last <= int64_t(blocks_.size()));
+  for (int64_t i = last; i-- > first;) {  // tail first, like release()
+    int32_t& b = blocks_[size_t(i)];
+    if (b != kHole) m_->pool().unref(b);
+    b = kHole;
+  }
+}
+
+bool KvSequence::fill_holes() {
+  std::vector<int32_t> fresh;
+  if (!m_->pool().allocate_n(n_holes(), fresh)) return false;
+  size_t next = 0;
+  for (int32_t& b : blocks_)
+    if (b == kHole) b = fresh[next++];
+  return true;
+}
+
+bool KvSequence::has_kv(int64_t begin, int64_t end) const {
+  if (begin < 0 || end > n_tokens()) return false;
+  const int64_t bs = m_->block_size();
+  for (int64_t i = begin / bs; i * bs < end; ++i)
+    if (blocks_[size_t(i)] == kHole) return false;
+  return true;
 }
 
 }  // namespace agentkv

@@ -148,6 +148,18 @@ class KvSequence {
   // Returns every block to the pool (tail first) and empties the sequence.
   void release();
 
+  // Master–diff storage (engine/compact_context.h). drop_blocks releases blocks [first, last) and
+  // leaves holes (kHole) in the table: those slots keep their tokens but have no K/V. A sequence with
+  // holes is read only where has_kv, forked (holes stay holes) and truncated; reserve() refuses to
+  // write into a hole, and fill_holes() gives every hole a new block of its own before it is written.
+  static constexpr int32_t kHole = -1;
+  void drop_blocks(int64_t first, int64_t last);
+  // False (changing nothing) when the pool is short; the new blocks' contents are undefined.
+  bool fill_holes();
+  int64_t n_holes() const { return int64_t(std::count(blocks_.begin(), blocks_.end(), kHole)); }
+  // Whether every slot of [begin, end) has K/V (none in a hole).
+  bool has_kv(int64_t begin, int64_t end) const;
+
  private:
   bool must_copy(int32_t block) const;
   KvManager* m_;

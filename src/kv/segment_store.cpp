@@ -12,7 +12,20 @@ uint64_t SegmentStore::key_of(std::span<const int32_t> tokens) {
   return hash_block_tokens(0x5e6d5e6d5e6d5e6dULL, tokens, 0, 0);
 }
 
-void SegmentStore::add(Context context, std::span<const std::pair<int64_t, int64_t>> segments) {
+namespace {
+
+bool overlaps_any(const SegmentStore::Ranges& ranges, int64_t begin, int64_t end) {
+  return std::any_of(ranges.begin(), ranges.end(), [&](const auto& r) { return r.first < end && begin < r.second; });
+}
+
+}  // namespace
+
+bool SegmentStore::Hit::serves(int64_t begin, int64_t end) const {
+  return context->has_kv(begin, end) && !overlaps_any(blended, begin, end);
+}
+
+void SegmentStore::add(Context context, std::span<const std::pair<int64_t, int64_t>> segments,
+                       std::shared_ptr<const Detached> detached, Ranges blended) {
   if (!context || context->n_tokens() == 0) return;
   const auto& toks = context->tokens();
   // Contexts this one continues (an agent's earlier turn, resumed: the common prefix is the same KV)
@@ -29,8 +42,11 @@ void SegmentStore::add(Context context, std::span<const std::pair<int64_t, int64
   }
   Entry e;
   e.context = std::move(context);
+  e.blended = std::move(blended);
   for (const auto& [b, end] : segments) {
-    if (b < 0 || end <= b || end > int64_t(toks.size())) continue;
+    if (b < 0 || end <= b || end > int64_t(toks.size()) || !e.context->has_kv(b, end) ||
+        overlaps_any(e.blended, b, end))
+      continue;
     const uint64_t k = key_of(std::span<const int32_t>(toks).subspan(size_t(b), size_t(end - b)));
     e.segments.emplace_back(b, end);
     e.keys.push_back(k);
@@ -38,7 +54,11 @@ void SegmentStore::add(Context context, std::span<const std::pair<int64_t, int64
   }
   const KvSequence* raw = e.context.get();
   e.used = ++clock_;
-  for (int32_t b : raw->blocks()) ++block_refs_[b];
+  for (int32_t b : raw->blocks())
+    if (b != KvSequence::kHole) e.refs.push_back(b);
+  if (detached) detached->add_block_refs(e.refs);
+  e.detached = std::move(detached);
+  for (int32_t b : e.refs) ++block_refs_[b];
   lru_.push_back(std::move(e));
   by_context_[raw] = std::prev(lru_.end());
   while (lru_.size() > max_contexts_) erase(lru_.begin());
@@ -53,7 +73,9 @@ std::vector<SegmentStore::Hit> SegmentStore::find(std::span<const int32_t> token
     if (slot + int64_t(tokens.size()) > int64_t(have.size())) continue;
     if (!std::equal(tokens.begin(), tokens.end(), have.begin() + slot)) continue;  // a hash collision
     const auto e = by_context_.at(ctx);
-    found.emplace_back(e->used, Hit{e->context, slot});
+    Hit hit{e->context, slot, e->blended};
+    if (!hit.serves(slot, slot + int64_t(tokens.size()))) continue;
+    found.emplace_back(e->used, std::move(hit));
   }
   std::sort(found.begin(), found.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
   if (found.size() > max_hits) found.resize(max_hits);
@@ -70,7 +92,7 @@ SegmentStore::PrefixHit SegmentStore::longest_prefix(std::span<const int32_t> pr
     const size_t limit = std::min(have.size(), prompt.size());
     size_t n = 0;
     while (n < limit && have[n] == prompt[n]) ++n;
-    if (int64_t(n) >= best.tokens && n > 0) best = PrefixHit{e.context, int64_t(n)};  // ties: the most recent
+    if (int64_t(n) >= best.tokens && n > 0) best = PrefixHit{e.context, e.detached, e.blended, int64_t(n)};  // ties: the most recent
   }
   return best;
 }
@@ -87,7 +109,7 @@ void SegmentStore::erase(std::list<Entry>::iterator it) {
     auto [lo, hi] = index_.equal_range(k);
     for (auto j = lo; j != hi;) j = j->second.first == it->context.get() ? index_.erase(j) : std::next(j);
   }
-  for (int32_t b : it->context->blocks())
+  for (int32_t b : it->refs)
     if (auto r = block_refs_.find(b); r != block_refs_.end() && --r->second == 0) block_refs_.erase(r);
   by_context_.erase(it->context.get());
   lru_.erase(it);
@@ -105,5 +127,16 @@ void SegmentStore::clear() {
 }
 
 int64_t SegmentStore::n_blocks() const { return int64_t(block_refs_.size()); }
+
+size_t SegmentStore::n_compact() const {
+  return size_t(std::count_if(lru_.begin(), lru_.end(), [](const Entry& e) { return e.detached != nullptr; }));
+}
+
+int64_t SegmentStore::n_diff_blocks() const {
+  int64_t n = 0;
+  for (const Entry& e : lru_)
+    if (e.detached) n += e.detached->diff_blocks();
+  return n;
+}
 
 }  // namespace agentkv

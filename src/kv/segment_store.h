@@ -13,6 +13,13 @@
 // reference. Blended (approximate) contexts are stored too: their KV never enters the exact prefix
 // index (KvSequence::mark_approximate_from), and this store is the only way anything reuses it,
 // always reported as approximate.
+//
+// The whole blocks of a context's blended runs never serve as a master (`blended`): a later request
+// reuses the original master of those segments instead (the context that computed them), so a copy is
+// never blended from a copy, and storing a context in master–diff form (engine/compact_context.h)
+// changes nothing a request is served. Such a compact context is its sequence with exactly those
+// blocks dropped (holes) plus a Detached part (the diffs and the master blocks they pin) that the
+// store keeps alive and counts; a request continuing it resumes from its expansion.
 #pragma once
 
 #include <cstdint>
@@ -30,14 +37,28 @@ namespace agentkv {
 class SegmentStore {
  public:
   using Context = std::shared_ptr<const KvSequence>;
+  using Ranges = std::vector<std::pair<int64_t, int64_t>>;  // token ranges [begin, end)
+  // What a compact context holds besides its sequence's blocks (engine/compact_context.h).
+  class Detached {
+   public:
+    virtual ~Detached() = default;
+    // Appends each block it holds a reference on, once per reference.
+    virtual void add_block_refs(std::vector<int32_t>& out) const = 0;
+    // Blocks holding its diff rows (what it costs beyond its kept blocks and its masters').
+    virtual int64_t diff_blocks() const = 0;
+  };
 
   struct Hit {
     Context context;
     int64_t slot = 0;  // where the segment's tokens start in the context
+    Ranges blended;    // the context's ranges that serve no master
+    // Whether the context's slots [begin, end) may serve as a master.
+    bool serves(int64_t begin, int64_t end) const;
   };
   struct PrefixHit {
     Context context;
-    int64_t tokens = 0;  // the longest common prefix of the context and the prompt
+    std::shared_ptr<const Detached> detached;  // non-null: context has holes, resume from its expansion
+    Ranges blended;    int64_t tokens = 0;  // the longest common prefix of the context and the prompt
   };
 
   // max_contexts: the most contexts kept at once (the oldest goes first beyond it).
@@ -45,10 +66,13 @@ class SegmentStore {
 
   // Keeps `context` with its segments (token ranges [begin, end) of its tokens, non-empty). A stored
   // context that this one continues through its last segment is dropped: this one resumed from it,
-  // so it holds the same KV for everything the old one could serve.
-  void add(Context context, std::span<const std::pair<int64_t, int64_t>> segments);
-  // Stored contexts holding exactly `tokens` as one of their segments, most recently used first, at
-  // most max_hits of them.
+  // so it holds the same KV for everything the old one could serve. detached: the rest of a compact
+  // context (context then has holes). blended: the whole blocks of its blended runs, ascending (the
+  // holes when compact); segments there are not indexed.
+  void add(Context context, std::span<const std::pair<int64_t, int64_t>> segments,
+           std::shared_ptr<const Detached> detached = nullptr, Ranges blended = {});
+  // Stored contexts holding exactly `tokens`, with their K/V, as one of their segments, most recently
+  // used first, at most max_hits of them.
   std::vector<Hit> find(std::span<const int32_t> tokens, size_t max_hits = 8) const;
   // The stored context with the longest common prefix with `prompt` (salt must match; 0 tokens: none).
   PrefixHit longest_prefix(std::span<const int32_t> prompt, uint64_t salt) const;
@@ -59,7 +83,11 @@ class SegmentStore {
   void clear();
 
   size_t n_contexts() const { return lru_.size(); }
-  // Distinct KV blocks the stored contexts reference (shared ones counted once).
+  // Of those, the contexts in master–diff form, and the blocks their diff rows take.
+  size_t n_compact() const;
+  int64_t n_diff_blocks() const;
+  // Distinct KV blocks the stored contexts reference (shared ones counted once), compact ones' diffs
+  // and pinned master blocks included.
   int64_t n_blocks() const;
   // Adds to refs[block] the references the stored contexts hold (admission counts them as
   // reclaimable, not pinned: engine/kv_admission.h).
@@ -72,7 +100,10 @@ class SegmentStore {
     Context context;
     std::vector<std::pair<int64_t, int64_t>> segments;
     std::vector<uint64_t> keys;
-    uint64_t used = 0;  // recency stamp
+    std::shared_ptr<const Detached> detached;
+    Ranges blended;
+    std::vector<int32_t> refs;  // every block reference the entry holds (context and detached)
+    uint64_t used = 0;          // recency stamp
   };
   static uint64_t key_of(std::span<const int32_t> tokens);
   void erase(std::list<Entry>::iterator it);

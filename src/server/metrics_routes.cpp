@@ -59,7 +59,7 @@ std::string metrics_text(const ServerState& s) {
        "Retained contexts kept as master + sparse diff (collective KV sharing) between rounds.",
        [](const EngineMetrics& m) { return double(m.retained_compact); }},
       {"agentkv_kv_retained_compact_blocks", "gauge",
-       "Blocks those compact contexts hold on their own (diff rows and packed own turns).",
+       "Blocks those compact contexts hold on their own (diff rows and their own turns).",
        [](const EngineMetrics& m) { return double(m.retained_compact_blocks); }},
       {"agentkv_kv_retained_tokens", "gauge", "Tokens in retained KV snapshots.",
        [](const EngineMetrics& m) { return double(m.retained_tokens); }},
@@ -88,6 +88,11 @@ std::string metrics_text(const ServerState& s) {
        [](const EngineMetrics& m) { return double(m.segment_contexts); }},
       {"agentkv_segment_blocks", "gauge", "Distinct KV blocks the segment cache's contexts reference.",
        [](const EngineMetrics& m) { return double(m.segment_blocks); }},
+      {"agentkv_segment_compact_contexts", "gauge",
+       "Of those contexts, the ones kept as master + diff (their blended runs' own blocks dropped).",
+       [](const EngineMetrics& m) { return double(m.segment_compact); }},
+      {"agentkv_segment_diff_blocks", "gauge", "Blocks the diff rows of those compact contexts take.",
+       [](const EngineMetrics& m) { return double(m.segment_diff_blocks); }},
   };
   for (const Row& r : rows) {
     family(r.name, r.type, r.help);

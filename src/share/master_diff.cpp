@@ -30,6 +30,13 @@ void copy_row(const KvArena& arena, PhysicalSlot from, PhysicalSlot to) {
 
 }  // namespace
 
+std::shared_ptr<const MasterSegment> MasterSegment::slice(const KvSequence& master, int32_t slot0, int64_t n) {
+  KvSequence kv = master.fork();
+  kv.truncate(slot0 + n);
+  kv.drop_blocks(0, slot0 / kv.manager().block_size());
+  return std::make_shared<const MasterSegment>(std::move(kv), slot0, slot0, n);
+}
+
 std::optional<SegmentDiff> SegmentDiff::extract(std::shared_ptr<const MasterSegment> master, const KvSlotRange& dense,
                                                 int32_t pos0, std::vector<int32_t> rows) {
   KvManager& m = master->manager();

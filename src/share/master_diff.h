@@ -18,20 +18,29 @@
 #include "model/kv_rerotate.h"
 #include "model/model.h"
 #include "share/selective_recompute.h"
+#include "util/status.h"
 
 namespace agentkv {
 
 class MasterSegment {
  public:
-  // Keeps the segment's K/V where it was computed: slots [slot0, slot0 + n) of `kv` (whose blocks it
-  // shares; e.g. a prefill of [BOS][segment] with slot0 = 1), at RoPE positions pos0.. .
-  MasterSegment(KvSequence kv, int32_t slot0, int32_t pos0) : kv_(std::move(kv)), slot0_(slot0), pos0_(pos0) {}
+  // Keeps the segment's K/V where it was computed: slots [slot0, slot0 + n) of `kv` (n < 0: to its
+  // end; e.g. a prefill of [BOS][segment] with slot0 = 1), at RoPE positions pos0.. . It shares the
+  // blocks `kv` holds; those outside the segment may be holes (KvSequence::drop_blocks).
+  MasterSegment(KvSequence kv, int32_t slot0, int32_t pos0, int64_t n = -1)
+      : kv_(std::move(kv)), slot0_(slot0), pos0_(pos0), n_(n < 0 ? kv_.n_tokens() - slot0 : n) {
+    AGENTKV_CHECK(slot0 >= 0 && slot0 + n_ <= kv_.n_tokens() && kv_.has_kv(slot0, slot0 + n_));
+  }
+  // The slots [slot0, slot0 + n) of `master` only: a fork that holds the blocks of those slots alone.
+  static std::shared_ptr<const MasterSegment> slice(const KvSequence& master, int32_t slot0, int64_t n);
 
   std::span<const int32_t> tokens() const {
-    return std::span<const int32_t>(kv_.tokens()).subspan(size_t(slot0_));
+    return std::span<const int32_t>(kv_.tokens()).subspan(size_t(slot0_), size_t(n_));
   }
-  int64_t n_tokens() const { return kv_.n_tokens() - slot0_; }
-  int64_t n_blocks() const { return int64_t(kv_.blocks().size()); }
+  int64_t n_tokens() const { return n_; }
+  int64_t n_blocks() const { return int64_t(kv_.blocks().size()) - kv_.n_holes(); }
+  // The block table it holds (holes: KvSequence::kHole).
+  const std::vector<int32_t>& blocks() const { return kv_.blocks(); }
   // What selective_recompute reads.
   SegmentMaster view() const {
     return SegmentMaster{KvSlotRange{SeqBlocks{kv_.blocks().data(), int32_t(kv_.blocks().size())}, slot0_}, pos0_};
@@ -41,6 +50,7 @@ class MasterSegment {
  private:
   KvSequence kv_;
   int32_t slot0_, pos0_;
+  int64_t n_;
 };
 
 class SegmentDiff {
@@ -63,6 +73,7 @@ class SegmentDiff {
   const std::vector<int32_t>& rows() const { return rows_; }
   int32_t pos0() const { return pos0_; }
   int64_t n_blocks() const { return int64_t(blocks_.size()); }
+  const std::vector<int32_t>& blocks() const { return blocks_; }
 
  private:
   SegmentDiff(std::shared_ptr<const MasterSegment> master, int32_t pos0, std::vector<int32_t> rows,

@@ -1,0 +1,31 @@
+// Chat contexts in the segment store (kv/segment_store.h), in master–diff form where they were
+// blended (engine/compact_context.h; EngineOptions::chat_compact): how a finished chat request's
+// context is stored, and how a later request of the same conversation resumes one (engine/chat_sharing.h).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <utility>
+#include <vector>
+
+#include "engine/compact_context.h"
+#include "engine/engine.h"
+
+namespace agentkv {
+
+// The dense context to resume from: a fork of the stored one, or its expansion when it is compact
+// (bit-identical to the dense copy it replaced; least recently used stored contexts are evicted first
+// when the pool is short). nullopt when the pool cannot hold the expansion: resume less.
+std::optional<KvSequence> resume_stored_context(Engine& e, const SegmentStore::PrefixHit& hit);
+
+// Stores a finished chat context with its segments. With chat_compact on, the blocks inside its
+// blended `runs` are dropped for master + diff, and the diffs of a compact context it resumed (`resumed`,
+// the first `resumed_tokens` tokens of which it continues) carry over as they are. A compaction the pool
+// cannot hold stores the context dense.
+void store_chat_context(Engine& e, std::shared_ptr<const KvSequence> ctx,
+                        std::span<const std::pair<int64_t, int64_t>> segments, const std::vector<BlendedRun>& runs,
+                        const SegmentStore::PrefixHit& resumed, int64_t resumed_tokens);
+
+}  // namespace agentkv

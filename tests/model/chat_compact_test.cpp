@@ -1,0 +1,187 @@
+// Chat contexts in master–diff form (EngineOptions::chat_compact, engine/chat_contexts.h) on the real
+// models: a group chat of four agents, eight turns, through the chat sharing job
+// (start_chat_request), run twice, with compact storage on and off. Every request is planned and
+// served the same (reports and replies token-identical), a compact context resumed later expands to
+// K/V bit-identical to the dense context it replaced, the store holds fewer blocks, and no block is
+// left behind once the store lets go.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/chat_contexts.h"
+#include "engine/chat_sharing.h"
+#include "model_test_util.h"
+#include "share/turn_pieces.h"
+#include "tokenizer/chat_template.h"
+
+namespace agentkv {
+namespace {
+namespace chat_compact {
+
+using testing::real_model;
+
+constexpr const char* kAgents[] = {"Ada", "Bram", "Cleo", "Dov"};
+constexpr int kTurns = 8;
+
+struct Turn {
+  std::vector<int32_t> reply;
+  ChatSharingReport report;
+};
+
+std::vector<ChatMessage> messages_for(size_t agent, const std::vector<std::string>& transcript, bool alternate) {
+  std::vector<ChatMessage> msgs;
+  msgs.push_back(ChatMessage{"system", std::string("You are ") + kAgents[agent] +
+                                           ", a villager of Elm Hollow in a group chat with your neighbours. "
+                                           "Answer in one or two sentences, in the first person."});
+  for (size_t k = 0; k < transcript.size(); ++k)
+    msgs.push_back(ChatMessage{alternate && k % 2 == 1 ? "assistant" : "user", transcript[k]});
+  return msgs;
+}
+
+AgentContextTokens pieces_for(const Tokenizer& tok, const std::vector<ChatMessage>& msgs) {
+  auto text = apply_chat_template(tok, msgs, true);
+  EXPECT_TRUE(text.ok()) << text.error();
+  return chat_message_pieces(tok, *text, msgs);
+}
+
+class ChatGroup {
+ public:
+  ChatGroup(const LoadedModel& lm, ThreadPool& pool, bool compact) : lm_(lm) {
+    EngineOptions eo;
+    eo.kv.mem_bytes = int64_t(256) << 20;
+    eo.kv.block_size = 16;
+    eo.chat_compact = compact;
+    auto created = Engine::create(lm, eo, pool);
+    EXPECT_TRUE(created.ok()) << created.error();
+    e_ = std::move(created).value();
+    alternate_ = !apply_chat_template(*lm.tokenizer, messages_for(0, {"a", "b"}, false), true).ok();
+  }
+  Engine& engine() { return *e_; }
+  const std::vector<std::string>& transcript() const { return transcript_; }
+  bool alternate() const { return alternate_; }
+
+  // The chat's turns, round robin after a moderator's opening.
+  std::vector<Turn> run() {
+    transcript_ = {"Moderator: The river flooded the lower fields last night and the old bridge is closed. "
+                   "Decide together what the village does first."};
+    std::vector<Turn> turns;
+    for (int t = 0; t < kTurns; ++t) {
+      const size_t agent = size_t(t) % std::size(kAgents);
+      const AgentContextTokens pieces = pieces_for(*lm_.tokenizer, messages_for(agent, transcript_, alternate_));
+      ChatSharingRequest req;
+      req.params.prompt = pieces.tokens;
+      req.params.max_tokens = 24;
+      req.params.min_tokens = 8;
+      req.params.sampling.temperature = 0;
+      req.segments = pieces.segments;
+      req.request_id = e_->next_request_id();
+      Turn turn;
+      std::string text, error;
+      bool finished = false;
+      start_chat_request(*e_, req, [&](const RequestEvent& ev, const ChatSharingReport& r) {
+        if (!ev.error.empty()) error = ev.error;
+        if (ev.has_token) turn.reply.push_back(ev.token);
+        text += ev.text;
+        if (ev.request_finished) {
+          finished = true;
+          turn.report = r;
+        }
+      });
+      EXPECT_TRUE(e_->run_until_idle().ok());
+      EXPECT_TRUE(finished && error.empty()) << "turn " << t << ": " << error;
+      transcript_.push_back(std::string(kAgents[agent]) + ": " + text);
+      turns.push_back(std::move(turn));
+    }
+    return turns;
+  }
+
+ private:
+  const LoadedModel& lm_;
+  std::unique_ptr<Engine> e_;
+  std::vector<std::string> transcript_;
+  bool alternate_ = false;
+};
+
+// K and V of every slot at every layer, byte for byte (two engines of one model: the same layout).
+bool same_kv(const KvSequence& a, const KvSequence& b) {
+  if (a.tokens() != b.tokens()) return false;
+  const KvArena& ka = a.manager().arena();
+  const KvArena& kb = b.manager().arena();
+  const int bs = ka.block_size();
+  const size_t bytes = size_t(ka.kv_dim()) * sizeof(kv_t);
+  for (int l = 0; l < ka.n_layer(); ++l) {
+    const PagedKvLayer la = ka.layer(l), lb = kb.layer(l);
+    for (int64_t i = 0; i < a.n_tokens(); ++i) {
+      const int32_t ba = a.blocks()[size_t(i / bs)], bb = b.blocks()[size_t(i / bs)];
+      const int o = int(i % bs);
+      if (std::memcmp(la.k(ba, o), lb.k(bb, o), bytes) != 0 || std::memcmp(la.v(ba, o), lb.v(bb, o), bytes) != 0)
+        return false;
+    }
+  }
+  return true;
+}
+
+class ChatCompactTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(ChatCompactTest, CompactStorageServesTheSameRepliesFromFewerBlocks) {
+  const LoadedModel& lm = real_model(GetParam());
+  ThreadPool pool(2);
+  ChatGroup on(lm, pool, true), off(lm, pool, false);
+  const std::vector<Turn> a = on.run(), b = off.run();
+  ASSERT_EQ(a.size(), b.size());
+  int blended = 0;
+  for (size_t t = 0; t < a.size(); ++t) {
+    EXPECT_EQ(a[t].reply, b[t].reply) << "turn " << t;
+    EXPECT_EQ(a[t].report.cached_tokens, b[t].report.cached_tokens) << "turn " << t;
+    EXPECT_EQ(a[t].report.resumed_tokens, b[t].report.resumed_tokens) << "turn " << t;
+    EXPECT_EQ(a[t].report.segment_tokens, b[t].report.segment_tokens) << "turn " << t;
+    EXPECT_EQ(a[t].report.recomputed_tokens, b[t].report.recomputed_tokens) << "turn " << t;
+    blended += a[t].report.segment_tokens > 0;
+  }
+  EXPECT_GT(blended, 0) << "no turn shared KV: nothing was tested";
+
+  Engine& ec = on.engine();
+  Engine& ed = off.engine();
+  const EngineMetrics mc = ec.metrics(), md = ed.metrics();
+  EXPECT_GT(mc.segment_compact, 0);
+  EXPECT_GT(mc.segment_diff_blocks, 0);
+  EXPECT_EQ(md.segment_compact, 0);
+  EXPECT_EQ(mc.segment_contexts, md.segment_contexts);
+  EXPECT_LT(mc.segment_blocks, md.segment_blocks);
+  EXPECT_LT(ec.kv().pool().stats().n_used, ed.kv().pool().stats().n_used);
+
+  // Every agent's next turn resumes its stored context: the compact ones expand to the dense K/V.
+  int expanded = 0;
+  for (size_t agent = 0; agent < std::size(kAgents); ++agent) {
+    const AgentContextTokens pieces =
+        pieces_for(*lm.tokenizer, messages_for(agent, on.transcript(), on.alternate()));
+    const SegmentStore::PrefixHit hc = ec.segments().longest_prefix(pieces.tokens, 0);
+    const SegmentStore::PrefixHit hd = ed.segments().longest_prefix(pieces.tokens, 0);
+    ASSERT_TRUE(hc.context && hd.context);
+    EXPECT_EQ(hc.tokens, hd.tokens);
+    EXPECT_EQ(hc.blended, hd.blended);
+    EXPECT_EQ(hd.detached, nullptr);
+    std::optional<KvSequence> x = resume_stored_context(ec, hc);
+    ASSERT_TRUE(x.has_value());
+    EXPECT_EQ(x->n_holes(), 0);
+    EXPECT_EQ(x->approximate_from(), hd.context->approximate_from());
+    EXPECT_TRUE(same_kv(*x, *hd.context)) << "agent " << agent;
+    expanded += hc.detached != nullptr;
+  }
+  EXPECT_GT(expanded, 0);
+
+  // Nothing is left behind once the store lets go (the prefix cache's blocks are unreferenced).
+  ec.segments().clear();
+  ed.segments().clear();
+  EXPECT_EQ(ec.kv().pool().stats().n_used, 0);
+  EXPECT_EQ(ed.kv().pool().stats().n_used, 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(BothModels, ChatCompactTest, ::testing::Values("smollm2", "gemma3"));
+
+}  // namespace chat_compact
+}  // namespace
+}  // namespace agentkv
