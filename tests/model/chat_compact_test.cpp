@@ -6,6 +6,7 @@
 // left behind once the store lets go.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <cstring>
 #include <optional>
 #include <string>
@@ -146,6 +147,10 @@ TEST_P(ChatCompactTest, CompactStorageServesTheSameRepliesFromFewerBlocks) {
   Engine& ec = on.engine();
   Engine& ed = off.engine();
   const EngineMetrics mc = ec.metrics(), md = ed.metrics();
+  std::printf("segment cache: %lld blocks compact (%lld compact contexts, %lld diff blocks) vs %lld dense; %d of %d "
+              "turns blended\n",
+              (long long)mc.segment_blocks, (long long)mc.segment_compact, (long long)mc.segment_diff_blocks,
+              (long long)md.segment_blocks, blended, kTurns);
   EXPECT_GT(mc.segment_compact, 0);
   EXPECT_GT(mc.segment_diff_blocks, 0);
   EXPECT_EQ(md.segment_compact, 0);

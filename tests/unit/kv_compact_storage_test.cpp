@@ -20,6 +20,7 @@ namespace compact_storage {
 using Tokens = std::vector<int32_t>;
 using testing_kv::make_manager;
 using Segments = std::vector<std::pair<int64_t, int64_t>>;
+using BlockSpan = std::pair<int64_t, int64_t>;
 
 std::shared_ptr<KvSequence> filled(KvManager& m, const Tokens& t) {
   auto s = std::make_shared<KvSequence>(m);
@@ -35,11 +36,11 @@ Tokens iota_tokens(int n, int32_t first) {
 }
 
 TEST(DroppableBlocks, OnlyBlocksWhollyInsideTheRun) {
-  EXPECT_EQ(droppable_blocks(0, 8, 4), std::make_pair<int64_t, int64_t>(0, 2));
-  EXPECT_EQ(droppable_blocks(2, 8, 4), std::make_pair<int64_t, int64_t>(1, 2));   // slots 2..9: block 1 only
-  EXPECT_EQ(droppable_blocks(3, 4, 4), std::make_pair<int64_t, int64_t>(1, 1));   // straddles two blocks
-  EXPECT_EQ(droppable_blocks(5, 2, 4), std::make_pair<int64_t, int64_t>(2, 2));   // inside one block
-  EXPECT_EQ(droppable_blocks(4, 12, 4), std::make_pair<int64_t, int64_t>(1, 4));
+  EXPECT_EQ(droppable_blocks(0, 8, 4), (BlockSpan{0, 2}));
+  EXPECT_EQ(droppable_blocks(2, 8, 4), (BlockSpan{1, 2}));   // slots 2..9: block 1 only
+  EXPECT_EQ(droppable_blocks(3, 4, 4), (BlockSpan{1, 1}));   // straddles two blocks
+  EXPECT_EQ(droppable_blocks(5, 2, 4), (BlockSpan{2, 2}));   // inside one block
+  EXPECT_EQ(droppable_blocks(4, 12, 4), (BlockSpan{1, 4}));
 }
 
 TEST(KvSequenceHoles, DropForkFillAndReleaseKeepRefcountsExact) {
