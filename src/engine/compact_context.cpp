@@ -24,7 +24,9 @@ std::optional<CompactContext> CompactContext::compact(const KvSequence& dense, c
   const int bs = dense.manager().block_size();
   const auto& toks = dense.tokens();
   auto kept = std::make_shared<KvSequence>(dense.fork());
-  std::vector<PlacedDiff> diffs;
+  // Every diff's rows, the inherited ones' too, packed together: one partial block per context.
+  std::vector<int64_t> begins;
+  std::vector<SegmentDiff::Spec> specs;
   for (PlacedDiff& d : inherited) {
     const auto mt = d.second->master()->tokens();
     const int64_t n = int64_t(mt.size());
@@ -33,7 +35,8 @@ std::optional<CompactContext> CompactContext::compact(const KvSequence& dense, c
         !std::equal(mt.begin(), mt.end(), toks.begin() + d.first))
       return std::nullopt;
     kept->drop_blocks(d.first / bs, (d.first + n) / bs);
-    diffs.push_back(std::move(d));
+    begins.push_back(d.first);
+    specs.push_back(SegmentDiff::Spec{d.second->master(), slots_of(dense, d.first), d.second->pos0(), d.second->rows()});
   }
   for (const BlendedRun& r : runs) {
     if (!r.master || r.begin < 0 || r.n <= 0 || r.begin + r.n > dense.n_tokens() || r.master_start < 0 ||
@@ -48,12 +51,16 @@ std::optional<CompactContext> CompactContext::compact(const KvSequence& dense, c
     std::vector<int32_t> rows;
     for (int32_t slot : r.recomputed)
       if (slot >= s0 && slot < s0 + n) rows.push_back(int32_t(slot - s0));
-    auto master = MasterSegment::slice(*r.master, int32_t(r.master_start + (s0 - r.begin)), n);
-    auto diff = SegmentDiff::extract(std::move(master), slots_of(dense, s0), int32_t(s0), std::move(rows));
-    if (!diff) return std::nullopt;
     kept->drop_blocks(first, last);
-    diffs.emplace_back(s0, std::make_shared<const SegmentDiff>(std::move(*diff)));
+    begins.push_back(s0);
+    specs.push_back(SegmentDiff::Spec{MasterSegment::slice(*r.master, int32_t(r.master_start + (s0 - r.begin)), n),
+                                      slots_of(dense, s0), int32_t(s0), std::move(rows)});
   }
+  auto extracted = SegmentDiff::extract_packed(dense.manager(), std::move(specs));
+  if (!extracted) return std::nullopt;
+  std::vector<PlacedDiff> diffs;
+  for (size_t i = 0; i < begins.size(); ++i)
+    diffs.emplace_back(begins[i], std::make_shared<const SegmentDiff>(std::move((*extracted)[i])));
   std::sort(diffs.begin(), diffs.end(), [](const PlacedDiff& a, const PlacedDiff& b) { return a.first < b.first; });
   return CompactContext(std::move(kept), std::move(diffs));
 }
@@ -75,17 +82,12 @@ int64_t CompactContext::own_blocks() const {
 }
 
 void CompactContext::add_block_refs(std::vector<int32_t>& out) const {
-  for (const auto& [begin, diff] : diffs_) {
-    out.insert(out.end(), diff->blocks().begin(), diff->blocks().end());
+  if (!diffs_.empty()) out.insert(out.end(), diffs_.front().second->blocks().begin(), diffs_.front().second->blocks().end());
+  for (const auto& [begin, diff] : diffs_)
     for (int32_t b : diff->master()->blocks())
       if (b != KvSequence::kHole) out.push_back(b);
-  }
 }
 
-int64_t CompactContext::diff_blocks() const {
-  int64_t n = 0;
-  for (const auto& [begin, diff] : diffs_) n += diff->n_blocks();
-  return n;
-}
+int64_t CompactContext::diff_blocks() const { return diffs_.empty() ? 0 : diffs_.front().second->n_blocks(); }
 
 }  // namespace agentkv

@@ -7,7 +7,7 @@
 //     the agent's own turns) is kept as it is, shared, not copied;
 //   - per run with dropped blocks, a SegmentDiff: a reference to the master's slots for exactly the
 //     dropped slots (a MasterSegment pinning those master blocks alone) and only the recomputed rows
-//     among them, packed;
+//     among them, all runs' rows packed together (SegmentDiff::extract_packed);
 // so no dense per-agent copy of a blended run lives between turns. expand() rebuilds the dense
 // context bit for bit (the master re-rotated to the agent's positions, then the diff rows: what the
 // collector wrote) just before a turn resumes from it. The kept sequence still holds the K/V of its
@@ -50,7 +50,7 @@ class CompactContext : public SegmentStore::Detached {
 
   // dense: the context; runs: its blended runs (ascending, disjoint, inside it; each run's slots must
   // hold the master's tokens). inherited: diffs of a context `dense` resumed from (the same K/V at the
-  // same slots: expand() wrote them), kept as they are. nullopt when the pool cannot hold the packed
+  // same slots: expand() wrote them), re-packed with the new ones (same masters and rows). nullopt when the pool cannot hold the packed
   // rows or a run is malformed.
   static std::optional<CompactContext> compact(const KvSequence& dense, const std::vector<BlendedRun>& runs,
                                                std::vector<PlacedDiff> inherited = {});

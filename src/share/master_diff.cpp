@@ -40,54 +40,59 @@ std::shared_ptr<const MasterSegment> MasterSegment::slice(const KvSequence& mast
 std::optional<SegmentDiff> SegmentDiff::extract(std::shared_ptr<const MasterSegment> master, const KvSlotRange& dense,
                                                 int32_t pos0, std::vector<int32_t> rows) {
   KvManager& m = master->manager();
+  std::vector<Spec> one;
+  one.push_back(Spec{std::move(master), dense, pos0, std::move(rows)});
+  auto diffs = extract_packed(m, std::move(one));
+  if (!diffs) return std::nullopt;
+  return std::move(diffs->front());
+}
+
+std::optional<std::vector<SegmentDiff>> SegmentDiff::extract_packed(KvManager& m, std::vector<Spec> specs) {
   const int bs = m.block_size();
-  for (size_t j = 0; j < rows.size(); ++j)
-    AGENTKV_CHECK(rows[j] >= 0 && rows[j] < master->n_tokens() && (j == 0 || rows[j] > rows[j - 1]));
-  std::vector<int32_t> blocks;
-  if (!m.pool().allocate_n((int64_t(rows.size()) + bs - 1) / bs, blocks)) return std::nullopt;
-  for (size_t j = 0; j < rows.size(); ++j)
-    copy_row(m.arena(), row_at(dense, rows[j], bs), row_at(packed(blocks), int64_t(j), bs));
-  return SegmentDiff(std::move(master), pos0, std::move(rows), std::move(blocks));
+  std::vector<PhysicalSlot> slots;
+  for (const Spec& sp : specs)
+    for (size_t j = 0; j < sp.rows.size(); ++j) {
+      AGENTKV_CHECK(sp.rows[j] >= 0 && sp.rows[j] < sp.master->n_tokens() && (j == 0 || sp.rows[j] > sp.rows[j - 1]));
+      slots.push_back(row_at(sp.dense, sp.rows[j], bs));
+    }
+  auto packed = PackedKv::pack_rows(m, slots);
+  if (!packed) return std::nullopt;
+  auto shared = std::make_shared<const PackedKv>(std::move(*packed));
+  std::vector<SegmentDiff> out;
+  int32_t first = 0;
+  for (Spec& sp : specs) {
+    const int32_t n = int32_t(sp.rows.size());
+    out.push_back(SegmentDiff(std::move(sp.master), sp.pos0, std::move(sp.rows), shared, first));
+    first += n;
+  }
+  return out;
 }
 
-SegmentDiff::SegmentDiff(SegmentDiff&& o) noexcept
-    : master_(std::move(o.master_)), pos0_(o.pos0_), rows_(std::move(o.rows_)), blocks_(std::move(o.blocks_)) {
-  o.blocks_.clear();
-}
+int64_t SegmentDiff::n_blocks() const { return packed_->n_blocks(); }
 
-SegmentDiff& SegmentDiff::operator=(SegmentDiff&& o) noexcept {
-  if (this == &o) return *this;
-  release();
-  master_ = std::move(o.master_);
-  pos0_ = o.pos0_;
-  rows_ = std::move(o.rows_);
-  blocks_ = std::move(o.blocks_);
-  o.blocks_.clear();
-  return *this;
-}
-
-SegmentDiff::~SegmentDiff() { release(); }
-
-void SegmentDiff::release() {
-  if (master_ && !blocks_.empty()) master_->manager().pool().release(blocks_);
-  blocks_.clear();
-  master_.reset();  // the last diff of a master frees it
-}
+const std::vector<int32_t>& SegmentDiff::blocks() const { return packed_->blocks(); }
 
 Status SegmentDiff::materialize(const Model& model, const KvSlotRange& dst, ThreadPool& pool) const {
   const KvArena& arena = master_->manager().arena();
   const SegmentMaster mv = master_->view();
   AGENTKV_TRY(rerotate_kv(model, arena, mv.slots, dst, int32_t(master_->n_tokens()), pos0_ - mv.pos0, pool));
   const int bs = arena.block_size();
-  for (size_t j = 0; j < rows_.size(); ++j) copy_row(arena, row_at(packed(blocks_), int64_t(j), bs), row_at(dst, rows_[j], bs));
+  for (size_t j = 0; j < rows_.size(); ++j) packed_->restore_row(first_ + int32_t(j), row_at(dst, rows_[j], bs));
   return {};
 }
 
 std::optional<PackedKv> PackedKv::pack(KvManager& m, const KvSlotRange& src, int32_t n) {
+  std::vector<PhysicalSlot> slots;
+  for (int32_t i = 0; i < n; ++i) slots.push_back(row_at(src, i, m.block_size()));
+  return pack_rows(m, slots);
+}
+
+std::optional<PackedKv> PackedKv::pack_rows(KvManager& m, std::span<const PhysicalSlot> slots) {
   const int bs = m.block_size();
+  const int32_t n = int32_t(slots.size());
   std::vector<int32_t> blocks;
   if (!m.pool().allocate_n((int64_t(n) + bs - 1) / bs, blocks)) return std::nullopt;
-  for (int32_t i = 0; i < n; ++i) copy_row(m.arena(), row_at(src, i, bs), row_at(packed(blocks), i, bs));
+  for (int32_t i = 0; i < n; ++i) copy_row(m.arena(), slots[size_t(i)], row_at(packed(blocks), i, bs));
   return PackedKv(m, n, std::move(blocks));
 }
 
@@ -111,8 +116,12 @@ void PackedKv::release() {
 }
 
 void PackedKv::restore(const KvSlotRange& dst) const {
-  const int bs = m_->block_size();
-  for (int32_t i = 0; i < n_; ++i) copy_row(m_->arena(), row_at(packed(blocks_), i, bs), row_at(dst, i, bs));
+  for (int32_t i = 0; i < n_; ++i) restore_row(i, row_at(dst, i, m_->block_size()));
+}
+
+void PackedKv::restore_row(int32_t i, PhysicalSlot dst) const {
+  AGENTKV_CHECK(i >= 0 && i < n_);
+  copy_row(m_->arena(), row_at(packed(blocks_), i, m_->block_size()), dst);
 }
 
 }  // namespace agentkv

@@ -53,6 +53,8 @@ class MasterSegment {
   int64_t n_;
 };
 
+class PackedKv;
+
 class SegmentDiff {
  public:
   // The agent's dense blended copy of the segment sits at `dense` (RoPE positions pos0.. in the
@@ -60,9 +62,15 @@ class SegmentDiff {
   // tokens) in packed blocks of its own. nullopt when the pool is short.
   static std::optional<SegmentDiff> extract(std::shared_ptr<const MasterSegment> master, const KvSlotRange& dense,
                                             int32_t pos0, std::vector<int32_t> rows);
-  SegmentDiff(SegmentDiff&& o) noexcept;
-  SegmentDiff& operator=(SegmentDiff&& o) noexcept;
-  ~SegmentDiff();
+  // Several diffs of one context (its blended runs) whose rows share one set of packed blocks, so a
+  // context with many short runs does not pay a partial block per run. All or nothing.
+  struct Spec {
+    std::shared_ptr<const MasterSegment> master;
+    KvSlotRange dense;
+    int32_t pos0 = 0;
+    std::vector<int32_t> rows;
+  };
+  static std::optional<std::vector<SegmentDiff>> extract_packed(KvManager& m, std::vector<Spec> specs);
 
   // Writes the effective K/V into `dst` (blocks the caller owns alone): the master re-rotated from
   // its positions to the agent's, then the diff rows over it. Byte-identical to the dense copy it
@@ -72,18 +80,20 @@ class SegmentDiff {
   const std::shared_ptr<const MasterSegment>& master() const { return master_; }
   const std::vector<int32_t>& rows() const { return rows_; }
   int32_t pos0() const { return pos0_; }
-  int64_t n_blocks() const { return int64_t(blocks_.size()); }
-  const std::vector<int32_t>& blocks() const { return blocks_; }
+  // The packed blocks its rows are in (shared with the other diffs of an extract_packed).
+  int64_t n_blocks() const;
+  const std::vector<int32_t>& blocks() const;
+  const PackedKv* packed() const { return packed_.get(); }
 
  private:
   SegmentDiff(std::shared_ptr<const MasterSegment> master, int32_t pos0, std::vector<int32_t> rows,
-              std::vector<int32_t> blocks)
-      : master_(std::move(master)), pos0_(pos0), rows_(std::move(rows)), blocks_(std::move(blocks)) {}
-  void release();
+              std::shared_ptr<const PackedKv> packed, int32_t first)
+      : master_(std::move(master)), pos0_(pos0), rows_(std::move(rows)), packed_(std::move(packed)), first_(first) {}
   std::shared_ptr<const MasterSegment> master_;
   int32_t pos0_ = 0;
   std::vector<int32_t> rows_;
-  std::vector<int32_t> blocks_;  // diff row j: blocks_[j / block_size], offset j % block_size
+  std::shared_ptr<const PackedKv> packed_;  // diff row j: packed row first_ + j
+  int32_t first_ = 0;
 };
 
 // Dense K/V of a run of tokens at arbitrary slots (e.g. an agent's own prompt and answer after a
@@ -91,12 +101,17 @@ class SegmentDiff {
 class PackedKv {
  public:
   static std::optional<PackedKv> pack(KvManager& m, const KvSlotRange& src, int32_t n);
+  // The rows at `slots` (anywhere), in order.
+  static std::optional<PackedKv> pack_rows(KvManager& m, std::span<const PhysicalSlot> slots);
   PackedKv(PackedKv&& o) noexcept;
   PackedKv& operator=(PackedKv&& o) noexcept;
   ~PackedKv();
   void restore(const KvSlotRange& dst) const;
+  // Writes packed row i at `dst`.
+  void restore_row(int32_t i, PhysicalSlot dst) const;
   int32_t n_tokens() const { return n_; }
   int64_t n_blocks() const { return int64_t(blocks_.size()); }
+  const std::vector<int32_t>& blocks() const { return blocks_; }
 
  private:
   PackedKv(KvManager& m, int32_t n, std::vector<int32_t> blocks) : m_(&m), n_(n), blocks_(std::move(blocks)) {}
