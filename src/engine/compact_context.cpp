@@ -1,6 +1,7 @@
 #include "engine/compact_context.h"
 
 #include <algorithm>
+#include <iterator>
 
 #include "util/status.h"
 
@@ -20,6 +21,7 @@ std::pair<int64_t, int64_t> droppable_blocks(int64_t begin, int64_t n, int block
 }
 
 std::optional<CompactContext> CompactContext::compact(const KvSequence& dense, const std::vector<BlendedRun>& runs,
+                                                      const Model& model, ThreadPool& pool,
                                                       std::vector<PlacedDiff> inherited) {
   const int bs = dense.manager().block_size();
   const auto& toks = dense.tokens();
@@ -55,6 +57,13 @@ std::optional<CompactContext> CompactContext::compact(const KvSequence& dense, c
     begins.push_back(s0);
     specs.push_back(SegmentDiff::Spec{MasterSegment::slice(*r.master, int32_t(r.master_start + (s0 - r.begin)), n),
                                       slots_of(dense, s0), int32_t(s0), std::move(rows)});
+  }
+  for (SegmentDiff::Spec& sp : specs) {
+    auto differ = SegmentDiff::differing_rows(model, *sp.master, sp.dense, sp.pos0, pool);
+    if (!differ) return std::nullopt;
+    std::vector<int32_t> rows;
+    std::set_union(sp.rows.begin(), sp.rows.end(), differ->begin(), differ->end(), std::back_inserter(rows));
+    sp.rows = std::move(rows);
   }
   auto extracted = SegmentDiff::extract_packed(dense.manager(), std::move(specs));
   if (!extracted) return std::nullopt;

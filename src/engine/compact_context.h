@@ -30,7 +30,7 @@ namespace agentkv {
 
 // One blended run of a dense context: its slots [begin, begin + n) hold the master's slots
 // [master_start, master_start + n) re-rotated to positions begin.., then `recomputed` (slots of the
-// context, ascending) recomputed.
+// context, ascending) recomputed (other slots may have been rewritten since: compact() finds them).
 struct BlendedRun {
   int64_t begin = 0;
   int64_t n = 0;
@@ -49,10 +49,13 @@ class CompactContext : public SegmentStore::Detached {
   using PlacedDiff = std::pair<int64_t, std::shared_ptr<const SegmentDiff>>;
 
   // dense: the context; runs: its blended runs (ascending, disjoint, inside it; each run's slots must
-  // hold the master's tokens). inherited: diffs of a context `dense` resumed from (the same K/V at the
-  // same slots: expand() wrote them), re-packed with the new ones (same masters and rows). nullopt when the pool cannot hold the packed
-  // rows or a run is malformed.
+  // hold the master's tokens). inherited: diffs of a context `dense` resumed from, re-packed with the
+  // new ones (same masters). A diff keeps its recomputed rows and every other row where `dense`
+  // differs from the master re-rotated (SegmentDiff::differing_rows), so expand() gives `dense` back
+  // bit for bit whatever was rewritten after the blend. nullopt when the pool cannot hold the packed
+  // rows or the scratch re-rotation, or a run is malformed.
   static std::optional<CompactContext> compact(const KvSequence& dense, const std::vector<BlendedRun>& runs,
+                                               const Model& model, ThreadPool& pool,
                                                std::vector<PlacedDiff> inherited = {});
 
   // A dense copy to resume from (approximate from where the dense context was). nullopt when the pool

@@ -580,7 +580,8 @@ bool Engine::compact_retained(uint64_t handle, int64_t seg_begin, uint64_t maste
                   mi->second->tokens().begin() + master_start))
     return false;
   for (int32_t& r : rows) r += int32_t(seg_begin);  // segment-relative → the context's slots
-  auto c = CompactContext::compact(dense, {BlendedRun{seg_begin, seg_len, mi->second, master_start, std::move(rows)}});
+  auto c = CompactContext::compact(dense, {BlendedRun{seg_begin, seg_len, mi->second, master_start, std::move(rows)}},
+                                   *lm_.model, pool_);
   if (!c) return false;
   compact_.emplace(handle, std::make_unique<CompactContext>(std::move(*c)));
   retained_.erase(it);

@@ -68,6 +68,34 @@ std::optional<std::vector<SegmentDiff>> SegmentDiff::extract_packed(KvManager& m
   return out;
 }
 
+std::optional<std::vector<int32_t>> SegmentDiff::differing_rows(const Model& model, const MasterSegment& master,
+                                                                const KvSlotRange& dense, int32_t pos0,
+                                                                ThreadPool& pool) {
+  KvManager& m = master.manager();
+  const int bs = m.block_size();
+  const int32_t n = int32_t(master.n_tokens());
+  std::vector<int32_t> scratch;
+  if (!m.pool().allocate_n((int64_t(n) + bs - 1) / bs, scratch)) return std::nullopt;
+  const SegmentMaster mv = master.view();
+  const Status st = rerotate_kv(model, m.arena(), mv.slots, packed(scratch), n, pos0 - mv.pos0, pool);
+  std::vector<int32_t> rows;
+  const size_t bytes = size_t(m.arena().kv_dim()) * sizeof(kv_t);
+  for (int32_t i = 0; i < n && st.ok(); ++i) {
+    const PhysicalSlot a = row_at(packed(scratch), i, bs), b = row_at(dense, i, bs);
+    for (int l = 0; l < m.arena().n_layer(); ++l) {
+      const PagedKvLayer L = m.arena().layer(l);
+      if (std::memcmp(L.k(a.block, a.offset), L.k(b.block, b.offset), bytes) != 0 ||
+          std::memcmp(L.v(a.block, a.offset), L.v(b.block, b.offset), bytes) != 0) {
+        rows.push_back(i);
+        break;
+      }
+    }
+  }
+  m.pool().release(scratch);
+  if (!st.ok()) return std::nullopt;
+  return rows;
+}
+
 int64_t SegmentDiff::n_blocks() const { return packed_->n_blocks(); }
 
 const std::vector<int32_t>& SegmentDiff::blocks() const { return packed_->blocks(); }

@@ -71,6 +71,12 @@ class SegmentDiff {
     std::vector<int32_t> rows;
   };
   static std::optional<std::vector<SegmentDiff>> extract_packed(KvManager& m, std::vector<Spec> specs);
+  // The rows (segment-relative) where `dense` differs from the master re-rotated to positions pos0..,
+  // in any layer, K or V: what a diff must hold for materialize() to give `dense` back bit for bit,
+  // whatever rewrote the copy after its blend (e.g. the exact prefill of a run's last token when the
+  // next run starts right after it). nullopt when the pool cannot hold the scratch re-rotation.
+  static std::optional<std::vector<int32_t>> differing_rows(const Model& model, const MasterSegment& master,
+                                                            const KvSlotRange& dense, int32_t pos0, ThreadPool& pool);
 
   // Writes the effective K/V into `dst` (blocks the caller owns alone): the master re-rotated from
   // its positions to the agent's, then the diff rows over it. Byte-identical to the dense copy it
@@ -83,7 +89,7 @@ class SegmentDiff {
   // The packed blocks its rows are in (shared with the other diffs of an extract_packed).
   int64_t n_blocks() const;
   const std::vector<int32_t>& blocks() const;
-  const PackedKv* packed() const { return packed_.get(); }
+  const PackedKv* packed_rows() const { return packed_.get(); }
 
  private:
   SegmentDiff(std::shared_ptr<const MasterSegment> master, int32_t pos0, std::vector<int32_t> rows,

@@ -1,6 +1,7 @@
 // Chat contexts in master–diff form (EngineOptions::chat_compact, engine/chat_contexts.h) on the real
-// models: a group chat of four agents, eight turns, through the chat sharing job
-// (start_chat_request), run twice, with compact storage on and off. Every request is planned and
+// models: a group chat of eight agents, 24 turns, through the chat sharing job (start_chat_request),
+// run twice, with compact storage on and off. (Four agents and eight turns missed a bug: only longer
+// chats have adjacent runs, where the next run's prefill rewrites a run's last slot.) Every request is planned and
 // served the same (reports and replies token-identical), a compact context resumed later expands to
 // K/V bit-identical to the dense context it replaced, the store holds fewer blocks, and no block is
 // left behind once the store lets go.
@@ -24,8 +25,8 @@ namespace chat_compact {
 
 using testing::real_model;
 
-constexpr const char* kAgents[] = {"Ada", "Bram", "Cleo", "Dov"};
-constexpr int kTurns = 8;
+constexpr const char* kAgents[] = {"Ada", "Bram", "Cleo", "Dov", "Eve", "Finn", "Gus", "Hal"};
+constexpr int kTurns = 24;
 
 struct Turn {
   std::vector<int32_t> reply;
@@ -74,7 +75,7 @@ class ChatGroup {
       const AgentContextTokens pieces = pieces_for(*lm_.tokenizer, messages_for(agent, transcript_, alternate_));
       ChatSharingRequest req;
       req.params.prompt = pieces.tokens;
-      req.params.max_tokens = 24;
+      req.params.max_tokens = 32;
       req.params.min_tokens = 8;
       req.params.sampling.temperature = 0;
       req.segments = pieces.segments;
@@ -118,8 +119,10 @@ bool same_kv(const KvSequence& a, const KvSequence& b) {
     for (int64_t i = 0; i < a.n_tokens(); ++i) {
       const int32_t ba = a.blocks()[size_t(i / bs)], bb = b.blocks()[size_t(i / bs)];
       const int o = int(i % bs);
-      if (std::memcmp(la.k(ba, o), lb.k(bb, o), bytes) != 0 || std::memcmp(la.v(ba, o), lb.v(bb, o), bytes) != 0)
+      if (std::memcmp(la.k(ba, o), lb.k(bb, o), bytes) != 0 || std::memcmp(la.v(ba, o), lb.v(bb, o), bytes) != 0) {
+        std::printf("K/V differ at layer %d, slot %lld of %lld\n", l, (long long)i, (long long)a.n_tokens());
         return false;
+      }
     }
   }
   return true;
@@ -157,6 +160,9 @@ TEST_P(ChatCompactTest, CompactStorageServesTheSameRepliesFromFewerBlocks) {
   EXPECT_EQ(mc.segment_contexts, md.segment_contexts);
   EXPECT_LT(mc.segment_blocks, md.segment_blocks);
   EXPECT_LT(ec.kv().pool().stats().n_used, ed.kv().pool().stats().n_used);
+  // At rest every block in use is one the store holds and counts (admission and eviction rely on it).
+  EXPECT_EQ(ec.kv().pool().stats().n_used, mc.segment_blocks);
+  EXPECT_EQ(ed.kv().pool().stats().n_used, md.segment_blocks);
 
   // Every agent's next turn resumes its stored context: the compact ones expand to the dense K/V.
   int expanded = 0;
