@@ -37,7 +37,7 @@ def main():
     p.add_argument("--turns-per-agent", type=int, default=3)
     p.add_argument("--kv-mem", default="2G")
     p.add_argument("--ratios", default="0,0.05,0.15,0.3,0.5,1")
-    p.add_argument("--chat-compact", choices=("on", "off"), default="on",
+    p.add_argument("--chat-compact", choices=("on", "off"), default="off",
                    help="the servers' --chat-compact: blended chat contexts kept as master + diff, or dense")
     p.add_argument("--json", metavar="FILE")
     a = p.parse_args()

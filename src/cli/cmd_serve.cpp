@@ -155,10 +155,11 @@ int cmd_serve(int argc, char** argv) {
                "on | off: whether /v1/chat/completions reuses the KV other requests computed for the same messages at "
                "any position (TokenDance's collective sharing; a request sets \"kv_sharing\" and \"recompute\"); on "
                "runs a quality gate of that path per model at start-up, and a model that fails serves chat exactly");
-  std::string chat_compact = "on";
+  std::string chat_compact = "off";
   p.add_string("--chat-compact", &chat_compact,
                "on | off: whether chat sharing stores a context's blended messages as master + diff (only the "
-               "recomputed rows; rebuilt bit for bit when the conversation continues) instead of a dense copy");
+               "rows that differ; rebuilt bit for bit when the conversation continues) instead of a dense copy; "
+               "on also blends every message from the context that computed it (fewer blocks held, more prefill)");
   p.add_float("--recompute", &recompute,
               "share of a shared block's tokens recomputed per agent (rounds and chat sharing)", 0.0, 1.0);
   std::string prm_calibration;

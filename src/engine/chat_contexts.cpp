@@ -18,6 +18,7 @@ void store_chat_context(Engine& e, std::shared_ptr<const KvSequence> ctx,
                         const SegmentStore::PrefixHit& resumed, int64_t resumed_tokens) {
   // The whole blocks of its blended runs, those it resumed included, serve no master: compact or not.
   SegmentStore::Ranges blended;
+  if (!e.chat_original_masters()) return e.segments().add(std::move(ctx), segments);
   for (const auto& r : resumed.blended)
     if (r.second <= resumed_tokens) blended.push_back(r);
   const int bs = e.kv().block_size();

@@ -20,7 +20,8 @@ namespace agentkv {
 // when the pool is short). nullopt when the pool cannot hold the expansion: resume less.
 std::optional<KvSequence> resume_stored_context(Engine& e, const SegmentStore::PrefixHit& hit);
 
-// Stores a finished chat context with its segments. With chat_compact on, the blocks inside its
+// Stores a finished chat context with its segments. With chat_original_masters, the whole blocks of its
+// blended runs (and of those it resumed) serve no master; with chat_compact on, the blocks inside its
 // blended `runs` are dropped for master + diff, and the diffs of a compact context it resumed (`resumed`,
 // the first `resumed_tokens` tokens of which it continues) carry over as they are. A compaction the pool
 // cannot hold stores the context dense.

@@ -18,7 +18,7 @@
 //   4. whatever is left (new messages, the generation prompt) is prefilled exactly from the blended
 //      context, and the answer generated.
 // The finished context (prompt and answer) goes into the segment store as a master for later
-// requests. Blended K/V is marked approximate, so it never enters the exact prefix index and is
+// requests, its blended runs as master + diff (engine/chat_contexts.h). Blended K/V is marked approximate, so it never enters the exact prefix index and is
 // never reported as cached_tokens. A blend the KV budget cannot hold falls back to exact prefill.
 #pragma once
 

@@ -15,8 +15,7 @@ namespace {
 // Fixed (bump the version when it or the measured path changes): four agents, two turns each, in a
 // round robin after a moderator's opening, 32 greedy tokens per answer.
 // Version 2: as the rounds gate's version 3 (only the last context token re-run).
-// Version 3: a blended run's whole blocks never serve as a master (kv/segment_store.h).
-constexpr int kChatGateVersion = 3;
+constexpr int kChatGateVersion = 2;
 constexpr int kChatGateTurns = 8;
 constexpr int kChatGateTokens = 32;
 constexpr int kChatGateMinTokens = 8;

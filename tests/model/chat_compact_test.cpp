@@ -1,6 +1,7 @@
 // Chat contexts in master–diff form (EngineOptions::chat_compact, engine/chat_contexts.h) on the real
 // models: a group chat of eight agents, 24 turns, through the chat sharing job (start_chat_request),
-// run twice, with compact storage on and off. (Four agents and eight turns missed a bug: only longer
+// run twice, with compact storage on and off (both under the master rule compaction implies,
+// EngineOptions::chat_original_masters). (Four agents and eight turns missed a bug: only longer
 // chats have adjacent runs, where the next run's prefill rewrites a run's last slot.) Every request is planned and
 // served the same (reports and replies token-identical), a compact context resumed later expands to
 // K/V bit-identical to the dense context it replaced, the store holds fewer blocks, and no block is
@@ -56,6 +57,7 @@ class ChatGroup {
     eo.kv.mem_bytes = int64_t(256) << 20;
     eo.kv.block_size = 16;
     eo.chat_compact = compact;
+    eo.chat_original_masters = true;  // what compaction implies: the dense run is served the same
     auto created = Engine::create(lm, eo, pool);
     EXPECT_TRUE(created.ok()) << created.error();
     e_ = std::move(created).value();
