@@ -46,6 +46,8 @@ struct ServeOptions {
   // Collective sharing of chat completions' messages (engine/chat_sharing.h): the default of a
   // request's "kv_sharing", on only where the model passes chat_sharing_gate.
   bool chat_sharing = true;
+  // The share of a chat request's reused message tokens recomputed when the request does not say.
+  double chat_recompute = 0.05;
   // Run once per model at start-up when round_sharing is on: the quality gate. It returns whether
   // approximate sharing is allowed on that model (and a line saying what was measured); a model that
   // fails runs every round exactly. Unset: allowed without a check (library use, tests).
