@@ -139,7 +139,7 @@ TEST_P(KvRedisTierModelTest, ARoundMasterComputedOnOneEngineIsRestoredByAnother)
 // the message after another system prompt finds no master in its RAM, fetches the record, rebuilds
 // the master (its full blocks restored from Redis, the partial last block computed) and blends the
 // message from it. Its answer is the first engine's to the same request, token for token: the master
-// KV is bit-identical.
+// KV is bit-identical. A corrupted record is rejected and deleted, and the message prefilled instead.
 TEST_P(KvRedisTierModelTest, AChatMasterKeptOnOneEngineIsFetchedByAnother) {
   const LoadedModel& lm = real_model(GetParam());
   const Tokenizer& tok = *lm.tokenizer;
@@ -197,6 +197,25 @@ TEST_P(KvRedisTierModelTest, AChatMasterKeptOnOneEngineIsFetchedByAnother) {
     ASSERT_TRUE((*engine)->kv().flush_shared_tiers(std::chrono::seconds(30)));
     ASSERT_TRUE((*engine)->kv().redis_tier()->flush_segments_for(std::chrono::seconds(30)));
     EXPECT_EQ((*engine)->metrics().redis_segments.writes, 1u) << "one record: the second context's segment was known";
+  }
+  {
+    // A record that fails a check is a miss: deleted, never used, and the message prefilled.
+    auto probe = Engine::create(lm, eo, pool);
+    ASSERT_TRUE(probe.ok()) << probe.error();
+    RedisTier& tier = *(*probe)->kv().redis_tier();
+    const std::string key = tier.segment_key_of(segment_key(message));
+    const auto good = redis.command({"GET", key});
+    ASSERT_TRUE(good && good->type == REDIS_REPLY_STRING);
+    const std::string kept(good->str, good->len);
+    std::string bad = kept;
+    bad[bad.size() / 2] ^= 0x20;
+    ASSERT_TRUE(redis.command({"SET", key, bad}));
+    const Answer prefilled = run_chat(**probe, chat_for("Dov, a farmer"));
+    EXPECT_EQ(prefilled.report.fetched_masters, 0);
+    EXPECT_EQ(prefilled.report.segments, 0) << "no master: the message is prefilled";
+    EXPECT_EQ((*probe)->metrics().redis_segments.rejected, 1u);
+    ASSERT_TRUE(tier.flush_segments_for(std::chrono::seconds(30)));  // its own record, written once the key was free
+    ASSERT_TRUE(redis.command({"SET", key, kept}));                  // the first engine's again
   }
   auto engine = Engine::create(lm, eo, pool);  // the second server: nothing of the chat in its RAM
   ASSERT_TRUE(engine.ok()) << engine.error();
