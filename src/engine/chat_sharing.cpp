@@ -1,7 +1,9 @@
 // A chat request with collective KV sharing as one engine-thread job (engine/chat_sharing.h). Each
 // phase submits one scheduler request; its completion (deferred past the engine step, Engine::defer)
 // queues the blend, which the engine runs with the other requests' blends of that step and hands
-// back; the next phase then starts. The engine keeps serving other requests in between.
+// back; the next phase then starts. The engine keeps serving other requests in between. Before the
+// plan, masters missing here may be rebuilt from the shared tier's segment index records, one
+// scheduler request each (fetch_masters).
 #include "engine/chat_sharing.h"
 
 #include <algorithm>
@@ -9,6 +11,10 @@
 namespace agentkv {
 
 namespace {
+
+// Segment index records looked up in the shared tier per request, hits or not: each GET waits on the
+// engine thread (bounded by the tier's timeout), so a request of many new messages costs a few.
+constexpr int kMaxMasterLookups = 8;
 
 // One run of whole segments (with the role headers between them) that a stored context holds
 // contiguously: prompt tokens [begin, end) are its tokens [begin + offset, end + offset).
@@ -27,6 +33,9 @@ class ChatJob : public std::enable_shared_from_this<ChatJob> {
   void start();
 
  private:
+  void fetch_masters();
+  void master_built(const RequestEvent& ev, int64_t offset);
+  void publish_segments(const KvSequence& context);
   void plan();
   void next_phase();
   void prefix_done(const RequestEvent& ev);
@@ -50,13 +59,98 @@ class ChatJob : public std::enable_shared_from_this<ChatJob> {
   uint64_t cur_ = 0;     // the context the next phase resumes from (a snapshot the job owns)
   uint64_t prefix_ = 0;  // the current run's exact prefix snapshot
   bool done_ = false;
+  // fetch_masters: segments [0, fetch_next_) are still to look at (from the last down); those ending
+  // at or before fetch_covered_ are reused as a prefix anyway.
+  size_t fetch_next_ = 0;
+  int64_t fetch_covered_ = 0;
+  int fetch_lookups_ = 0, fetch_builds_ = 0;
 };
 
 void ChatJob::start() {
   rep_.recompute = r_.recompute;
   if (cancelled()) return fail(ErrorCode::kCancelled, "the request was cancelled");
+  if (e_.kv().redis_tier() && r_.max_master_fetches > 0) {
+    fetch_next_ = r_.segments.size();
+    fetch_covered_ = std::max(cached_prefix_tokens(e_.kv(), r_.params.prompt, r_.params.cache_salt),
+                              e_.segments().longest_prefix(r_.params.prompt, r_.params.cache_salt).tokens);
+  }
+  fetch_masters();
+}
+
+void ChatJob::fetch_masters() {
+  if (cancelled()) return fail(ErrorCode::kCancelled, "the request was cancelled");
+  RedisTier* tier = e_.kv().redis_tier();
+  const auto& prompt = r_.params.prompt;
+  const int64_t limit = int64_t(prompt.size()) - 1;
+  // The last segments first: a master of a transcript's later message usually holds the earlier ones
+  // too (master_built indexes them), so one fetch serves a run of several.
+  while (tier && fetch_next_ > 0 && fetch_lookups_ < kMaxMasterLookups && fetch_builds_ < r_.max_master_fetches) {
+    const auto [sb, se] = r_.segments[--fetch_next_];
+    if (se <= fetch_covered_) break;  // segments are in order: every earlier one is covered too
+    if (se > limit || se - sb < r_.min_run_tokens) continue;
+    const std::span<const int32_t> seg(prompt.data() + sb, size_t(se - sb));
+    if (!e_.segments().find(seg, 1).empty()) continue;
+    ++fetch_lookups_;
+    std::optional<SegmentIndex> rec = tier->load_segment(seg);
+    if (!rec) continue;
+    ++fetch_builds_;
+    const int64_t offset = rec->begin - sb;
+    RequestParams p;
+    p.prompt = std::move(rec->tokens);
+    p.max_tokens = 0;
+    p.retain_kv = true;
+    p.cache_salt = r_.params.cache_salt;
+    auto self = shared_from_this();
+    auto id = e_.add_request(std::move(p), [self, offset](const RequestEvent& ev) {
+      if (!ev.request_finished) return;
+      self->e_.defer([self, ev, offset] { self->master_built(ev, offset); });
+    });
+    if (id.ok()) return;
+    break;  // the engine takes no more now: plan with the masters there are
+  }
   plan();
   next_phase();
+}
+
+void ChatJob::master_built(const RequestEvent& ev, int64_t offset) {
+  if (cancelled()) {
+    e_.release_retained(ev.retained_kv);
+    return fail(ErrorCode::kCancelled, "the request was cancelled");
+  }
+  const std::shared_ptr<const KvSequence> master = ev.retained_kv ? e_.take_retained(ev.retained_kv) : nullptr;
+  if (master) {  // else that message is prefilled, as without the tier
+    // Every segment of this request the master holds exactly at the same distance from the fetched one
+    // is indexed with it, so the plan finds the run through them.
+    const auto& prompt = r_.params.prompt;
+    const auto& mt = master->tokens();
+    std::vector<std::pair<int64_t, int64_t>> held;
+    for (const auto& [b, e] : r_.segments)
+      if (b + offset >= 0 && e + offset <= master->approximate_from() &&
+          std::equal(prompt.begin() + b, prompt.begin() + e, mt.begin() + (b + offset)))
+        held.emplace_back(b + offset, e + offset);
+    ++rep_.fetched_masters;
+    rep_.master_tokens_restored += ev.n_cached_prompt;
+    rep_.master_tokens_computed += ev.n_prompt - ev.n_cached_prompt;
+    e_.segments().add(master, held);
+  }
+  fetch_masters();
+}
+
+void ChatJob::publish_segments(const KvSequence& context) {
+  RedisTier* tier = e_.kv().redis_tier();
+  if (!tier) return;
+  const auto& toks = context.tokens();
+  for (const auto& [b, e] : r_.segments) {
+    // Blended KV is never published: only segments that end where the context is still exact.
+    if (e > context.approximate_from() || e - b < r_.min_run_tokens) continue;
+    const std::span<const int32_t> seg(toks.data() + b, size_t(e - b));
+    // A segment a stored context already holds exactly was published when that one was kept (or
+    // came from the tier): no second record.
+    bool known = false;
+    for (const SegmentStore::Hit& h : e_.segments().find(seg))
+      known = known || h.slot + (e - b) <= h.context->approximate_from();
+    if (!known) tier->store_segment(std::span<const int32_t>(toks.data(), size_t(e)), b);
+  }
 }
 
 void ChatJob::plan() {
@@ -217,7 +311,10 @@ void ChatJob::answer() {
     ev.n_cached_prompt = int(self->rep_.cached_tokens);
     if (ev.retained_kv) {
       // The whole context becomes a master for later requests.
-      if (auto ctx = self->e_.take_retained(ev.retained_kv)) self->e_.segments().add(std::move(ctx), self->r_.segments);
+      if (auto ctx = self->e_.take_retained(ev.retained_kv)) {
+        self->publish_segments(*ctx);
+        self->e_.segments().add(std::move(ctx), self->r_.segments);
+      }
       ev.retained_kv = 0;
     }
     if (ev.request_finished) {
@@ -236,8 +333,13 @@ void ChatJob::fallback(const std::string& why) {
   // Exact prefill of the whole request: still correct, only slower.
   set_cur(0);
   runs_.clear();
-  rep_ = ChatSharingReport{};
-  rep_.recompute = r_.recompute;
+  ChatSharingReport fresh;
+  fresh.recompute = r_.recompute;
+  // The masters fetched stay fetched (in the segment store, for later requests).
+  fresh.fetched_masters = rep_.fetched_masters;
+  fresh.master_tokens_restored = rep_.master_tokens_restored;
+  fresh.master_tokens_computed = rep_.master_tokens_computed;
+  rep_ = std::move(fresh);
   rep_.reason = "shared KV could not be used (" + why + "); answered exactly";
   rep_.cached_tokens = cached_prefix_tokens(e_.kv(), r_.params.prompt, r_.params.cache_salt);
   answer();

@@ -3,14 +3,9 @@
 
 #include <algorithm>
 
-#include "kv/block_pool.h"
+#include "kv/segment_index_record.h"
 
 namespace agentkv {
-
-uint64_t SegmentStore::key_of(std::span<const int32_t> tokens) {
-  // Any length: the block hash is a hash of a parent and a token run. Hits verify the ids.
-  return hash_block_tokens(0x5e6d5e6d5e6d5e6dULL, tokens, 0, 0);
-}
 
 void SegmentStore::add(Context context, std::span<const std::pair<int64_t, int64_t>> segments) {
   if (!context || context->n_tokens() == 0) return;
@@ -31,7 +26,7 @@ void SegmentStore::add(Context context, std::span<const std::pair<int64_t, int64
   e.context = std::move(context);
   for (const auto& [b, end] : segments) {
     if (b < 0 || end <= b || end > int64_t(toks.size())) continue;
-    const uint64_t k = key_of(std::span<const int32_t>(toks).subspan(size_t(b), size_t(end - b)));
+    const uint64_t k = segment_key(std::span<const int32_t>(toks).subspan(size_t(b), size_t(end - b)));
     e.segments.emplace_back(b, end);
     e.keys.push_back(k);
     index_.emplace(k, std::make_pair(e.context.get(), b));
@@ -46,7 +41,7 @@ void SegmentStore::add(Context context, std::span<const std::pair<int64_t, int64
 
 std::vector<SegmentStore::Hit> SegmentStore::find(std::span<const int32_t> tokens, size_t max_hits) const {
   std::vector<std::pair<uint64_t, Hit>> found;  // (recency stamp, hit)
-  auto [lo, hi] = index_.equal_range(key_of(tokens));
+  auto [lo, hi] = index_.equal_range(segment_key(tokens));
   for (auto it = lo; it != hi; ++it) {
     const auto& [ctx, slot] = it->second;
     const auto& have = ctx->tokens();

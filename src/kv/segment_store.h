@@ -74,7 +74,6 @@ class SegmentStore {
     std::vector<uint64_t> keys;
     uint64_t used = 0;  // recency stamp
   };
-  static uint64_t key_of(std::span<const int32_t> tokens);
   void erase(std::list<Entry>::iterator it);
 
   size_t max_contexts_;

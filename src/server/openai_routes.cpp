@@ -64,6 +64,9 @@ Json chat_sharing_json(const ChatSharingReport& r) {
   j["segments"] = r.segments;
   j["resumed_tokens"] = r.resumed_tokens;
   j["segment_tokens"] = r.segment_tokens;
+  j["fetched_masters"] = r.fetched_masters;
+  j["master_tokens_restored"] = r.master_tokens_restored;
+  j["master_tokens_computed"] = r.master_tokens_computed;
   return j;
 }
 
