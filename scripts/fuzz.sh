@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets (GGUF reader, tokenizer input, JSON bodies, byte sizes, HTTP requests,
-# JSON Schemas, KV tier records)
+# JSON Schemas, KV tier records, segment index records)
 # with clang + ASan/UBSan and runs each for $FUZZ_SECONDS (default 60), seeded from the committed test data;
 # a crash fails the script and leaves its input in <tree>/<target>-crash-* (build-fuzz, or $FUZZ_BUILD).
 # scripts/test.sh runs all of them with FUZZ_SECONDS=20.
-#   scripts/fuzz.sh [target ...]      targets: gguf_fuzz tokenizer_fuzz json_fuzz byte_size_fuzz http_request_fuzz openai_request_fuzz agents_request_fuzz json_schema_fuzz tier_record_fuzz
+#   scripts/fuzz.sh [target ...]      targets: gguf_fuzz tokenizer_fuzz json_fuzz byte_size_fuzz http_request_fuzz openai_request_fuzz agents_request_fuzz json_schema_fuzz tier_record_fuzz segment_index_record_fuzz
 #   FUZZ_SECONDS=20 scripts/fuzz.sh   each target for 20 s
 #   FUZZ_BUILD=build-asan scripts/fuzz.sh   use a tree already configured with AGENTKV_FUZZ=ON (scripts/test.sh's
 #                                           ASan + UBSan tree, which builds the unit tests and the fuzzers at once)
@@ -12,7 +12,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/apt_install.sh clang libclang-rt-14-dev
 targets=("$@")
-((${#targets[@]})) || targets=(gguf_fuzz tokenizer_fuzz json_fuzz byte_size_fuzz http_request_fuzz openai_request_fuzz agents_request_fuzz json_schema_fuzz tier_record_fuzz)
+((${#targets[@]})) || targets=(gguf_fuzz tokenizer_fuzz json_fuzz byte_size_fuzz http_request_fuzz openai_request_fuzz agents_request_fuzz json_schema_fuzz tier_record_fuzz segment_index_record_fuzz)
 tree=${FUZZ_BUILD:-build-fuzz}
 if [[ -z ${FUZZ_BUILD:-} ]]; then
   CC=clang CXX=clang++ cmake -S . -B "$tree" -DAGENTKV_FUZZ=ON -DAGENTKV_TESTS=OFF -DAGENTKV_SANITIZE=ON >/dev/null
@@ -30,6 +30,7 @@ for t in "${targets[@]}"; do
     tokenizer_fuzz) head -c 4096 tests/data/tokenizer/corpus.jsonl > "$corpus/seed" ;;
     byte_size_fuzz) printf 1.5GiB > "$corpus/seed" ;;
     tier_record_fuzz) cp -n tests/data/tier/*.kvblock "$corpus"/ ;;
+    segment_index_record_fuzz) cp -n tests/data/tier/*.kvseg "$corpus"/ ;;
     openai_request_fuzz)
       printf '{"model":"m","messages":[{"role":"user","content":"hi"}],"n":2,"logprobs":true,"top_logprobs":3,"stop":["x"]}' > "$corpus/seed-chat"
       printf '{"model":"m","prompt":[1,2,3],"max_tokens":5,"stream":true,"stream_options":{"include_usage":true}}' > "$corpus/seed-completion"

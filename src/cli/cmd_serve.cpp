@@ -147,6 +147,10 @@ int cmd_serve(int argc, char** argv) {
              "logging each one's first use");
   std::string round_sharing = "on";
   double recompute = 0.15;
+  // Chat's own default: on the chat path reuse after another system prompt costs little, and the chat
+  // gate measures the same quality at R = 0.05 as at 0.15 on both models (BENCHMARKS.md, "Chat sharing"),
+  // for a quarter less prefill in a group chat.
+  double chat_recompute = 0.05;
   p.add_string("--round-sharing", &round_sharing,
                "on | off: whether /v1/rounds shares the round's block collectively (TokenDance; a request turns "
                "it off with \"kv_sharing\": false); on runs a quality gate per model at start-up");
@@ -155,13 +159,18 @@ int cmd_serve(int argc, char** argv) {
                "on | off: whether /v1/chat/completions reuses the KV other requests computed for the same messages at "
                "any position (TokenDance's collective sharing; a request sets \"kv_sharing\" and \"recompute\"); on "
                "runs a quality gate of that path per model at start-up, and a model that fails serves chat exactly");
-  std::string chat_compact = "off";
+  std::string chat_compact = "on";
   p.add_string("--chat-compact", &chat_compact,
-               "on | off: whether chat sharing stores a context's blended messages as master + diff (only the "
-               "rows that differ; rebuilt bit for bit when the conversation continues) instead of a dense copy; "
-               "on also blends every message from the context that computed it (fewer blocks held, more prefill)");
+               "on | off: whether chat sharing stores a context's blended messages as master + diff (the master's "
+               "blocks and only the rows that differ, rebuilt bit for bit when a request reuses them) instead of a "
+               "dense copy; it changes the KV held, never a reply");
   p.add_float("--recompute", &recompute,
-              "share of a shared block's tokens recomputed per agent (rounds and chat sharing)", 0.0, 1.0);
+              "share of a round's shared block recomputed per agent (/v1/rounds; a request's \"recompute\" overrides it)",
+              0.0, 1.0);
+  p.add_float("--chat-recompute", &chat_recompute,
+              "share of a chat request's reused message tokens recomputed (a request's \"recompute\" overrides it; "
+              "the chat quality gate runs at this share)",
+              0.0, 1.0);
   std::string prm_calibration;
   p.add_string("--prm-calibration", &prm_calibration,
                "verify heads from agentkv fit-prm (comma-separated files), used by POST /v1/agents/{id}/score on the "
@@ -221,8 +230,9 @@ int cmd_serve(int argc, char** argv) {
   };
   opt.chat_sharing = chat_sharing == "on";
   opt.chat_compact = chat_compact == "on";
-  opt.chat_sharing_gate = [recompute](const LoadedModel& lm, ThreadPool& pool) -> Result<std::pair<bool, std::string>> {
-    auto g = run_chat_sharing_gate(lm, pool, recompute, kSharingGateThresholds, default_sharing_gate_cache_dir());
+  opt.chat_recompute = chat_recompute;
+  opt.chat_sharing_gate = [chat_recompute](const LoadedModel& lm, ThreadPool& pool) -> Result<std::pair<bool, std::string>> {
+    auto g = run_chat_sharing_gate(lm, pool, chat_recompute, kSharingGateThresholds, default_sharing_gate_cache_dir());
     if (!g.ok()) return g.status_error();
     std::fprintf(stderr, "agentkv: chat-sharing quality gate for %s: %s\n", lm.name.c_str(), g->summary().c_str());
     return std::make_pair(g->pass, g->summary());

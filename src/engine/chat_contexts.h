@@ -20,9 +20,15 @@ namespace agentkv {
 // when the pool is short). nullopt when the pool cannot hold the expansion: resume less.
 std::optional<KvSequence> resume_stored_context(Engine& e, const SegmentStore::PrefixHit& hit);
 
+// The master to blend a hit's slots [begin, end) from: its context, or the context's expansion when
+// they lie in its holes (a compact context: a dense copy made now, bit-identical to the one it
+// replaced; least recently used stored contexts are evicted first when the pool is short). nullptr
+// when the pool cannot hold the expansion.
+std::shared_ptr<const KvSequence> master_for(Engine& e, const SegmentStore::Hit& hit, int64_t begin, int64_t end);
+
 // Stores a finished chat context with its segments. With chat_original_masters, the whole blocks of its
 // blended runs (and of those it resumed) serve no master; with chat_compact on, the blocks inside its
-// blended `runs` are dropped for master + diff, and the diffs of a compact context it resumed (`resumed`,
+// blended `runs` (those blended from a stored context, not from an expansion) are dropped for master + diff, and the diffs of a compact context it resumed (`resumed`,
 // the first `resumed_tokens` tokens of which it continues) carry over as they are. A compaction the pool
 // cannot hold stores the context dense.
 void store_chat_context(Engine& e, std::shared_ptr<const KvSequence> ctx,

@@ -1,7 +1,9 @@
 // A chat request with collective KV sharing as one engine-thread job (engine/chat_sharing.h). Each
 // phase submits one scheduler request; its completion (deferred past the engine step, Engine::defer)
 // queues the blend, which the engine runs with the other requests' blends of that step and hands
-// back; the next phase then starts. The engine keeps serving other requests in between.
+// back; the next phase then starts. The engine keeps serving other requests in between. Before the
+// plan, masters missing here may be rebuilt from the shared tier's segment index records, one
+// scheduler request each (fetch_masters).
 #include "engine/chat_sharing.h"
 
 #include <algorithm>
@@ -12,6 +14,10 @@ namespace agentkv {
 
 namespace {
 
+// Segment index records looked up in the shared tier per request, hits or not: each GET waits on the
+// engine thread (bounded by the tier's timeout), so a request of many new messages costs a few.
+constexpr int kMaxMasterLookups = 8;
+
 // One run of whole segments (with the role headers between them) that a stored context holds
 // contiguously: prompt tokens [begin, end) are its tokens [begin + offset, end + offset).
 struct Run {
@@ -20,6 +26,8 @@ struct Run {
   int64_t offset = 0;
   int segments = 0;
   int64_t segment_tokens = 0;  // tokens of the segments (not the headers between them)
+  SegmentStore::Hit source;    // the hit master came from (its expansion serves holes: master_for)
+  bool expanded = false;       // blended from an expansion of a compact context, not from master itself
 };
 
 class ChatJob : public std::enable_shared_from_this<ChatJob> {
@@ -29,6 +37,9 @@ class ChatJob : public std::enable_shared_from_this<ChatJob> {
   void start();
 
  private:
+  void fetch_masters();
+  void master_built(const RequestEvent& ev, int64_t offset);
+  void publish_segments(const KvSequence& context);
   void plan();
   void next_phase();
   void prefix_done(const RequestEvent& ev);
@@ -55,13 +66,98 @@ class ChatJob : public std::enable_shared_from_this<ChatJob> {
   uint64_t cur_ = 0;     // the context the next phase resumes from (a snapshot the job owns)
   uint64_t prefix_ = 0;  // the current run's exact prefix snapshot
   bool done_ = false;
+  // fetch_masters: segments [0, fetch_next_) are still to look at (from the last down); those ending
+  // at or before fetch_covered_ are reused as a prefix anyway.
+  size_t fetch_next_ = 0;
+  int64_t fetch_covered_ = 0;
+  int fetch_lookups_ = 0, fetch_builds_ = 0;
 };
 
 void ChatJob::start() {
   rep_.recompute = r_.recompute;
   if (cancelled()) return fail(ErrorCode::kCancelled, "the request was cancelled");
+  if (e_.kv().redis_tier() && r_.max_master_fetches > 0) {
+    fetch_next_ = r_.segments.size();
+    fetch_covered_ = std::max(cached_prefix_tokens(e_.kv(), r_.params.prompt, r_.params.cache_salt),
+                              e_.segments().longest_prefix(r_.params.prompt, r_.params.cache_salt).tokens);
+  }
+  fetch_masters();
+}
+
+void ChatJob::fetch_masters() {
+  if (cancelled()) return fail(ErrorCode::kCancelled, "the request was cancelled");
+  RedisTier* tier = e_.kv().redis_tier();
+  const auto& prompt = r_.params.prompt;
+  const int64_t limit = int64_t(prompt.size()) - 1;
+  // The last segments first: a master of a transcript's later message usually holds the earlier ones
+  // too (master_built indexes them), so one fetch serves a run of several.
+  while (tier && fetch_next_ > 0 && fetch_lookups_ < kMaxMasterLookups && fetch_builds_ < r_.max_master_fetches) {
+    const auto [sb, se] = r_.segments[--fetch_next_];
+    if (se <= fetch_covered_) break;  // segments are in order: every earlier one is covered too
+    if (se > limit || se - sb < r_.min_run_tokens) continue;
+    const std::span<const int32_t> seg(prompt.data() + sb, size_t(se - sb));
+    if (!e_.segments().find(seg, 1).empty()) continue;
+    ++fetch_lookups_;
+    std::optional<SegmentIndex> rec = tier->load_segment(seg);
+    if (!rec) continue;
+    ++fetch_builds_;
+    const int64_t offset = rec->begin - sb;
+    RequestParams p;
+    p.prompt = std::move(rec->tokens);
+    p.max_tokens = 0;
+    p.retain_kv = true;
+    p.cache_salt = r_.params.cache_salt;
+    auto self = shared_from_this();
+    auto id = e_.add_request(std::move(p), [self, offset](const RequestEvent& ev) {
+      if (!ev.request_finished) return;
+      self->e_.defer([self, ev, offset] { self->master_built(ev, offset); });
+    });
+    if (id.ok()) return;
+    break;  // the engine takes no more now: plan with the masters there are
+  }
   plan();
   next_phase();
+}
+
+void ChatJob::master_built(const RequestEvent& ev, int64_t offset) {
+  if (cancelled()) {
+    e_.release_retained(ev.retained_kv);
+    return fail(ErrorCode::kCancelled, "the request was cancelled");
+  }
+  const std::shared_ptr<const KvSequence> master = ev.retained_kv ? e_.take_retained(ev.retained_kv) : nullptr;
+  if (master) {  // else that message is prefilled, as without the tier
+    // Every segment of this request the master holds exactly at the same distance from the fetched one
+    // is indexed with it, so the plan finds the run through them.
+    const auto& prompt = r_.params.prompt;
+    const auto& mt = master->tokens();
+    std::vector<std::pair<int64_t, int64_t>> held;
+    for (const auto& [b, e] : r_.segments)
+      if (b + offset >= 0 && e + offset <= master->approximate_from() &&
+          std::equal(prompt.begin() + b, prompt.begin() + e, mt.begin() + (b + offset)))
+        held.emplace_back(b + offset, e + offset);
+    ++rep_.fetched_masters;
+    rep_.master_tokens_restored += ev.n_cached_prompt;
+    rep_.master_tokens_computed += ev.n_prompt - ev.n_cached_prompt;
+    e_.segments().add(master, held);
+  }
+  fetch_masters();
+}
+
+void ChatJob::publish_segments(const KvSequence& context) {
+  RedisTier* tier = e_.kv().redis_tier();
+  if (!tier) return;
+  const auto& toks = context.tokens();
+  for (const auto& [b, e] : r_.segments) {
+    // Blended KV is never published: only segments that end where the context is still exact.
+    if (e > context.approximate_from() || e - b < r_.min_run_tokens) continue;
+    const std::span<const int32_t> seg(toks.data() + b, size_t(e - b));
+    // A segment a stored context already holds exactly was published when that one was kept (or
+    // came from the tier): no second record.
+    bool known = false;
+    for (const SegmentStore::Hit& h : e_.segments().find(seg))
+      known = known || h.slot + (e - b) <= h.context->approximate_from();
+    if (!known) tier->store_segment(std::span<const int32_t>(toks.data(), size_t(e)), b);
+  }
 }
 
 void ChatJob::plan() {
@@ -112,7 +208,7 @@ void ChatJob::plan() {
     for (const SegmentStore::Hit& h : store.find(seg_tokens)) {
       const auto& mt = h.context->tokens();
       const int64_t off = h.slot - sb;
-      Run run{sb, se, h.context, off, 1, se - sb};
+      Run run{sb, se, h.context, off, 1, se - sb, h};
       // The headers before the segment, back to the previous run or prefix, where they match (and the
       // master may serve them: not inside its own blended runs).
       while (run.begin > lower && run.begin + off > 0 && prompt[size_t(run.begin - 1)] == mt[size_t(run.begin - 1 + off)] &&
@@ -130,6 +226,8 @@ void ChatJob::plan() {
         ++run.segments;
         run.segment_tokens += ne - nb;
       }
+      // The longest run (of equally long ones the most recent context's: compact or not, so compaction
+      // changes no master chosen).
       if (run.end - run.begin > best.end - best.begin) {
         best = run;
         best_next = j;
@@ -176,9 +274,14 @@ void ChatJob::prefix_done(const RequestEvent& ev) {
   }
   prefix_ = ev.retained_kv;
   e_.mark_transient(prefix_);
-  const Run& run = runs_[next_run_];
+  Run& run = runs_[next_run_];
   PendingBlend b;
-  b.master = run.master;
+  b.master = master_for(e_, run.source, run.begin + run.offset, run.end + run.offset);
+  if (!b.master) {
+    e_.release_retained(std::exchange(prefix_, 0));
+    return fallback("the pool cannot hold the expansion of a stored context that holds a shared message");
+  }
+  run.expanded = b.master != run.master;
   b.master_start = int32_t(run.begin + run.offset);
   b.tokens.assign(r_.params.prompt.begin() + run.begin, r_.params.prompt.begin() + run.end);
   b.prefix = e_.share_retained(prefix_);
@@ -196,8 +299,10 @@ void ChatJob::blended(Result<BlendedCopy> copy) {
   rep_.segment_tokens += run.end - run.begin;
   rep_.recomputed_tokens += recomputed;
   rep_.segments += run.segments;
-  blends_.push_back(BlendedRun{run.begin, run.end - run.begin, run.master, int32_t(run.begin + run.offset),
-                               std::move(copy->recomputed_slots)});
+  // A run blended from an expansion stays dense in the stored context (its master is a transient copy).
+  if (!run.expanded)
+    blends_.push_back(BlendedRun{run.begin, run.end - run.begin, run.master, int32_t(run.begin + run.offset),
+                                 std::move(copy->recomputed_slots)});
   e_.note_sharing(0, 0, uint64_t(run.end - run.begin - recomputed), uint64_t(recomputed));
   set_cur(e_.adopt_retained(std::move(copy->seq)));
   ++next_run_;
@@ -232,9 +337,11 @@ void ChatJob::answer() {
     ev.n_cached_prompt = int(self->rep_.cached_tokens);
     if (ev.retained_kv) {
       // The whole context becomes a master for later requests.
-      if (auto ctx = self->e_.take_retained(ev.retained_kv))
+      if (auto ctx = self->e_.take_retained(ev.retained_kv)) {
+        self->publish_segments(*ctx);
         store_chat_context(self->e_, std::move(ctx), self->r_.segments, self->blends_, self->resumed_,
                            self->resumed_tokens_);
+      }
       ev.retained_kv = 0;
     }
     if (ev.request_finished) {
@@ -256,8 +363,13 @@ void ChatJob::fallback(const std::string& why) {
   blends_.clear();
   resumed_ = {};
   resumed_tokens_ = 0;
-  rep_ = ChatSharingReport{};
-  rep_.recompute = r_.recompute;
+  ChatSharingReport fresh;
+  fresh.recompute = r_.recompute;
+  // The masters fetched stay fetched (in the segment store, for later requests).
+  fresh.fetched_masters = rep_.fetched_masters;
+  fresh.master_tokens_restored = rep_.master_tokens_restored;
+  fresh.master_tokens_computed = rep_.master_tokens_computed;
+  rep_ = std::move(fresh);
   rep_.reason = "shared KV could not be used (" + why + "); answered exactly";
   rep_.cached_tokens = cached_prefix_tokens(e_.kv(), r_.params.prompt, r_.params.cache_salt);
   answer();

@@ -4,6 +4,13 @@
 // transcript's messages are TokenDance's all-gather blocks, at a different position after a
 // different prefix in every agent's request.
 //
+// Across servers sharing a Redis tier (kv/redis_tier.h): a context kept here publishes an index record
+// of each of its exact segments (kv/segment_index_record.h); a request whose message no stored
+// context holds first looks the message up there and, on a hit, rebuilds that master (an exact
+// prefix request over the record's tokens: the full blocks come from the tier, the rest is computed)
+// before it plans, so a message computed on one server is blended on another without being prefilled
+// there first. At most max_master_fetches masters per request; any failure just prefills.
+//
 // The request's prompt comes tokenized piece by piece (share/turn_pieces.h), each message's content
 // on its own, so a message is the same token ids wherever it appears. The job plans on the engine
 // thread, from the longest exact reuse to the least exact:
@@ -44,6 +51,11 @@ struct ChatSharingReport {
   int64_t segment_tokens = 0;     // prompt tokens blended from masters (runs of segments)
   int64_t recomputed_tokens = 0;  // of those, recomputed
   int segments = 0;               // message segments blended
+  // Masters rebuilt from a shared tier's segment index records before planning (see above), and the
+  // tokens of those masters whose exact KV was reused (restored from a tier or RAM) or computed.
+  int fetched_masters = 0;
+  int64_t master_tokens_restored = 0;
+  int64_t master_tokens_computed = 0;
   // With keep_start: the context the answer started from (the caller releases it) and its tokens.
   uint64_t start_handle = 0;
   int64_t start_tokens = 0;
@@ -62,6 +74,9 @@ struct ChatSharingRequest {
   std::shared_ptr<std::atomic<bool>> cancelled;
   bool keep_start = false;       // measurement (the quality gate): keep the start context
   int min_run_tokens = 16;       // shorter runs are prefilled exactly (a blend costs an extra step)
+  // Masters rebuilt from the shared tier per request (0: none); only for segments of at least
+  // min_run_tokens tokens that no stored context holds.
+  int max_master_fetches = 4;
 };
 
 // Called with the answering request's events (n_cached_prompt: exact hits only; retained_kv: 0).

@@ -525,7 +525,10 @@ EngineMetrics Engine::metrics() const {
   m.blocks_peak_used = ps.peak_used;
   m.bytes_per_block = kv_->bytes_per_block();
   if (const DiskTier* disk = kv_->disk_tier()) m.disk_tier = disk->stats();
-  if (const RedisTier* redis = kv_->redis_tier()) m.redis_tier = redis->stats();
+  if (const RedisTier* redis = kv_->redis_tier()) {
+    m.redis_tier = redis->stats();
+    m.redis_segments = redis->segment_stats();
+  }
   m.requests_running = int64_t(scheduler_.n_running());
   m.requests_waiting = int64_t(scheduler_.n_waiting());
   m.retained_snapshots = int64_t(retained_.size() + compact_.size());

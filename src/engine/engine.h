@@ -36,11 +36,12 @@ struct EngineOptions {
   int max_n = 64;         // largest n per request
   int max_top_logprobs = 20;
   // Chat contexts stored with blended runs keep only master + diff for them (engine/compact_context.h).
-  // It needs, and turns on, chat_original_masters. Off by default: that rule costs prefill (BENCHMARKS.md,
-  // "Master + diff for blended chat contexts": 44% of exact prefill instead of 35%, above the 40% goal).
-  bool chat_compact = false;
+  // A compact context serves what its dense copy would, through its expansion (kv/segment_store.h), so
+  // it changes what is held, never what is served.
+  bool chat_compact = true;
   // A blended run's whole blocks never serve as a master (kv/segment_store.h): each message is blended
-  // from the context that computed it. With it, compaction changes nothing a request is served.
+  // from the context that computed it. Off by default: it costs prefill (BENCHMARKS.md, "Master + diff
+  // for blended chat contexts": 44% of exact prefill instead of 35% at R = 0.15).
   bool chat_original_masters = false;
 };
 
@@ -94,7 +95,7 @@ class Engine {
   // least recently used first when the scheduler is short of blocks. Engine thread only.
   SegmentStore& segments() { return segments_; }
   bool chat_compact() const { return opt_.chat_compact; }
-  bool chat_original_masters() const { return opt_.chat_compact || opt_.chat_original_masters; }
+  bool chat_original_masters() const { return opt_.chat_original_masters; }
   // Counts chat sharing's work into the metrics: segments looked up, their tokens found with KV,
   // tokens whose KV was reused approximately (not recomputed), tokens selectively recomputed.
   void note_sharing(uint64_t lookups, uint64_t hit_tokens, uint64_t reused, uint64_t recomputed);

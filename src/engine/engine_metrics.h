@@ -73,6 +73,7 @@ struct EngineMetrics {
   // The KV tiers below RAM (all zero when off).
   TierStats disk_tier;
   TierStats redis_tier;
+  TierStats redis_segments;  // chat-sharing segment masters' index records in Redis
   // Latencies.
   LatencyHistogram ttft;
   LatencyHistogram inter_token;

@@ -162,6 +162,8 @@ Result<std::unique_ptr<RedisTier>> RedisTier::open(const RedisTierOptions& opt, 
     return make_error("KV Redis tier: reconnect backoff must be 1 ms or more, its maximum no less than its minimum");
   std::unique_ptr<RedisTier> t(new RedisTier(opt, fingerprint, shape));
   t->start_writer(opt.max_queued, [p = t.get()](const TierWriteQueue::Block& b) { p->write_block(b); });
+  t->segment_writes_ =
+      std::make_unique<TierWriteQueue>(opt.max_queued, [p = t.get()](const TierWriteQueue::Block& b) { p->write_segment(b); });
   return t;
 }
 
@@ -169,63 +171,113 @@ RedisTier::RedisTier(const RedisTierOptions& opt, uint64_t fingerprint, const Ti
     : opt_(opt),
       fingerprint_(fingerprint),
       shape_(shape),
-      key_prefix_("agentkv:v" + std::to_string(kTierRecordVersion) + ":" + hex64(fingerprint) + ":") {
+      key_prefix_("agentkv:v" + std::to_string(kTierRecordVersion) + ":" + hex64(fingerprint) + ":"),
+      segment_prefix_("agentkv:seg:v" + std::to_string(kSegmentIndexVersion) + ":" + hex64(fingerprint) + ":") {
   // The writer sends whole blocks (hundreds of kB) and waits on nobody's request: a longer timeout.
   const int write_timeout_ms = std::max(opt.timeout_ms, 1000);
   for (const RedisNode& n : opt.nodes) {
     readers_.push_back(std::make_unique<Link>(n, opt.timeout_ms, opt.retry_min_ms, opt.retry_max_ms));
     writers_.push_back(std::make_unique<Link>(n, write_timeout_ms, opt.retry_min_ms, opt.retry_max_ms));
+    segment_writers_.push_back(std::make_unique<Link>(n, write_timeout_ms, opt.retry_min_ms, opt.retry_max_ms));
   }
 }
 
-RedisTier::~RedisTier() { stop_writer(); }
+RedisTier::~RedisTier() {
+  segment_writes_.reset();
+  stop_writer();
+}
 
 std::string RedisTier::key_of(uint64_t hash) const { return key_prefix_ + hex64(hash); }
 
 size_t RedisTier::node_of(uint64_t hash) const { return jump_consistent_hash(hash, opt_.nodes.size()); }
 
-bool RedisTier::load(uint64_t hash, std::span<const int32_t> tokens, std::span<uint8_t> out) {
-  AGENTKV_CHECK(out.size() == shape_.payload_bytes());
-  if (load_queued(hash, tokens, out)) return true;
-  Link& link = *readers_[node_of(hash)];
-  const std::string key = key_of(hash);
+bool RedisTier::get_record(uint64_t shard, const std::string& key,
+                           const std::function<bool(std::span<const uint8_t>)>& accept, TierStats& stats) {
+  Link& link = *readers_[node_of(shard)];
   const RedisReplyPtr r = link.command({"GET", key});
   const bool unreachable = !r || (r->type == REDIS_REPLY_ERROR && !is_wrongtype(*r));
   bool ok = false, rejected = false;
   if (!unreachable && r->type != REDIS_REPLY_NIL) {
-    const TierRecordKey want{fingerprint_, hash, tokens, shape_};
-    Result<std::span<const uint8_t>> payload =
-        r->type == REDIS_REPLY_STRING
-            ? decode_tier_record({reinterpret_cast<const uint8_t*>(r->str), r->len}, want)
-            : Result<std::span<const uint8_t>>(make_error("not a string value"));
-    ok = payload.ok();
-    if (ok) std::memcpy(out.data(), payload->data(), out.size());
+    ok = r->type == REDIS_REPLY_STRING && accept({reinterpret_cast<const uint8_t*>(r->str), r->len});
     rejected = !ok;
   }
-  // Never used, and removed so the next eviction of this block (here or on another server) writes a good one.
+  // Never used, and removed so the next write of this record (here or on another server) writes a good one.
   if (rejected) link.command({"DEL", key});
   std::lock_guard<std::mutex> lock(mu_);
   if (ok) {
-    ++stats_.hits;
+    ++stats.hits;
     return true;
   }
-  ++stats_.misses;
-  if (unreachable) ++stats_.fallbacks;
-  if (rejected) ++stats_.rejected;
+  ++stats.misses;
+  if (unreachable) ++stats.fallbacks;
+  if (rejected) ++stats.rejected;
   return false;
+}
+
+bool RedisTier::load(uint64_t hash, std::span<const int32_t> tokens, std::span<uint8_t> out) {
+  AGENTKV_CHECK(out.size() == shape_.payload_bytes());
+  if (load_queued(hash, tokens, out)) return true;
+  const TierRecordKey want{fingerprint_, hash, tokens, shape_};
+  return get_record(
+      hash, key_of(hash),
+      [&](std::span<const uint8_t> bytes) {
+        Result<std::span<const uint8_t>> payload = decode_tier_record(bytes, want);
+        if (payload.ok()) std::memcpy(out.data(), payload->data(), out.size());
+        return payload.ok();
+      },
+      stats_);
+}
+
+void RedisTier::write_record(std::vector<std::unique_ptr<Link>>& links, uint64_t shard, const std::string& key,
+                             std::span<const uint8_t> bytes, TierStats& stats) {
+  const std::string ttl = std::to_string(opt_.ttl_s);
+  // Written once: NX leaves a record already there (this block's or segment's, by its key) as it is.
+  const RedisReplyPtr r = links[node_of(shard)]->command(
+      {"SET", key, std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()), "NX", "EX", ttl});
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!r || r->type == REDIS_REPLY_ERROR)
+    ++stats.write_errors;
+  else if (r->type == REDIS_REPLY_STATUS)
+    ++stats.writes;  // "OK"; a nil reply means the key was there already
 }
 
 void RedisTier::write_block(const TierWriteQueue::Block& b) {
   const std::vector<uint8_t> bytes = encode_tier_record(TierRecordKey{fingerprint_, b.hash, b.tokens, shape_}, b.payload);
-  const std::string key = key_of(b.hash), ttl = std::to_string(opt_.ttl_s);
-  // Written once: NX leaves a record already there (this block's, by its key) as it is.
-  const RedisReplyPtr r = writers_[node_of(b.hash)]->command(
-      {"SET", key, std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()), "NX", "EX", ttl});
-  std::lock_guard<std::mutex> lock(mu_);
-  if (!r || r->type == REDIS_REPLY_ERROR)
-    ++stats_.write_errors;
-  else if (r->type == REDIS_REPLY_STATUS)
-    ++stats_.writes;  // "OK"; a nil reply means the key was there already
+  write_record(writers_, b.hash, key_of(b.hash), bytes, stats_);
 }
+
+void RedisTier::write_segment(const TierWriteQueue::Block& b) {
+  write_record(segment_writers_, b.hash, segment_key_of(b.hash), b.payload, segment_stats_);
+}
+
+std::string RedisTier::segment_key_of(uint64_t key) const { return segment_prefix_ + hex64(key); }
+
+void RedisTier::store_segment(std::span<const int32_t> tokens, int64_t begin) {
+  const std::vector<uint8_t> record = encode_segment_index(fingerprint_, tokens, begin);
+  if (segment_writes_->push(segment_key(tokens.subspan(size_t(begin))), {}, record)) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  ++segment_stats_.write_drops;
+}
+
+std::optional<SegmentIndex> RedisTier::load_segment(std::span<const int32_t> segment) {
+  const uint64_t k = segment_key(segment);
+  std::optional<SegmentIndex> found;
+  get_record(
+      k, segment_key_of(k),
+      [&](std::span<const uint8_t> bytes) {
+        Result<SegmentIndex> rec = decode_segment_index(bytes, fingerprint_, segment);
+        if (rec.ok()) found = std::move(*rec);
+        return rec.ok();
+      },
+      segment_stats_);
+  return found;
+}
+
+TierStats RedisTier::segment_stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return segment_stats_;
+}
+
+bool RedisTier::flush_segments_for(std::chrono::milliseconds timeout) { return segment_writes_->flush_for(timeout); }
 
 }  // namespace agentkv

@@ -3,14 +3,9 @@
 
 #include <algorithm>
 
-#include "kv/block_pool.h"
+#include "kv/segment_index_record.h"
 
 namespace agentkv {
-
-uint64_t SegmentStore::key_of(std::span<const int32_t> tokens) {
-  // Any length: the block hash is a hash of a parent and a token run. Hits verify the ids.
-  return hash_block_tokens(0x5e6d5e6d5e6d5e6dULL, tokens, 0, 0);
-}
 
 namespace {
 
@@ -21,7 +16,7 @@ bool overlaps_any(const SegmentStore::Ranges& ranges, int64_t begin, int64_t end
 }  // namespace
 
 bool SegmentStore::Hit::serves(int64_t begin, int64_t end) const {
-  return context->has_kv(begin, end) && !overlaps_any(blended, begin, end);
+  return (detached || context->has_kv(begin, end)) && !overlaps_any(blended, begin, end);
 }
 
 void SegmentStore::add(Context context, std::span<const std::pair<int64_t, int64_t>> segments,
@@ -44,10 +39,10 @@ void SegmentStore::add(Context context, std::span<const std::pair<int64_t, int64
   e.context = std::move(context);
   e.blended = std::move(blended);
   for (const auto& [b, end] : segments) {
-    if (b < 0 || end <= b || end > int64_t(toks.size()) || !e.context->has_kv(b, end) ||
+    if (b < 0 || end <= b || end > int64_t(toks.size()) || (!detached && !e.context->has_kv(b, end)) ||
         overlaps_any(e.blended, b, end))
       continue;
-    const uint64_t k = key_of(std::span<const int32_t>(toks).subspan(size_t(b), size_t(end - b)));
+    const uint64_t k = segment_key(std::span<const int32_t>(toks).subspan(size_t(b), size_t(end - b)));
     e.segments.emplace_back(b, end);
     e.keys.push_back(k);
     index_.emplace(k, std::make_pair(e.context.get(), b));
@@ -66,14 +61,14 @@ void SegmentStore::add(Context context, std::span<const std::pair<int64_t, int64
 
 std::vector<SegmentStore::Hit> SegmentStore::find(std::span<const int32_t> tokens, size_t max_hits) const {
   std::vector<std::pair<uint64_t, Hit>> found;  // (recency stamp, hit)
-  auto [lo, hi] = index_.equal_range(key_of(tokens));
+  auto [lo, hi] = index_.equal_range(segment_key(tokens));
   for (auto it = lo; it != hi; ++it) {
     const auto& [ctx, slot] = it->second;
     const auto& have = ctx->tokens();
     if (slot + int64_t(tokens.size()) > int64_t(have.size())) continue;
     if (!std::equal(tokens.begin(), tokens.end(), have.begin() + slot)) continue;  // a hash collision
     const auto e = by_context_.at(ctx);
-    Hit hit{e->context, slot, e->blended};
+    Hit hit{e->context, slot, e->blended, e->detached};
     if (!hit.serves(slot, slot + int64_t(tokens.size()))) continue;
     found.emplace_back(e->used, std::move(hit));
   }

@@ -14,12 +14,13 @@
 // index (KvSequence::mark_approximate_from), and this store is the only way anything reuses it,
 // always reported as approximate.
 //
-// The whole blocks of a context's blended runs never serve as a master (`blended`): a later request
-// reuses the original master of those segments instead (the context that computed them), so a copy is
-// never blended from a copy, and storing a context in master–diff form (engine/compact_context.h)
-// changes nothing a request is served. Such a compact context is its sequence with exactly those
-// blocks dropped (holes) plus a Detached part (the diffs and the master blocks they pin) that the
-// store keeps alive and counts; a request continuing it resumes from its expansion.
+// A context stored in master–diff form (engine/compact_context.h) is its sequence with the whole
+// blocks of its blended runs dropped (holes) plus a Detached part (the diffs and the master blocks they
+// pin) that the store keeps alive and counts. It serves everything a dense copy would: a request
+// continuing it resumes from its expansion, and a request reusing a message from its holes blends from
+// its expansion (bit-identical to the dense copy), so compaction changes nothing a request is served.
+// Optionally (`blended`, EngineOptions::chat_original_masters) the whole blocks of a context's blended
+// runs serve no master: a later request then reuses the original master of those segments instead.
 #pragma once
 
 #include <cstdint>
@@ -52,13 +53,18 @@ class SegmentStore {
     Context context;
     int64_t slot = 0;  // where the segment's tokens start in the context
     Ranges blended;    // the context's ranges that serve no master
-    // Whether the context's slots [begin, end) may serve as a master.
+    // Non-null: the context is compact (it has holes); a master over its holes is its expansion.
+    std::shared_ptr<const Detached> detached;
+    // Whether the context's slots [begin, end) may serve as a master (holes through the expansion).
     bool serves(int64_t begin, int64_t end) const;
+    // Whether serving slots [begin, end) needs the expansion.
+    bool needs_expansion(int64_t begin, int64_t end) const { return !context->has_kv(begin, end); }
   };
   struct PrefixHit {
     Context context;
     std::shared_ptr<const Detached> detached;  // non-null: context has holes, resume from its expansion
-    Ranges blended;    int64_t tokens = 0;  // the longest common prefix of the context and the prompt
+    Ranges blended;
+    int64_t tokens = 0;  // the longest common prefix of the context and the prompt
   };
 
   // max_contexts: the most contexts kept at once (the oldest goes first beyond it).
@@ -105,7 +111,6 @@ class SegmentStore {
     std::vector<int32_t> refs;  // every block reference the entry holds (context and detached)
     uint64_t used = 0;          // recency stamp
   };
-  static uint64_t key_of(std::span<const int32_t> tokens);
   void erase(std::list<Entry>::iterator it);
 
   size_t max_contexts_;

@@ -98,7 +98,8 @@ std::string metrics_text(const ServerState& s) {
     family(r.name, r.type, r.help);
     for (size_t i = 0; i < s.models.size(); ++i) sample(r.name, s.models[i].id, r.get(ms[i]));
   }
-  // Lower KV tiers, labelled by tier: the same names for the disk and Redis.
+  // Lower KV tiers, labelled by tier: the same names for the disk and Redis (tier="redis_segments":
+  // the index records of chat-sharing segment masters, kv/segment_index_record.h).
   struct TierRow {
     const char* name;
     const char* type;
@@ -133,7 +134,10 @@ std::string metrics_text(const ServerState& s) {
     family(r.name, r.type, r.help);
     for (size_t i = 0; i < s.models.size(); ++i) {
       if (disk_on) sample(r.name, s.models[i].id, r.get(ms[i].disk_tier), ",tier=\"disk\"");
-      if (redis_on && r.redis_knows) sample(r.name, s.models[i].id, r.get(ms[i].redis_tier), ",tier=\"redis\"");
+      if (redis_on && r.redis_knows) {
+        sample(r.name, s.models[i].id, r.get(ms[i].redis_tier), ",tier=\"redis\"");
+        sample(r.name, s.models[i].id, r.get(ms[i].redis_segments), ",tier=\"redis_segments\"");
+      }
     }
   }
   auto histogram = [&](const char* name, const char* help, const LatencyHistogram EngineMetrics::*field) {

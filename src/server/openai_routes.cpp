@@ -37,6 +37,7 @@ std::string models_json(const ServerState& s) {
     if (!m.gate_summary.empty()) sharing["quality_gate"] = m.gate_summary;
     // Whether chat completions share their messages' KV by default, and that path's gate.
     sharing["chat"] = s.opt.chat_sharing && m.chat_sharing_allowed;
+    sharing["chat_recompute"] = s.opt.chat_recompute;
     if (!m.chat_gate_summary.empty()) sharing["chat_quality_gate"] = m.chat_gate_summary;
     j["kv_sharing"] = std::move(sharing);
     // What POST /v1/agents/{id}/score reads on this model.
@@ -63,6 +64,9 @@ Json chat_sharing_json(const ChatSharingReport& r) {
   j["segments"] = r.segments;
   j["resumed_tokens"] = r.resumed_tokens;
   j["segment_tokens"] = r.segment_tokens;
+  j["fetched_masters"] = r.fetched_masters;
+  j["master_tokens_restored"] = r.master_tokens_restored;
+  j["master_tokens_computed"] = r.master_tokens_computed;
   return j;
 }
 
@@ -72,7 +76,7 @@ Json chat_sharing_json(const ChatSharingReport& r) {
 std::optional<ChatSharingRequest> plan_chat_sharing(const ServerState& s, const ServedModel& m,
                                                     const CompletionRequest& cr, const std::string& text,
                                                     const std::vector<int32_t>& prompt, ChatSharingReport* sharing) {
-  sharing->recompute = cr.recompute.value_or(s.opt.recompute);
+  sharing->recompute = cr.recompute.value_or(s.opt.chat_recompute);
   if (!cr.kv_sharing.value_or(s.opt.chat_sharing)) {
     sharing->reason = cr.kv_sharing ? "kv_sharing is false" : "KV sharing of chat is off on this server (serve --chat-sharing off)";
     return std::nullopt;

@@ -47,7 +47,9 @@ struct ServeOptions {
   // request's "kv_sharing", on only where the model passes chat_sharing_gate.
   bool chat_sharing = true;
   // Blended chat contexts stored as master + diff (EngineOptions::chat_compact).
-  bool chat_compact = false;
+  bool chat_compact = true;
+  // The share of a chat request's reused message tokens recomputed when the request does not say.
+  double chat_recompute = 0.05;
   // Run once per model at start-up when round_sharing is on: the quality gate. It returns whether
   // approximate sharing is allowed on that model (and a line saying what was measured); a model that
   // fails runs every round exactly. Unset: allowed without a check (library use, tests).

@@ -14,6 +14,10 @@ official openai client.
   from RAM), the agents spread over both servers, and the replies equal the reference's.
 - An agent exported from A (GET /v1/agents/{id}/export) and imported on B (POST /v1/agents/import)
   gets its context from Redis and answers its next turn byte-identically to its twin left on A.
+- Chat sharing across servers (requests with "kv_sharing": true; the servers' default stays off): a
+  group chat's messages computed on A are blended on B from the master B fetches through Redis (A's
+  segment index record, the master's blocks), not prefilled there first; B's reply equals A's to the
+  same request, and B's /metrics count the record as a redis_segments hit.
 - Corrupted, truncated, wrong-fingerprint and wrong-version records in Redis are each rejected (counted,
   deleted) by B and the blocks recomputed, with B's reply unchanged.
 - Redis hung (SIGSTOP) during a round: lookups time out into recomputing, every reply right.
@@ -42,7 +46,7 @@ BLOCK = 16
 SRC = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 WORDS = ("river stone lantern harvest mill ford cart barley orchard meadow ledger copper weaver shepherd "
          "bridge tower market candle thread anchor rope salt timber cellar forge spindle kettle").split()
-# Every server answers on the exact path (chat sharing blends approximate KV, which is never written to a
+# Every server answers on the exact path by default (chat sharing blends approximate KV, which is never written to a
 # tier, and would make replies depend on which messages a server saw before), so replies compare byte
 # for byte.
 EXACT = ["--chat-sharing", "off"]
@@ -324,6 +328,47 @@ def test_an_agent_migrated_from_a_to_b_answers_like_its_unmigrated_twin(cluster)
         api(b, "POST", "/v1/agents/import", bad, expect=400)
     api(b, "POST", "/v1/agents/import", {**doc, "model": "no-such-model"}, expect=404)
     assert len(api(b, "GET", "/v1/agents")["data"]) == n_agents
+
+
+def test_a_chat_master_made_on_a_is_fetched_by_b(cluster):
+    """A group chat with chat sharing on: B finds the messages' master through Redis."""
+    import random
+    rng = random.Random(40)
+    said = [{"role": "user", "content": f"{who}: " + " ".join(rng.choice(WORDS) for _ in range(30)) + "."}
+            for who in ("Ada", "Bram", "Cleo")]
+
+    def turn(server, name):
+        msgs = [{"role": "system", "content": f"You are {name}, on the village council."}, *said,
+                {"role": "user", "content": f"{name}, what do you say? One sentence."}]
+        r = cluster.client(cluster.url(server)).chat.completions.create(
+            model=MODEL, messages=msgs, max_tokens=8, temperature=0, extra_body={"kv_sharing": True})
+        return r.choices[0].message.content, r.model_extra["kv_sharing"], r.usage
+
+    r = cluster.redis.client()
+    seg_keys = set(r.keys("agentkv:seg:*"))
+    written = cluster.redis_writes("a")
+    _, made, usage = turn("a", "Dov")  # A computes the chat: its context is the messages' master
+    assert made["fetched_masters"] == 0, made
+    cluster.wait_writes("a", written + usage.prompt_tokens // BLOCK)
+    # Written in the background after the reply (A's /metrics is a snapshot taken with the reply).
+    deadline = time.time() + 60
+    while not set(r.keys("agentkv:seg:*")) - seg_keys:
+        assert time.time() < deadline, "A wrote no segment index record in 60 s"
+        time.sleep(0.1)
+    on_a, local, _ = turn("a", "Esme")  # blended from A's own master
+    assert local["segments"] >= 1 and local["fetched_masters"] == 0, local
+
+    before = cluster.metrics("b")
+    on_b, fetched, _ = turn("b", "Esme")  # B never saw the chat
+    after = cluster.metrics("b")
+    assert fetched["fetched_masters"] >= 1, fetched
+    assert fetched["master_tokens_restored"] > 0, fetched
+    assert fetched["segments"] >= 1 and fetched["mode"] == "tokendance", fetched
+    hits = "agentkv_kv_tier_hits_total[redis_segments]"
+    assert after[hits] - before.get(hits, 0) >= 1, "B's /metrics count no segment record fetched"
+    assert on_b == on_a, "the blend from the fetched master answers otherwise than from A's own"
+    print(f"B fetched {fetched['fetched_masters']} master(s): {fetched['master_tokens_restored']} tokens restored, "
+          f"{fetched['master_tokens_computed']} computed; {fetched['segment_tokens']} prompt tokens blended")
 
 
 def fnv1a(data):

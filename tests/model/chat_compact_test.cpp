@@ -1,7 +1,8 @@
 // Chat contexts in master–diff form (EngineOptions::chat_compact, engine/chat_contexts.h) on the real
 // models: a group chat of eight agents, 24 turns, through the chat sharing job (start_chat_request),
-// run twice, with compact storage on and off (both under the master rule compaction implies,
-// EngineOptions::chat_original_masters). (Four agents and eight turns missed a bug: only longer
+// run twice, with compact storage on and off, both with the default masters (a compact context's holes
+// serve through its expansion) and both under the rule that each message is blended from the context
+// that computed it (EngineOptions::chat_original_masters). (Four agents and eight turns missed a bug: only longer
 // chats have adjacent runs, where the next run's prefill rewrites a run's last slot.) Every request is planned and
 // served the same (reports and replies token-identical), a compact context resumed later expands to
 // K/V bit-identical to the dense context it replaced, the store holds fewer blocks, and no block is
@@ -12,6 +13,7 @@
 #include <cstring>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "engine/chat_contexts.h"
@@ -52,12 +54,12 @@ AgentContextTokens pieces_for(const Tokenizer& tok, const std::vector<ChatMessag
 
 class ChatGroup {
  public:
-  ChatGroup(const LoadedModel& lm, ThreadPool& pool, bool compact) : lm_(lm) {
+  ChatGroup(const LoadedModel& lm, ThreadPool& pool, bool compact, bool original_masters) : lm_(lm) {
     EngineOptions eo;
     eo.kv.mem_bytes = int64_t(256) << 20;
     eo.kv.block_size = 16;
     eo.chat_compact = compact;
-    eo.chat_original_masters = true;  // what compaction implies: the dense run is served the same
+    eo.chat_original_masters = original_masters;
     auto created = Engine::create(lm, eo, pool);
     EXPECT_TRUE(created.ok()) << created.error();
     e_ = std::move(created).value();
@@ -130,12 +132,13 @@ bool same_kv(const KvSequence& a, const KvSequence& b) {
   return true;
 }
 
-class ChatCompactTest : public ::testing::TestWithParam<std::string> {};
+class ChatCompactTest : public ::testing::TestWithParam<std::tuple<std::string, bool>> {};
 
 TEST_P(ChatCompactTest, CompactStorageServesTheSameRepliesFromFewerBlocks) {
-  const LoadedModel& lm = real_model(GetParam());
+  const auto& [model, original_masters] = GetParam();
+  const LoadedModel& lm = real_model(model);
   ThreadPool pool(2);
-  ChatGroup on(lm, pool, true), off(lm, pool, false);
+  ChatGroup on(lm, pool, true, original_masters), off(lm, pool, false, original_masters);
   const std::vector<Turn> a = on.run(), b = off.run();
   ASSERT_EQ(a.size(), b.size());
   int blended = 0;
@@ -193,7 +196,11 @@ TEST_P(ChatCompactTest, CompactStorageServesTheSameRepliesFromFewerBlocks) {
   EXPECT_EQ(ed.kv().pool().stats().n_used, 0);
 }
 
-INSTANTIATE_TEST_SUITE_P(BothModels, ChatCompactTest, ::testing::Values("smollm2", "gemma3"));
+INSTANTIATE_TEST_SUITE_P(BothModels, ChatCompactTest,
+                         ::testing::Combine(::testing::Values("smollm2", "gemma3"), ::testing::Bool()),
+                         [](const auto& info) {
+                           return std::get<0>(info.param) + (std::get<1>(info.param) ? "_OriginalMasters" : "");
+                         });
 
 }  // namespace chat_compact
 }  // namespace

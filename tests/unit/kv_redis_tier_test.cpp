@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <functional>
 #include <numeric>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -295,6 +296,57 @@ TEST_F(KvRedisTier, PublishSequenceWritesBackTheExactBlocksOnly) {
   KvSequence approx = a.fork();
   approx.mark_approximate_from(4);  // from the second block on
   EXPECT_EQ(m->publish_sequence(approx), 1);
+}
+
+// Chat-sharing segment masters' index records (kv/segment_index_record.h): written once with the TTL
+// under their own key family by their own writer, found by another process's tier, and a bad value is
+// rejected, deleted and counted apart from the block stats.
+TEST_F(KvRedisTier, SegmentIndexRecordsRoundTripUnderTheirOwnKeys) {
+  RedisTierOptions o = options();
+  o.ttl_s = 600;
+  auto t = open_tier(o);
+  const Tokens master{1, 2, 3, 4, 5, 6, 7, 8, 9}, segment{6, 7, 8, 9};
+  t->store_segment(master, 5);
+  t->store_segment(Tokens{9, 9, 6, 7, 8, 9}, 2);  // another master of the same segment: the first stays (NX)
+  ASSERT_TRUE(t->flush_segments_for(std::chrono::seconds(10)));
+  const std::string key = t->segment_key_of(segment_key(segment));
+  EXPECT_EQ(key.rfind("agentkv:seg:v1:000000000000004e:", 0), 0u) << key;
+  ASSERT_TRUE(server.has_key(key));
+  const auto ttl = server.command({"TTL", key});
+  ASSERT_TRUE(ttl && ttl->type == REDIS_REPLY_INTEGER);
+  EXPECT_GT(ttl->integer, 0);
+  EXPECT_LE(ttl->integer, 600);
+  auto other = open_tier(options());
+  const std::optional<SegmentIndex> got = other->load_segment(segment);
+  ASSERT_TRUE(got.has_value());
+  EXPECT_EQ(got->tokens, master);
+  EXPECT_EQ(got->begin, 5);
+  EXPECT_EQ(got->end, 9);
+  EXPECT_FALSE(other->load_segment(Tokens{6, 7, 8}).has_value());  // never stored
+  EXPECT_EQ(t->segment_stats().writes, 1u);
+  const TierStats s = other->segment_stats();
+  EXPECT_EQ(s.hits, 1u);
+  EXPECT_EQ(s.misses, 1u);
+  EXPECT_EQ(other->stats().hits + other->stats().misses, 0u) << "block stats are apart";
+
+  // Bad values: a corrupt record, one of another model, a block record under the segment's key.
+  std::vector<uint8_t> corrupt = encode_segment_index(kRedisFp, master, 5);
+  corrupt[corrupt.size() / 2] ^= 0x5a;
+  const std::vector<std::vector<uint8_t>> bad_values{
+      corrupt, encode_segment_index(kRedisFp + 1, master, 5),
+      encode_tier_record(TierRecordKey{kRedisFp, 10, kRedisTokens, redis_tiny_shape()}, redis_payload(1))};
+  for (const std::vector<uint8_t>& bad : bad_values) {
+    ASSERT_TRUE(server.command({"SET", key, as_text(bad)}));
+    EXPECT_FALSE(other->load_segment(segment).has_value());
+    EXPECT_FALSE(server.has_key(key)) << "a rejected record is deleted";
+  }
+  EXPECT_EQ(other->segment_stats().rejected, 3u);
+  EXPECT_EQ(other->segment_stats().fallbacks, 0u);
+  // A killed Redis: a fallback, in bounded time.
+  server.kill();
+  const double took = seconds_of([&] { EXPECT_FALSE(other->load_segment(segment).has_value()); });
+  EXPECT_LT(took, 2.0);
+  EXPECT_EQ(other->segment_stats().fallbacks, 1u);
 }
 
 TEST(RedisNodes, ParsesHostPortLists) {
