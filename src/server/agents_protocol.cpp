@@ -104,6 +104,35 @@ std::optional<ApiError> parse_agent_fork(const Json& body, const AgentLimits& al
   return std::nullopt;
 }
 
+std::optional<ApiError> parse_agent_transfer(const Json& body, AgentTransferRequest* out) {
+  if (auto e = only_fields(body, {"model", "name", "native_last"})) return e;
+  AgentTransferRequest r;
+  const Json* model = json_member(body, "model");
+  if (!model || !model->is_string() || model->get_ref<const std::string&>().empty())
+    return bad_request("model", "'model' is required and must be a non-empty string (the served model to transfer to)");
+  r.model = model->get<std::string>();
+  if (auto e = get_name(body, &r.name)) return e;
+  std::optional<int64_t> native_last;
+  if (auto e = get_int(body, "native_last", 0, kMaxNativeLast, &native_last)) return e;
+  r.native_last = native_last.value_or(0);
+  *out = std::move(r);
+  return std::nullopt;
+}
+
+Json transfer_summary_json(const TransferSummary& t) {
+  Json j = {{"method", t.method},
+            {"from_model", t.from_model},
+            {"context_tokens", t.context_tokens},
+            {"sender_tokens", t.sender_tokens},
+            {"transferred_tokens", t.transferred_tokens},
+            {"native_tokens", t.native_tokens},
+            {"native_last", t.native_last},
+            {"seconds", t.seconds}};
+  j["native_prefill_seconds_estimate"] =
+      t.native_prefill_seconds_estimate ? Json(*t.native_prefill_seconds_estimate) : Json(nullptr);
+  return j;
+}
+
 std::optional<ApiError> parse_step_score(const Json& body, const ApiLimits& limits, const AgentLimits& al,
                                          StepScoreRequest* out) {
   if (auto e = only_fields(body, {"steps", "prefix"})) return e;
