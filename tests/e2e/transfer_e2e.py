@@ -10,6 +10,8 @@ Fits a small SmolLM2 -> Gemma 3 map at test time (4 passages of Exodus from scri
   from that context, and the reply validates against docs/openapi.json;
 - the sender is unchanged: its next greedy answer equals that of a twin made in another server
   process (no block shared), and its resident tokens stay;
+- after that answer the sender's cache lacks the closing marker of its rendering: the receiver
+  computes the tokens the sender does not hold itself and projects the rest;
 - native_last covering the context (share 1) is Gemma 3's native prefill exactly: the receiver's
   greedy reply is byte-identical to a native Gemma 3 agent's with the same messages (in the other
   process, so that neither reads the other's blocks from the prefix cache);
@@ -140,6 +142,15 @@ def test_transfer_through_the_server(servers, s2g_map):
     assert model_metric(port, "agentkv_transferred_tokens_total", "gemma3") == \
         x["transferred_tokens"] + k["transferred_tokens"]
     assert model_metric(port, "agentkv_transfers_total", "smollm2") == 0
+
+    # After a turn the sender's cache holds its rendering up to its answer but not the closing marker:
+    # the receiver computes what the sender lacks itself, projects the rest, and answers.
+    z = transfer(doc, port, sid, {"model": "gemma3"})
+    w = z["transfer"]
+    assert w["context_tokens"] > x["context_tokens"] and w["sender_tokens"] > x["sender_tokens"], (w, x)
+    assert w["method"] == "hybrid" and 1 < w["native_tokens"] < 8, w
+    assert w["transferred_tokens"] + w["native_tokens"] == w["context_tokens"], w
+    assert answer(api, z["id"])["finish_reason"] in ("stop", "length")
 
     # Errors.
     transfer(doc, port, "agent-missing", {"model": "gemma3"}, expect=404)
