@@ -91,3 +91,9 @@ agentkv_e2e_test(server.tool_formats_e2e tool_formats_e2e.py 600)
 
 agentkv_e2e_test(server.kv_tier_e2e kv_tier_e2e.py 600)
 agentkv_e2e_test(server.kv_cluster_e2e kv_cluster_e2e.py 900)
+
+# Cross-family KV transfer in the server (issue 19): a SmolLM2 -> Gemma 3 map fitted at test time (~12 s),
+# serve refusing it for a pair not served or when damaged; an agent's context transferred, the new agent
+# answering, the sender unchanged (equal to a twin in another process), share 1 byte-identical to native
+# Gemma 3, the metrics and the route's errors.
+agentkv_e2e_test(server.transfer_e2e transfer_e2e.py 600)

@@ -175,6 +175,11 @@ int cmd_serve(int argc, char** argv) {
   p.add_string("--prm-calibration", &prm_calibration,
                "verify heads from agentkv fit-prm (comma-separated files), used by POST /v1/agents/{id}/score on the "
                "model each was fitted on; other models score zero-shot");
+  std::vector<std::string> transfer_maps;
+  p.add_list("--transfer-map", &transfer_maps,
+             "KV-transfer maps from agentkv fit-transfer (repeat or comma-separate), each between two served models: "
+             "POST /v1/agents/{id}/transfer hands an agent's context to the map's receiver; a damaged map, or one "
+             "for a model not served, stops the start");
   if (auto rc = p.parse_command(argc, argv)) return *rc;
   if (host.empty()) return cli_fail("--host is empty; give an address (0.0.0.0 or :: listens on every interface)");
   auto key = api_key_from(api_key, api_key_file);
@@ -220,6 +225,7 @@ int cmd_serve(int argc, char** argv) {
     if (comma > at) opt.prm_calibrations.push_back(prm_calibration.substr(at, comma - at));
     at = comma + 1;
   }
+  opt.transfer_maps = transfer_maps;
   opt.round_sharing = round_sharing == "on";
   opt.recompute = recompute;
   opt.sharing_gate = [recompute](const LoadedModel& lm, ThreadPool& pool) -> Result<std::pair<bool, std::string>> {

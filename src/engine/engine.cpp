@@ -390,6 +390,14 @@ void Engine::note_sharing(uint64_t lookups, uint64_t hit_tokens, uint64_t reused
   m_.tokens_recomputed += recomputed;
 }
 
+void Engine::note_transfer(uint64_t projected_tokens, uint64_t native_tokens, double native_seconds) {
+  ++m_.transfers;
+  m_.transferred_tokens += projected_tokens;
+  // The receiver's own share of a transfer is prefill too (its rate estimates native prefill).
+  m_.tokens_prefilled += native_tokens;
+  m_.prefill_seconds += native_seconds;
+}
+
 Status Engine::step_batch() {
   std::vector<ScheduledChunk> chunks = scheduler_.schedule();
   ++m_.steps;

@@ -99,6 +99,10 @@ class Engine {
   // Counts chat sharing's work into the metrics: segments looked up, their tokens found with KV,
   // tokens whose KV was reused approximately (not recomputed), tokens selectively recomputed.
   void note_sharing(uint64_t lookups, uint64_t hit_tokens, uint64_t reused, uint64_t recomputed);
+  // Counts a cross-model KV transfer into this engine (a context adopted with adopt_retained): the
+  // tokens whose K/V was projected from the sender, and the tokens this model computed itself and
+  // the time they took (prefill outside the scheduler).
+  void note_transfer(uint64_t projected_tokens, uint64_t native_tokens, double native_seconds);
 
   bool has_work() const { return !requests_.empty(); }
   // One scheduling step and forward pass. An error is an engine bug (inputs were validated).

@@ -49,6 +49,10 @@ struct EngineMetrics {
   uint64_t tokens_recomputed = 0;     // tokens selectively recomputed (through every layer)
   uint64_t segment_blends = 0;        // requests' runs of segments blended from a master
   uint64_t segment_blend_steps = 0;   // collective steps they took (blends of one step and master share one)
+  // Cross-model KV transfers into this engine (POST /v1/agents/{id}/transfer): contexts made, and
+  // their tokens whose K/V was projected from the sender's cache (the rest were computed here).
+  uint64_t transfers = 0;
+  uint64_t transferred_tokens = 0;
   // Constrained decoding (engine/grammar_matcher.h): tokens sampled under a grammar and the time the
   // grammar took for them (masks, checks, advancing).
   uint64_t grammar_tokens = 0;

@@ -325,6 +325,23 @@ KvSequence KvSequence::fork() const {
   return child;
 }
 
+Result<KvSequence> KvSequence::copy_prefix_to(KvManager& into, int64_t n) const {
+  AGENTKV_CHECK(n >= 0 && n <= n_tokens());
+  if (into.block_size() != m_->block_size() || into.bytes_per_block() != m_->bytes_per_block())
+    return make_error(ErrorCode::kInvalidArgument, "KV copy: the target manager has another block geometry");
+  KvSequence copy(into, salt_);
+  if (!copy.reserve(n))
+    return make_error(ErrorCode::kResourceExhausted, "KV copy: the target has no room for " + std::to_string(n) + " tokens");
+  // A block's layers, K and V, are one contiguous stride (model/kv_arena.h).
+  const int64_t bs = m_->block_size();
+  for (int64_t i = 0; i < (n + bs - 1) / bs; ++i)
+    std::memcpy(into.arena().block_data(copy.blocks_[size_t(i)]), m_->arena().block_data(blocks_[size_t(i)]),
+                size_t(m_->bytes_per_block()));
+  copy.approx_from_ = approx_from_;
+  copy.commit(std::span<const int32_t>(tokens_).first(size_t(n)));
+  return copy;
+}
+
 int64_t KvSequence::truncate(int64_t n) {
   AGENTKV_CHECK(n >= 0 && n <= n_tokens());
   const int64_t bs = m_->block_size();

@@ -141,6 +141,11 @@ class KvSequence {
   // A sequence sharing every block (refcounts +1) and the same tokens. Whichever of the two writes
   // next into a shared partial last block copies it first (reserve does).
   KvSequence fork() const;
+  // The first n tokens (n <= n_tokens()) and their K/V copied into `into`, a manager of the same
+  // geometry and block size (e.g. a private one, so that another thread can read them while this
+  // manager's owner goes on); the approximate mark comes along. kResourceExhausted when `into` is
+  // short, kInvalidArgument for another geometry.
+  Result<KvSequence> copy_prefix_to(KvManager& into, int64_t n) const;
   // Keeps the first n tokens (n <= n_tokens()) and gives back the blocks past them; returns n. A
   // block cut inside is kept: reserve copies it before anything is written into it when it is
   // shared or in the prefix index (under its whole token run, which must not change).

@@ -25,6 +25,15 @@ std::optional<ApiError> get_string(const Json& body, const char* key, size_t max
   return std::nullopt;
 }
 
+// The required "model": a non-empty string (whether it is served, the route checks).
+std::optional<ApiError> get_model(const Json& body, std::string* out) {
+  const Json* model = json_member(body, "model");
+  if (!model || !model->is_string() || model->get_ref<const std::string&>().empty())
+    return bad_request("model", "'model' is required and must be a non-empty string");
+  *out = model->get<std::string>();
+  return std::nullopt;
+}
+
 // An optional agent name (server/openai_protocol.h: check_speaker_name).
 std::optional<ApiError> get_name(const Json& body, std::string* out) {
   if (auto e = get_string(body, "name", 64, out)) return e;
@@ -52,10 +61,7 @@ std::optional<ApiError> parse_agent_create(const Json& body, const ApiLimits& li
                                            AgentCreateRequest* out) {
   if (auto e = only_fields(body, {"model", "name", "system", "messages", "ttl_seconds", "prefill"})) return e;
   AgentCreateRequest r;
-  const Json* model = json_member(body, "model");
-  if (!model || !model->is_string() || model->get_ref<const std::string&>().empty())
-    return bad_request("model", "'model' is required and must be a non-empty string");
-  r.model = model->get<std::string>();
+  if (auto e = get_model(body, &r.model)) return e;
   if (auto e = get_name(body, &r.name)) return e;
   std::string system;
   if (auto e = get_string(body, "system", limits.max_prompt_bytes, &system)) return e;
@@ -102,6 +108,32 @@ std::optional<ApiError> parse_agent_fork(const Json& body, const AgentLimits& al
   if (auto e = get_ttl(body, al, &r.ttl_s)) return e;
   *out = std::move(r);
   return std::nullopt;
+}
+
+std::optional<ApiError> parse_agent_transfer(const Json& body, AgentTransferRequest* out) {
+  if (auto e = only_fields(body, {"model", "name", "native_last"})) return e;
+  AgentTransferRequest r;
+  if (auto e = get_model(body, &r.model)) return e;
+  if (auto e = get_name(body, &r.name)) return e;
+  std::optional<int64_t> native_last;
+  if (auto e = get_int(body, "native_last", 0, kMaxNativeLast, &native_last)) return e;
+  r.native_last = native_last.value_or(0);
+  *out = std::move(r);
+  return std::nullopt;
+}
+
+Json transfer_summary_json(const TransferSummary& t) {
+  Json j = {{"method", t.method},
+            {"from_model", t.from_model},
+            {"context_tokens", t.context_tokens},
+            {"sender_tokens", t.sender_tokens},
+            {"transferred_tokens", t.transferred_tokens},
+            {"native_tokens", t.native_tokens},
+            {"native_last", t.native_last},
+            {"seconds", t.seconds}};
+  j["native_prefill_seconds_estimate"] =
+      t.native_prefill_seconds_estimate ? Json(*t.native_prefill_seconds_estimate) : Json(nullptr);
+  return j;
 }
 
 std::optional<ApiError> parse_step_score(const Json& body, const ApiLimits& limits, const AgentLimits& al,
@@ -238,10 +270,7 @@ std::optional<ApiError> parse_agent_import(const Json& body, const ApiLimits& li
                                      ", the export format this server reads");
   if (auto e = get_string(body, "id", 256, &r.id)) return e;
   if (auto e = get_name(body, &r.name)) return e;
-  const Json* model = json_member(body, "model");
-  if (!model || !model->is_string() || model->get_ref<const std::string&>().empty())
-    return bad_request("model", "'model' is required and must be a non-empty string");
-  r.model = model->get<std::string>();
+  if (auto e = get_model(body, &r.model)) return e;
   std::optional<double> ttl;
   if (auto e = get_ttl(body, al, &ttl)) return e;
   r.ttl_s = ttl ? *ttl : al.default_ttl_s;

@@ -8,6 +8,7 @@
 //   POST   /v1/agents/{id}/respond     {messages?, max_tokens?, temperature?, top_p?, seed?, stop?}
 //   POST   /v1/agents/{id}/fork        {name?, ttl_seconds?}
 //   POST   /v1/agents/{id}/score       {steps: [texts], prefix?}        KV-PRM step scores
+//   POST   /v1/agents/{id}/transfer    {model, name?, native_last?}     the context to another model
 //   DELETE /v1/agents/{id}
 //   GET    /v1/agents/{id}/export      the agent as an agent.export document (migration)
 //   POST   /v1/agents/import           {an agent.export document}        the agent on this server
@@ -73,6 +74,31 @@ std::optional<ApiError> parse_agent_create(const Json& body, const ApiLimits& li
 std::optional<ApiError> parse_agent_messages(const Json& body, const ApiLimits& limits, std::vector<ChatMessage>* out);
 std::optional<ApiError> parse_agent_respond(const Json& body, const ApiLimits& limits, AgentRespondRequest* out);
 std::optional<ApiError> parse_agent_fork(const Json& body, const AgentLimits& al, AgentForkRequest* out);
+// A cross-model transfer of an agent's context (a new agent on `model`, the sender unchanged).
+inline constexpr int64_t kMaxNativeLast = int64_t(1) << 24;
+struct AgentTransferRequest {
+  std::string model;        // the receiver, another served model
+  std::string name;         // the new agent's; empty: its id
+  int64_t native_last = 0;  // hybrid: the receiver recomputes the context's last N tokens itself
+};
+std::optional<ApiError> parse_agent_transfer(const Json& body, AgentTransferRequest* out);
+
+// What a transfer did (the reply's "transfer").
+struct TransferSummary {
+  std::string method;              // "transfer" (only BOS computed by the receiver) or "hybrid"
+  std::string from_model;
+  int64_t context_tokens = 0;      // the receiver's context
+  int64_t sender_tokens = 0;       // the sender's tokens whose K/V was read
+  int64_t transferred_tokens = 0;  // receiver tokens whose K/V was projected from them
+  int64_t native_tokens = 0;       // receiver tokens it computed itself (BOS, the hybrid suffix)
+  int64_t native_last = 0;         // as asked
+  double seconds = 0;              // both jobs: reading the sender's KV, the transfer
+  // The receiver's native prefill of the context at the prefill rate it has shown so far (unset
+  // before it has prefilled anything).
+  std::optional<double> native_prefill_seconds_estimate;
+};
+Json transfer_summary_json(const TransferSummary& t);
+
 // Candidate next steps of a resident agent, scored by the KV-PRM from the agent's cache: each step
 // is appended (as the assistant's text, after `prefix`, the steps it already accepted) to the
 // agent's context with its assistant turn open.

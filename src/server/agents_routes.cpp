@@ -1,7 +1,7 @@
 // The agents routes: agents with resident (pinned) contexts.
 //   POST /v1/agents (create, by default prefilled), GET /v1/agents, GET / DELETE /v1/agents/{id},
 //   POST /v1/agents/{id}/messages, /respond, /fork; /score is in score_routes.cpp; migration:
-//   GET /v1/agents/{id}/export, POST /v1/agents/import.
+//   GET /v1/agents/{id}/export, POST /v1/agents/import; to another model: POST /v1/agents/{id}/transfer.
 // Their KV work (prefill, fork, a turn, release) is one engine job each (server/kv_jobs.h).
 #include <chrono>
 
@@ -9,6 +9,7 @@
 #include "server/error_status.h"
 #include "server/kv_jobs.h"
 #include "server/routes.h"
+#include "server/transfer_job.h"
 
 namespace agentkv {
 
@@ -252,6 +253,72 @@ void import_agent(ServerState& s, const HttpRequest& req, HttpResponseWriter& w)
   w.respond(201, "application/json", dump_json(out));
 }
 
+// A new agent on another model whose resident context is this agent's, transferred through a fitted
+// map (server/transfer_job.h); the agent itself is not changed.
+void transfer_agent(ServerState& s, const std::string& id, const HttpRequest& req, HttpResponseWriter& w) {
+  auto body = parse_body(req, w, false);
+  if (!body) return;
+  AgentTransferRequest tr;
+  if (auto e = parse_agent_transfer(*body, &tr)) return reply(w, *e);
+  std::vector<Agent> as;
+  if (auto e = s.agents->acquire({id}, &as)) return reply(w, *e);
+  const Agent& from = as[0];
+  auto refuse = [&](const ApiError& e) {
+    s.agents->abandon(id);
+    reply(w, e);
+  };
+  const std::string& from_model = s.models[from.model].id;
+  const int to = s.find_model(tr.model);
+  if (to < 0) return refuse(unknown_model(tr.model));
+  if (size_t(to) == from.model)
+    return refuse(bad_request("model", "agent '" + excerpt(id) + "' runs on " + from_model +
+                                           " already; a transfer goes to another served model"));
+  const ServedTransferMap* map = s.find_transfer_map(from.model, size_t(to));
+  if (!map)
+    return refuse(bad_request("model", "no transfer map loaded for " + from_model + " -> " + s.models[size_t(to)].id +
+                                           " (serve --transfer-map FILE, fitted by agentkv fit-transfer --from " +
+                                           from_model + " --to " + s.models[size_t(to)].id + ")"));
+  if (!from.kv)
+    return refuse(api_error(ErrorCode::kConflict, "agent '" + excerpt(id) +
+                                                      "' has no resident context to transfer (created with prefill "
+                                                      "false, or without messages)"));
+  Agent a;
+  if (!new_agent(s, tr.model, w, &a)) return s.agents->abandon(id);
+  a.name = tr.name;
+  a.messages = from.messages;
+  a.segments = from.segments;
+  a.last_answer = from.last_answer;
+  a.ttl_s = from.ttl_s;
+  if (auto e = check_history(s, a, false)) return refuse(*e);
+  const ServedModel& m = s.models[a.model];
+  auto aligned = align_chat_contexts(*s.models[from.model].lm->tokenizer, *m.lm->tokenizer, a.messages, a.segments);
+  if (!aligned.ok()) return refuse(api_error(aligned.status_error(), "messages"));
+  if (Status st = check_context(int64_t(aligned->receiver.size()), m.engine->n_ctx(), "the agent's context"); !st.ok())
+    return refuse(api_error(st.status_error(), "messages"));
+  auto done = transfer_context(s, ContextTransfer{map, from.kv, std::move(aligned).value(), tr.native_last}, w);
+  s.agents->abandon(id);  // read only
+  if (!done) return;      // the client went away
+  if (!done->ok()) return reply(w, api_error(done->status_error()));
+  const TransferredContext& t = **done;
+  a.kv = t.kept.handle;
+  a.kv_tokens = t.kept.tokens;
+  if (!register_agent(s, w, &a)) return;
+  TransferSummary sum;
+  sum.method = t.report.n_suffix > 0 ? "hybrid" : "transfer";
+  sum.from_model = from_model;
+  sum.context_tokens = t.report.n_receiver_tokens;
+  sum.sender_tokens = t.sender_tokens;
+  sum.transferred_tokens = t.report.n_projected;
+  sum.native_tokens = t.report.n_native;
+  sum.native_last = tr.native_last;
+  sum.seconds = t.seconds;
+  sum.native_prefill_seconds_estimate = t.native_prefill_seconds_estimate;
+  Json out = agent_json(s.view(a));
+  out["transferred_from"] = id;
+  out["transfer"] = transfer_summary_json(sum);
+  w.respond(201, "application/json", dump_json(out));
+}
+
 void delete_agent(ServerState& s, const std::string& id, HttpResponseWriter& w) {
   Agent a;
   if (auto e = s.agents->remove(id, &a)) return reply(w, *e);
@@ -302,12 +369,13 @@ void handle_agents(ServerState& s, const HttpRequest& req, HttpResponseWriter& w
     if (req.method != "GET") return reply(w, ApiError{405, "use GET " + path, ""});
     return export_agent(s, id, w);
   }
-  if (action != "respond" && action != "messages" && action != "fork" && action != "score")
+  if (action != "respond" && action != "messages" && action != "fork" && action != "score" && action != "transfer")
     return reply(w, api_error(ErrorCode::kNotFound, "no route for " + excerpt(req.method) + " " + excerpt(path)));
   if (req.method != "POST") return reply(w, ApiError{405, "use POST " + path, ""});
   if (action == "respond") return respond_agent(s, id, req, w);
   if (action == "messages") return append_messages(s, id, req, w);
   if (action == "score") return handle_score(s, id, req, w);
+  if (action == "transfer") return transfer_agent(s, id, req, w);
   return fork_agent(s, id, req, w);
 }
 

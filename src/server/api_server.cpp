@@ -1,5 +1,6 @@
-// ApiServer (server/api_server.h): start-up (models, engines, quality gates, verify heads), shutdown,
-// the agents' TTL sweeper and the router. The routes themselves are in server/*_routes.cpp.
+// ApiServer (server/api_server.h): start-up (models, engines, quality gates, verify heads, transfer
+// maps), shutdown, the agents' TTL sweeper and the router. The routes themselves are in
+// server/*_routes.cpp.
 #include "server/api_server.h"
 
 #include <algorithm>
@@ -77,6 +78,7 @@ Result<std::unique_ptr<ApiServer>> ApiServer::create(const std::vector<std::stri
   }
   // Cheap checks first: a bad head file fails before minutes of gate runs.
   AGENTKV_TRY(s->load_verify_heads());
+  AGENTKV_TRY(s->load_transfer_maps());
   // After every model loaded, so a bad model list fails before minutes of gate runs.
   if (opt.round_sharing && opt.sharing_gate)
     for (ServedModel& m : s->s_.models) {
@@ -142,6 +144,31 @@ Status ApiServer::load_verify_heads() {
     }
     m.verify_head = std::move(*head);
     m.verifier_summary = "zero-shot: log p(+)/p(-) after the verify question, uncalibrated";
+  }
+  return {};
+}
+
+Status ApiServer::load_transfer_maps() {
+  auto served = [&](uint64_t fingerprint) {
+    for (size_t i = 0; i < s_.models.size(); ++i)
+      if (s_.models[i].lm->fingerprint == fingerprint) return int(i);
+    return -1;
+  };
+  for (const std::string& path : s_.opt.transfer_maps) {
+    auto map = read_transfer_map(path);
+    if (!map.ok()) return make_error(map.code(), "--transfer-map " + path + ": " + map.error());
+    const int from = served(map->sender_fingerprint), to = served(map->receiver_fingerprint);
+    const std::string pair = map->sender_name + " -> " + map->receiver_name;
+    if (from < 0 || to < 0) {
+      std::string names;
+      for (const ServedModel& m : s_.models) names += (names.empty() ? "" : ", ") + m.id;
+      return make_error("--transfer-map " + path + " maps " + pair + "; " +
+                        (from < 0 ? map->sender_name : map->receiver_name) + " is not served (serving " + names + ")");
+    }
+    AGENTKV_TRY(check_transfer_pair(*map, *s_.models[size_t(from)].lm, *s_.models[size_t(to)].lm));
+    if (s_.find_transfer_map(size_t(from), size_t(to)))
+      return make_error("--transfer-map: two maps for " + s_.models[size_t(from)].id + " -> " + s_.models[size_t(to)].id);
+    s_.transfer_maps.push_back(ServedTransferMap{size_t(from), size_t(to), std::move(map).value(), path});
   }
   return {};
 }

@@ -39,6 +39,8 @@ class ApiServer {
   ApiServer() = default;
   // Verify heads from opt.prm_calibrations, zero-shot heads for the other models.
   Status load_verify_heads();
+  // Transfer maps from opt.transfer_maps: each between two served models, one per ordered pair.
+  Status load_transfer_maps();
   // The router: authentication, then the route file of the path.
   void handle(const HttpRequest& req, HttpResponseWriter& w);
   // The route file of the path (after authentication and the admission of large bodies).

@@ -1,7 +1,7 @@
 // The routes of agentkv serve, one file each (ApiServer::handle dispatches): every handler parses and
 // validates its body, posts its engine work as one job and waits on a mailbox (server/mailbox.h).
 //   openai_routes.cpp   POST /v1/completions, /v1/chat/completions; GET /v1/models
-//   agents_routes.cpp   /v1/agents[/{id}[/messages|respond|fork]]
+//   agents_routes.cpp   /v1/agents[/{id}[/messages|respond|fork|export|transfer]], /v1/agents/import
 //   rounds_routes.cpp   POST /v1/rounds
 //   score_routes.cpp    POST /v1/agents/{id}/score
 //   metrics_routes.cpp  GET /metrics, /health

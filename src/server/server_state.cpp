@@ -13,6 +13,12 @@ int ServerState::find_model(const std::string& name) const {
   return -1;
 }
 
+const ServedTransferMap* ServerState::find_transfer_map(size_t sender, size_t receiver) const {
+  for (const ServedTransferMap& t : transfer_maps)
+    if (t.sender == sender && t.receiver == receiver) return &t;
+  return nullptr;
+}
+
 AgentView ServerState::view(const Agent& a) const {
   AgentView v;
   v.id = a.id;

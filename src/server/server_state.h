@@ -1,7 +1,7 @@
 // What every route of agentkv serve reads: the options, the served models (engine, quality gate's
-// verdict, verify head), the engine loop, the agent registry; and the small helpers the route files
-// share (error replies, JSON bodies). The routes live in server/*_routes.cpp; ApiServer owns this
-// state and dispatches to them.
+// verdict, verify head), the transfer maps between them, the engine loop, the agent registry; and
+// the small helpers the route files share (error replies, JSON bodies). The routes live in
+// server/*_routes.cpp; ApiServer owns this state and dispatches to them.
 #pragma once
 
 #include <cstdint>
@@ -19,6 +19,7 @@
 #include "server/agents_protocol.h"
 #include "server/http_server.h"
 #include "server/openai_protocol.h"
+#include "transfer/transfer_map.h"
 
 namespace agentkv {
 
@@ -60,6 +61,9 @@ struct ServeOptions {
   // served model it was fitted on (by fingerprint); a model without one scores zero-shot with the
   // log-odds of "+" against "-".
   std::vector<std::string> prm_calibrations;
+  // Fitted KV-transfer maps (agentkv fit-transfer files) for POST /v1/agents/{id}/transfer, each
+  // between two served models (by fingerprint); start-up refuses a damaged file or another pair.
+  std::vector<std::string> transfer_maps;
 };
 
 struct ServedModel {
@@ -76,16 +80,26 @@ struct ServedModel {
   std::string verifier_summary;
 };
 
+// A transfer map the server loaded, between two of its models (indexes into ServerState::models).
+struct ServedTransferMap {
+  size_t sender = 0, receiver = 0;
+  TransferMap map;
+  std::string path;
+};
+
 struct ServerState {
   ServeOptions opt;
   std::unique_ptr<ThreadPool> pool;
   std::vector<ServedModel> models;
   std::unique_ptr<EngineLoop> loop;
   std::unique_ptr<AgentRegistry> agents;
+  std::vector<ServedTransferMap> transfer_maps;  // read-only once serving
   int64_t created = 0;  // unix seconds: the models' "created"
 
   // The index of a served model by id, name or path; -1: none.
   int find_model(const std::string& name) const;
+  // The map from one served model to another; nullptr: none was loaded.
+  const ServedTransferMap* find_transfer_map(size_t sender, size_t receiver) const;
   AgentView view(const Agent& a) const;
 };
 

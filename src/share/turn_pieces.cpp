@@ -98,7 +98,9 @@ Result<AgentContextTokens> agent_context_pieces(const Tokenizer& tok, std::span<
     if (forged) pieces.push_back({e, false, false});
   }
   pieces.push_back({text.size(), true, false});
-  return encode_pieces(tok, text, pieces);
+  AgentContextTokens out = encode_pieces(tok, text, pieces);
+  out.text = std::move(r.text);
+  return out;
 }
 
 AgentContextTokens chat_message_pieces(const Tokenizer& tok, std::string_view text,

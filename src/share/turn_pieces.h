@@ -26,6 +26,8 @@ struct AgentContextTokens {
   std::vector<int32_t> tokens;
   // Token ranges [first, second) of the marked segments found in the rendering, in order.
   std::vector<std::pair<int64_t, int64_t>> segments;
+  // The rendering the tokens spell out (agent_context_pieces only; a KV transfer aligns it).
+  std::string text;
 };
 
 // `text` with the byte ranges `segments` ([begin, end), in order, not overlapping; empty ones allowed)

@@ -13,12 +13,12 @@ namespace agentkv {
 namespace {
 using Clock = std::chrono::steady_clock;
 double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
-}  // namespace
 
-Result<KvTransferReport> transfer_kv_cache(const TransferMap& map, const LoadedModel& sender, const KvManager& sender_kv,
-                                           const KvSequence& sender_seq, const LoadedModel& receiver,
-                                           KvManager& receiver_kv, KvSequence& receiver_seq, std::string_view text,
-                                           ThreadPool& pool, const KvTransferOptions& opt) {
+// What both entry points refuse before any work: another pair, caches of other models, a receiver
+// sequence in use, an impossible option.
+Status check_sides(const TransferMap& map, const LoadedModel& sender, const KvManager& sender_kv,
+                   const LoadedModel& receiver, const KvManager& receiver_kv, const KvSequence& receiver_seq,
+                   const KvTransferOptions& opt) {
   AGENTKV_TRY(check_transfer_pair(map, sender, receiver));
   if (sender_kv.pool().fingerprint() != sender.fingerprint)
     return make_error("kv transfer: the sender cache was made by another model than " + sender.name);
@@ -27,6 +27,15 @@ Result<KvTransferReport> transfer_kv_cache(const TransferMap& map, const LoadedM
   if (receiver_seq.n_tokens() != 0) return make_error("kv transfer: the receiver sequence must be empty");
   if (opt.last_logits && opt.native_suffix < 1)
     return make_error("kv transfer: last_logits needs native_suffix >= 1 (the context's last token is run natively)");
+  return {};
+}
+}  // namespace
+
+Result<KvTransferReport> transfer_kv_cache(const TransferMap& map, const LoadedModel& sender, const KvManager& sender_kv,
+                                           const KvSequence& sender_seq, const LoadedModel& receiver,
+                                           KvManager& receiver_kv, KvSequence& receiver_seq, std::string_view text,
+                                           ThreadPool& pool, const KvTransferOptions& opt) {
+  AGENTKV_TRY(check_sides(map, sender, sender_kv, receiver, receiver_kv, receiver_seq, opt));
   const auto t_start = Clock::now();
   TokenSpans s, r;
   AGENTKV_ASSIGN_OR_RETURN(s, tokenize_with_spans(*sender.tokenizer, text, sender.tokenizer->add_bos_default()));
@@ -34,6 +43,25 @@ Result<KvTransferReport> transfer_kv_cache(const TransferMap& map, const LoadedM
   if (sender_seq.tokens() != s.tokens)
     return make_error("kv transfer: the sender cache holds " + std::to_string(sender_seq.n_tokens()) +
                       " tokens that are not the sender's tokenization of the text (" + std::to_string(s.size()) + " tokens)");
+  const double tokenize_s = seconds(Clock::now() - t_start);
+  auto rep = transfer_aligned_kv_cache(map, sender, sender_kv, sender_seq, s, receiver, receiver_kv, receiver_seq, r,
+                                       pool, opt);
+  if (rep.ok()) rep->align_s += tokenize_s;
+  return rep;
+}
+
+Result<KvTransferReport> transfer_aligned_kv_cache(const TransferMap& map, const LoadedModel& sender,
+                                                   const KvManager& sender_kv, const KvSequence& sender_seq,
+                                                   const TokenSpans& s, const LoadedModel& receiver,
+                                                   KvManager& receiver_kv, KvSequence& receiver_seq,
+                                                   const TokenSpans& r, ThreadPool& pool,
+                                                   const KvTransferOptions& opt) {
+  AGENTKV_TRY(check_sides(map, sender, sender_kv, receiver, receiver_kv, receiver_seq, opt));
+  if (sender_seq.tokens() != s.tokens)
+    return make_error("kv transfer: the sender cache holds " + std::to_string(sender_seq.n_tokens()) +
+                      " tokens, not the " + std::to_string(s.size()) + " aligned ones");
+  if (s.text_bytes != r.text_bytes) return make_error("kv transfer: the two sides are not aligned on one text");
+  const auto t_start = Clock::now();
   const TokenAlignment align = align_tokens(r, s);
   const SpanWeights weights = span_weights(align, r, s, map.pooling);
   const auto t_align = Clock::now();
@@ -42,16 +70,24 @@ Result<KvTransferReport> transfer_kv_cache(const TransferMap& map, const LoadedM
   // as the prefix (BOS only sits at the front).
   int64_t n_native = std::min<int64_t>(nr, std::max(0, opt.native_prefix));
   while (n_native < nr && align.count[size_t(n_native)] == 0) ++n_native;
-  for (int64_t t = n_native; t < nr; ++t)
+  // Receiver tokens reaching past the last byte the sender holds have no complete sender run: the
+  // receiver computes them, from the first such token on.
+  const size_t held = s.size() ? s.end.back() : 0;
+  int64_t first_unheld = nr;
+  while (first_unheld > n_native && r.end[size_t(first_unheld - 1)] > held) --first_unheld;
+  // Tokens the hybrid suffix recomputes are not projected at all.
+  const int64_t n_suffix = std::max<int64_t>(std::min<int64_t>(nr - n_native, std::max(0, opt.native_suffix)),
+                                             nr - first_unheld);
+  const int64_t n_proj = nr - n_native - n_suffix;
+  for (int64_t t = n_native; t < n_native + n_proj; ++t)
     if (align.count[size_t(t)] == 0) return make_error("kv transfer: receiver token without aligned sender text");
 
-  if (!receiver_seq.reserve(nr)) return make_error("kv transfer: receiver KV budget too small for " + std::to_string(nr) + " tokens");
+  if (!receiver_seq.reserve(nr))
+    return make_error(ErrorCode::kResourceExhausted,
+                      "kv transfer: receiver KV budget too small for " + std::to_string(nr) + " tokens");
   const std::vector<int32_t>& table = receiver_seq.blocks();
   const ModelConfig& sc = sender.config();
   const ModelConfig& rc = receiver.config();
-  // Tokens the hybrid suffix recomputes are not projected at all.
-  const int64_t n_suffix = std::min<int64_t>(nr - n_native, std::max(0, opt.native_suffix));
-  const int64_t n_proj = nr - n_native - n_suffix;
   // Layer by layer, each step spread over the pool: read the mapped sender layer un-rotated (once
   // while consecutive receiver layers share it), pool it per receiver token, project all tokens in
   // one tiled matmul, rotate to receiver positions and store.
@@ -96,13 +132,15 @@ Result<KvTransferReport> transfer_kv_cache(const TransferMap& map, const LoadedM
     AGENTKV_TRY(write_runs(*receiver.model, own, pool, RowOutputs{opt.last_logits ? &last_logits : nullptr}, kernels,
                            kPrefillChunk));
   if (opt.last_logits) std::copy(last_logits.begin(), last_logits.end(), opt.last_logits);
-  receiver_seq.mark_approximate_from(n_native);
+  // Nothing projected (the suffix covers the context): the receiver's own prefill, exact.
+  if (n_proj > 0) receiver_seq.mark_approximate_from(n_native);
   receiver_seq.commit(r.tokens);
 
   KvTransferReport rep;
   rep.n_sender_tokens = int64_t(s.size());
   rep.n_receiver_tokens = nr;
   rep.n_native = n_native + n_suffix;
+  rep.n_suffix = n_suffix;
   rep.n_projected = nr - n_native - n_suffix;
   rep.align_s = seconds(t_align - t_start);
   rep.project_s = seconds(t_proj - t_align);

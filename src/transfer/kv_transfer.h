@@ -10,6 +10,7 @@
 
 #include "kv/kv_manager.h"
 #include "model/loaded_model.h"
+#include "transfer/token_alignment.h"
 #include "transfer/transfer_map.h"
 #include "util/thread_pool.h"
 
@@ -30,6 +31,7 @@ struct KvTransferReport {
   int64_t n_sender_tokens = 0;
   int64_t n_receiver_tokens = 0;
   int64_t n_native = 0;     // receiver tokens computed by the receiver (prefix and suffix)
+  int64_t n_suffix = 0;     // of those, the hybrid suffix (asked for, or past what the sender holds)
   int64_t n_projected = 0;  // receiver tokens whose K/V came from the sender
   // Wall time of the parts: tokenizing both sides and aligning; reading, pooling, projecting and
   // writing; the receiver's own runs (prefix, hybrid suffix).
@@ -38,11 +40,24 @@ struct KvTransferReport {
 
 // `sender_seq` (in `sender_kv`) must hold exactly the sender's tokenization of `text` (with its
 // default BOS); `receiver_seq` (in `receiver_kv`) must be empty and receives the receiver's
-// tokenization of `text`, marked approximate past the native prefix so that it is never served as
-// an exact prefix hit. Refuses a map of another pair and a cache of another model or text.
+// tokenization of `text`, marked approximate past the native prefix (when anything was projected)
+// so that it is never served as an exact prefix hit. Refuses a map of another pair and a cache of
+// another model or text.
 Result<KvTransferReport> transfer_kv_cache(const TransferMap& map, const LoadedModel& sender, const KvManager& sender_kv,
                                            const KvSequence& sender_seq, const LoadedModel& receiver,
                                            KvManager& receiver_kv, KvSequence& receiver_seq, std::string_view text,
                                            ThreadPool& pool, const KvTransferOptions& opt = {});
+
+// The same for tokens the caller aligned: `s` and `r` span one common axis (equal text_bytes; e.g.
+// transfer/chat_alignment.h's two renderings of a conversation). `sender_seq` holds exactly s's
+// tokens, which may cover only the start of the axis (a context the sender has only in part): every
+// receiver token that reaches past the sender's last byte is computed by the receiver, as part of the
+// hybrid suffix. `receiver_seq` receives r's tokens.
+Result<KvTransferReport> transfer_aligned_kv_cache(const TransferMap& map, const LoadedModel& sender,
+                                                   const KvManager& sender_kv, const KvSequence& sender_seq,
+                                                   const TokenSpans& s, const LoadedModel& receiver,
+                                                   KvManager& receiver_kv, KvSequence& receiver_seq,
+                                                   const TokenSpans& r, ThreadPool& pool,
+                                                   const KvTransferOptions& opt = {});
 
 }  // namespace agentkv

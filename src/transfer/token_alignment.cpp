@@ -26,14 +26,26 @@ size_t match_piece(std::string_view text, size_t at, std::string_view piece, boo
 }  // namespace
 
 Result<TokenSpans> tokenize_with_spans(const Tokenizer& tok, std::string_view text, bool add_bos) {
+  return spans_of_tokens(tok, text, tok.encode(text, add_bos, /*parse_special=*/false), /*special_text=*/false);
+}
+
+Result<TokenSpans> spans_of_tokens(const Tokenizer& tok, std::string_view text, std::vector<int32_t> tokens,
+                                   bool special_text) {
   TokenSpans out;
-  out.tokens = tok.encode(text, add_bos, /*parse_special=*/false);
+  out.tokens = std::move(tokens);
   out.text_bytes = text.size();
+  const bool spm = tok.kind() == Tokenizer::Kind::kSpm;
   size_t at = 0;
-  for (int32_t id : out.tokens) {
+  for (size_t i = 0; i < out.tokens.size(); ++i) {
+    const int32_t id = out.tokens[i];
     // special=false: BOS and other control tokens decode to nothing, hence an empty span.
-    const std::string piece = tok.token_to_piece(id, /*special=*/false);
-    const bool spm = tok.kind() == Tokenizer::Kind::kSpm;
+    std::string piece = tok.token_to_piece(id, /*special=*/false);
+    // A template's control token owns its own text; a leading BOS was added, not rendered.
+    const bool added_bos = i == 0 && id == tok.bos_id() && tok.add_bos_default();
+    if (piece.empty() && special_text && !added_bos && tok.is_special(id)) {
+      const std::string own = tok.token_to_piece(id, /*special=*/true);
+      if (text.substr(at, own.size()) == own) piece = own;
+    }
     size_t found = at, len = match_piece(text, at, piece, spm);
     // A byte with neither a token nor a byte token (llama.cpp's BPE drops it, e.g. 0x1D in
     // SmolLM2's vocabulary) leaves a gap: the next token owns the dropped bytes too, so spans

@@ -28,6 +28,12 @@ struct TokenSpans {
 // them) belong to the token after them, and an SPM space may stand for U+2581 in the text. Fails, naming the offset, if the pieces do not otherwise
 // concatenate back to the text (a tokenizer that normalises would break the alignment).
 Result<TokenSpans> tokenize_with_spans(const Tokenizer& tok, std::string_view text, bool add_bos);
+// The same for tokens the caller made from `text` (they must spell it out, as above). With
+// `special_text` (a chat-templated rendering tokenized with special tokens) a control token such as
+// "<|im_start|>" owns its own text where the text holds it; a leading BOS the tokenizer added
+// stands for no text either way.
+Result<TokenSpans> spans_of_tokens(const Tokenizer& tok, std::string_view text, std::vector<int32_t> tokens,
+                                   bool special_text);
 
 // Receiver token r is built from sender tokens [first[r], first[r] + count[r]): every sender token
 // with a non-empty span that overlaps r's span. count[r] == 0 for an empty receiver span.

@@ -191,6 +191,9 @@ def test_real_replies_validate_against_the_document(doc, port):
     call(doc, port, "POST", f"/v1/agents/{a['id']}/respond", {"max_tokens": 3, "temperature": 0})
     fork = call(doc, port, "POST", f"/v1/agents/{a['id']}/fork", {"name": "Ada-2"}, expect=201)
     call(doc, port, "POST", f"/v1/agents/{a['id']}/score", {"steps": ["Step 1: 2 + 2 = 4", "Step 1: 2 + 2 = 5"]})
+    # A transfer needs another served model and a map (tests/e2e/transfer_e2e.py checks its 201).
+    call(doc, port, "POST", f"/v1/agents/{a['id']}/transfer", {"model": "smollm2"}, expect=400)
+    call(doc, port, "POST", f"/v1/agents/{a['id']}/transfer", {"model": "nope"}, expect=404)
     call(doc, port, "POST", "/v1/rounds", {"agents": [a["id"], b["id"]], "shared": "News: it rains.",
                                             "instruction": "Reply in one word.", "max_tokens": 2})
     call(doc, port, "POST", "/v1/rounds", {"agents": [a["id"], a["id"]]}, expect=400)

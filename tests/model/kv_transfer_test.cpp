@@ -1,17 +1,23 @@
 // Cross-model KV transfer on the real models. A map fitted within one model (A → A) must recover
 // that model's own cache (the identity is in the ridge's hypothesis space), and decoding from the
 // transferred cache must give nearly the logits of native prefill. Maps are refused for another
-// pair, when corrupted, and a cache of another model or text is refused.
+// pair, when corrupted, and a cache of another model or text is refused. A chat agent's context
+// aligns across two chat templates (transfer/chat_alignment.h), and a transfer of what the sender
+// holds only in part computes the rest natively; recomputing everything is native prefill, bit for bit.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <iterator>
 
 #include "kjv_corpus.h"
 #include "model_test_util.h"
+#include "kv/direct_prefill.h"
+#include "share/turn_pieces.h"
+#include "transfer/chat_alignment.h"
 #include "transfer/kv_transfer.h"
 #include "transfer/layer_kv.h"
 #include "transfer/token_alignment.h"
@@ -221,6 +227,112 @@ TEST(KvTransfer, RefusesOtherPairCorruptFileAndForeignCache) {
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.error().find("not the sender's tokenization"), std::string::npos) << r.error();
   EXPECT_EQ(out.n_tokens(), 0);
+}
+
+// A chat agent's conversation, rendered by ChatML (SmolLM2) and by Gemma's template.
+std::vector<ChatMessage> chat() {
+  return {{"system", "You are a dispatcher's assistant. Answer in one short sentence."},
+          {"user", "Remember this: the courier's name is Tamsin and the parcel goes to Harbour Street 12."},
+          {"assistant", "Noted: Tamsin takes the parcel to Harbour Street 12."},
+          {"user", "Who takes the parcel?"}};
+}
+
+// Every receiver token but BOS gets sender tokens, each side's tokens are its own agent context, and
+// Gemma's turn markers pool SmolLM2's: "<start_of_turn>" an "<|im_start|>", "<end_of_turn>" an "<|im_end|>".
+TEST(KvTransfer, ChatContextsAlignAcrossTwoTemplates) {
+  const LoadedModel& a = real_model("smollm2");
+  const LoadedModel& b = real_model("gemma3");
+  const std::vector<ChatMessage> msgs = chat();
+  auto al = align_chat_contexts(*a.tokenizer, *b.tokenizer, msgs, {});
+  ASSERT_TRUE(al.ok()) << al.error();
+  auto sender_ctx = agent_context_tokens(*a.tokenizer, msgs, {}, false);
+  auto receiver_ctx = agent_context_tokens(*b.tokenizer, msgs, {}, false);
+  ASSERT_TRUE(sender_ctx.ok() && receiver_ctx.ok());
+  EXPECT_EQ(al->sender.tokens, *sender_ctx);
+  EXPECT_EQ(al->receiver.tokens, *receiver_ctx);
+  ASSERT_EQ(al->sender.text_bytes, al->receiver.text_bytes);
+  for (const TokenSpans* t : {&al->sender, &al->receiver}) {
+    EXPECT_EQ(t->end.back(), t->text_bytes);
+    for (size_t i = 0; i + 1 < t->size(); ++i) EXPECT_EQ(t->end[i], t->begin[i + 1]) << i;
+  }
+  const TokenAlignment align = align_tokens(al->receiver, al->sender);
+  EXPECT_EQ(align.count[0], 0) << "Gemma's BOS stands for no text";
+  auto piece = [](const LoadedModel& lm, int32_t id) { return lm.tokenizer->token_to_piece(id, true); };
+  int markers = 0;
+  for (size_t r = 1; r < align.size(); ++r) {
+    ASSERT_GT(align.count[r], 0) << "receiver token " << r << " '" << piece(b, al->receiver.tokens[r]) << "'";
+    const std::string rp = piece(b, al->receiver.tokens[r]);
+    if (rp != "<start_of_turn>" && rp != "<end_of_turn>") continue;
+    const std::string want = rp == "<start_of_turn>" ? "<|im_start|>" : "<|im_end|>";
+    bool found = false;
+    for (int32_t k = 0; k < align.count[r]; ++k)
+      found = found || piece(a, al->sender.tokens[size_t(align.first[r] + k)]) == want;
+    EXPECT_TRUE(found) << rp << " at " << r;
+    ++markers;
+  }
+  EXPECT_EQ(markers, 6) << "three Gemma turns (the system prompt sits in the first user turn)";
+}
+
+// Layer il's K and V rows of slots [0, n) of two sequences are the same bits.
+bool same_kv(const KvSequence& x, const KvSequence& y, int64_t n) {
+  const KvArena& ax = x.manager().arena();
+  const KvArena& ay = y.manager().arena();
+  const int bs = ax.block_size();
+  const size_t row = size_t(ax.kv_dim()) * sizeof(kv_t);
+  for (int il = 0; il < ax.n_layer(); ++il)
+    for (int64_t t = 0; t < n; ++t) {
+      const int32_t bx = x.blocks()[size_t(t / bs)], by = y.blocks()[size_t(t / bs)];
+      const int slot = int(t % bs);
+      if (std::memcmp(ax.layer(il).k(bx, slot), ay.layer(il).k(by, slot), row) != 0 ||
+          std::memcmp(ax.layer(il).v(bx, slot), ay.layer(il).v(by, slot), row) != 0)
+        return false;
+    }
+  return true;
+}
+
+// The sender holds its rendering but the last few tokens (a context that ends with a generated
+// answer lacks the closing marker): the receiver tokens past what it holds are computed natively,
+// the rest projected. With the whole context asked natively the result is the receiver's own
+// prefill, bit for bit, and exact (indexable in the prefix cache).
+TEST(KvTransfer, AlignedTransferComputesWhatTheSenderLacksAndShareOneIsNativePrefill) {
+  const LoadedModel& a = real_model("smollm2");
+  const LoadedModel& b = real_model("gemma3");
+  auto map = fit_on_exodus(a, b, 1, 2);
+  ASSERT_TRUE(map.ok()) << map.error();
+  auto al = align_chat_contexts(*a.tokenizer, *b.tokenizer, chat(), {});
+  ASSERT_TRUE(al.ok()) << al.error();
+  const size_t held = al->sender.size() - 4;
+  TokenSpans part = al->sender;
+  part.tokens.resize(held);
+  part.begin.resize(held);
+  part.end.resize(held);
+  auto akv = transfer_manager(a), bkv = transfer_manager(b);
+  KvSequence from(*akv);
+  ASSERT_TRUE(prefill_sequence(*a.model, *akv, from, part.tokens, test_pool()).ok());
+  const int64_t nr = int64_t(al->receiver.size());
+  int64_t unheld = 0;
+  while (al->receiver.end[size_t(nr - 1 - unheld)] > part.end.back()) ++unheld;
+  ASSERT_GT(unheld, 0);
+
+  KvSequence got(*bkv);
+  auto rep = transfer_aligned_kv_cache(*map, a, *akv, from, part, b, *bkv, got, al->receiver, test_pool());
+  ASSERT_TRUE(rep.ok()) << rep.error();
+  EXPECT_EQ(rep->n_suffix, unheld);
+  EXPECT_EQ(rep->n_native, 1 + unheld);
+  EXPECT_EQ(rep->n_projected, nr - 1 - unheld);
+  EXPECT_EQ(got.tokens(), al->receiver.tokens);
+  EXPECT_TRUE(got.approximate());
+
+  KvTransferOptions all;
+  all.native_suffix = 1 << 20;
+  KvSequence full(*bkv), native(*bkv);
+  rep = transfer_aligned_kv_cache(*map, a, *akv, from, part, b, *bkv, full, al->receiver, test_pool(), all);
+  ASSERT_TRUE(rep.ok()) << rep.error();
+  EXPECT_EQ(rep->n_projected, 0);
+  EXPECT_FALSE(full.approximate());
+  ASSERT_TRUE(prefill_sequence(*b.model, *bkv, native, al->receiver.tokens, test_pool()).ok());
+  EXPECT_TRUE(same_kv(full, native, nr));
+  EXPECT_FALSE(same_kv(got, native, nr)) << "the projected cache is not the native one";
 }
 
 }  // namespace

@@ -237,6 +237,56 @@ TEST(AgentsProtocol, StepScoresJson) {
   EXPECT_NE(j.find(R"("cached_tokens":80)"), std::string::npos) << j;
 }
 
+TEST(AgentsProtocol, ParsesTransferRequestsNamingTheBadField) {
+  AgentTransferRequest r;
+  auto e = parse_agent_transfer(body(R"({"model":"gemma3","name":"Exec","native_last":32})"), &r);
+  ASSERT_FALSE(e) << e->message;
+  EXPECT_EQ(r.model, "gemma3");
+  EXPECT_EQ(r.name, "Exec");
+  EXPECT_EQ(r.native_last, 32);
+  AgentTransferRequest d;
+  ASSERT_FALSE(parse_agent_transfer(body(R"({"model":"gemma3","native_last":null})"), &d));
+  EXPECT_EQ(d.native_last, 0);
+  EXPECT_TRUE(d.name.empty());
+  const std::pair<const char*, const char*> bad[] = {
+      {R"({})", "model"},
+      {R"({"model":""})", "model"},
+      {R"({"model":3})", "model"},
+      {R"({"model":"gemma3","native_last":-1})", "native_last"},
+      {R"({"model":"gemma3","native_last":1.5})", "native_last"},
+      {R"({"model":"gemma3","native_last":"all"})", "native_last"},
+      {R"({"model":"gemma3","native_last":16777217})", "native_last"},
+      {R"({"model":"gemma3","name":7})", "name"},
+      {R"({"model":"gemma3","ttl_seconds":60})", "ttl_seconds"},
+      {R"([])", ""},
+  };
+  for (const auto& [json, param] : bad) {
+    auto err = parse_agent_transfer(body(json), &r);
+    ASSERT_TRUE(err) << json;
+    EXPECT_EQ(err->status, 400) << json;
+    EXPECT_EQ(err->param, param) << json;
+  }
+}
+
+TEST(AgentsProtocol, TransferSummaryJson) {
+  TransferSummary t;
+  t.method = "hybrid";
+  t.from_model = "smollm2";
+  t.context_tokens = 63;
+  t.sender_tokens = 67;
+  t.transferred_tokens = 46;
+  t.native_tokens = 17;
+  t.native_last = 16;
+  t.seconds = 0.25;
+  Json j = transfer_summary_json(t);
+  EXPECT_EQ(j["method"], "hybrid");
+  EXPECT_EQ(j["transferred_tokens"], 46);
+  EXPECT_EQ(j["native_tokens"], 17);
+  EXPECT_TRUE(j["native_prefill_seconds_estimate"].is_null());
+  t.native_prefill_seconds_estimate = 0.5;
+  EXPECT_EQ(transfer_summary_json(t)["native_prefill_seconds_estimate"], 0.5);
+}
+
 TEST(AgentRegistry, AcquireIsAllOrNoneAndBusyAgentsCannotBeTouched) {
   AgentRegistry reg(3);
   Agent a, b;

@@ -452,6 +452,41 @@ TEST(KvSequence, ApproximateKvIsNeverIndexedNorItsForksOrDescendants) {
   EXPECT_FALSE(f.approximate());
 }
 
+TEST(KvSequence, CopyPrefixToAnotherManagerCopiesTheKvAndKeepsTheSourceAsItWas) {
+  auto m = make_manager(8), other = make_manager(4, false), small = make_manager(1, false);
+  KvSequence s(*m);
+  append(s, iota_tokens(10));
+  // Every value of the source's blocks written with its own byte, so a copy of another block shows.
+  for (size_t i = 0; i < s.blocks().size(); ++i)
+    std::memset(m->arena().block_data(s.blocks()[i]), int(0x10 + i), size_t(kBlockBytes));
+  s.mark_approximate_from(5);
+  const Ids source_blocks = s.blocks();
+  auto c = s.copy_prefix_to(*other, 6);
+  ASSERT_TRUE(c.ok()) << c.error();
+  EXPECT_EQ(c->tokens(), iota_tokens(6));
+  EXPECT_EQ(c->blocks(), (Ids{0, 1}));
+  EXPECT_EQ(c->approximate_from(), 5);
+  for (size_t i = 0; i < c->blocks().size(); ++i)
+    EXPECT_EQ(std::memcmp(other->arena().block_data(c->blocks()[i]), m->arena().block_data(source_blocks[i]),
+                          size_t(kBlockBytes)),
+              0)
+        << "block " << i;
+  EXPECT_EQ(s.blocks(), source_blocks);
+  EXPECT_EQ(s.n_tokens(), 10);
+  EXPECT_EQ(m->pool().refcount(source_blocks[0]), 1) << "nothing of the source is shared with the copy";
+  // Too little room in the target, or another geometry: refused with their codes, nothing taken.
+  auto none = s.copy_prefix_to(*small, 6);
+  ASSERT_FALSE(none.ok());
+  EXPECT_EQ(none.code(), ErrorCode::kResourceExhausted);
+  EXPECT_EQ(small->pool().stats().n_used, 0);
+  KvManagerOptions opt;
+  opt.block_size = 2 * kBlock;
+  opt.mem_bytes = 4 * kBlockBytes;
+  auto wide = KvManager::create(tiny_config(), kFp, opt);
+  ASSERT_TRUE(wide.ok());
+  EXPECT_EQ(s.copy_prefix_to(**wide, 6).code(), ErrorCode::kInvalidArgument);
+}
+
 TEST(KvSequence, ReserveFailsWithoutChangingAnythingWhenThePoolIsShort) {
   auto m = make_manager(3);
   BlockPool& p = m->pool();

@@ -1,0 +1,168 @@
+"""End to end: an agent's context handed to another model family through the server,
+POST /v1/agents/{id}/transfer (issue 19, deliverable 4).
+
+Fits a small SmolLM2 -> Gemma 3 map at test time (4 passages of Exodus from scripts/make_transfer_corpus.sh,
+~12 s on two cores; its quality is the model tests' business, here only its use) and checks:
+- serve refuses the map, with one line and a non-zero exit, when its receiver is not served, and when
+  the file is damaged (a truncated copy);
+- a SmolLM2 agent's context transferred to Gemma 3: the new agent holds Gemma 3's rendering of the same
+  messages, its K/V projected (method "transfer", all but BOS transferred), answers a turn resumed
+  from that context, and the reply validates against docs/openapi.json;
+- the sender is unchanged: its next greedy answer equals that of a twin made in another server
+  process (no block shared), and its resident tokens stay;
+- after that answer the sender's cache lacks the closing marker of its rendering: the receiver
+  computes the tokens the sender does not hold itself and projects the rest;
+- native_last covering the context (share 1) is Gemma 3's native prefill exactly: the receiver's
+  greedy reply is byte-identical to a native Gemma 3 agent's with the same messages (in the other
+  process, so that neither reads the other's blocks from the prefix cache);
+- /metrics counts the transfers and transferred tokens per receiver model;
+- errors: unknown agent or model 404, the agent's own model and a pair without a map 400 naming it,
+  bad fields 400 naming them, an agent without a resident context 409.
+"""
+import os
+import re
+import subprocess
+
+import pytest
+
+import http_raw
+from conftest import SRC
+from openapi_e2e import check_reply, load_doc
+
+SYSTEM = "You are a dispatcher's assistant. Answer in one short sentence."
+MESSAGES = [
+    {"role": "user", "content": "Remember this: the courier's name is Tamsin and the parcel goes to Harbour Street 12."},
+    {"role": "assistant", "content": "Noted: Tamsin takes the parcel to Harbour Street 12."},
+]
+QUESTION = {"messages": [{"role": "user", "content": "Who takes the parcel, and where?"}], "max_tokens": 24,
+            "temperature": 0}
+MAP_ARGS = ("--chat-sharing", "off")
+
+
+@pytest.fixture(scope="module")
+def s2g_map(agentkv, tmp_path_factory):
+    d = tmp_path_factory.mktemp("transfer_e2e")
+    corpus, out = str(d / "corpus.txt"), str(d / "s2g.gguf")
+    subprocess.run(["bash", os.path.join(SRC, "scripts", "make_transfer_corpus.sh"), corpus, "ex:1-4"], check=True,
+                   capture_output=True, timeout=120)
+    r = subprocess.run([agentkv, "fit-transfer", "--from", "smollm2", "--to", "gemma3", "--corpus", corpus, "--out", out,
+                        "--max-passages", "4", "--max-bytes", "1500", "-t", "2"], capture_output=True, text=True,
+                       timeout=600)
+    assert r.returncode == 0, r.stderr
+    return out
+
+
+def refused(binary, args, needle):
+    r = subprocess.run([binary, "serve", *args, "--port", "0", "--round-sharing", "off", "--chat-sharing", "off",
+                        "-t", "2"], capture_output=True, text=True, timeout=300)
+    assert r.returncode != 0, r
+    lines = [l for l in r.stderr.splitlines() if l.strip()]
+    assert len(lines) == 1 and needle in lines[0], r.stderr
+
+
+def test_serve_refuses_a_map_for_another_pair_or_a_damaged_one(agentkv, s2g_map, tmp_path):
+    refused(agentkv, ["-m", "smollm2", "--transfer-map", s2g_map], "gemma3 is not served")
+    with open(s2g_map, "rb") as f:
+        data = f.read()
+    truncated = tmp_path / "s2g-truncated.gguf"
+    truncated.write_bytes(data[:len(data) // 2])
+    refused(agentkv, ["-m", "smollm2", "-m", "gemma3", "--transfer-map", str(truncated)], str(truncated))
+
+
+def model_metric(port, name, model):
+    r = http_raw.request(port, "GET", "/metrics")
+    assert r.status == 200, r.status
+    m = re.search(rf'^{name}\{{model="{model}"\}} (\S+)$', r.body.decode(), re.M)
+    assert m, name
+    return float(m.group(1))
+
+
+def create(api, model, **extra):
+    return api.call("POST", "/v1/agents", {"model": model, "system": SYSTEM, "messages": MESSAGES, **extra}, expect=201)
+
+
+def transfer(doc, port, agent_id, body, expect=201):
+    r = http_raw.request(port, "POST", f"/v1/agents/{agent_id}/transfer", body=body, timeout=300)
+    assert r is not None and r.status == expect, (body, r and r.status, r and r.body[:500])
+    check_reply(doc, "POST", f"/v1/agents/{agent_id}/transfer", r)
+    return r.json()
+
+
+def answer(api, agent_id):
+    return api.call("POST", f"/v1/agents/{agent_id}/respond", QUESTION)
+
+
+def test_transfer_through_the_server(servers, s2g_map):
+    doc = load_doc()
+    _, port = servers.start(models=("smollm2", "gemma3"), extra_args=("--transfer-map", s2g_map, *MAP_ARGS))
+    # The references live in another process: nothing they compute reaches the first server's caches.
+    _, ref_port = servers.start(models=("smollm2", "gemma3"), extra_args=MAP_ARGS)
+    api, ref = http_raw.JsonApi(port), http_raw.JsonApi(ref_port)
+
+    sender = create(api, "smollm2", name="Planner")
+    sid = sender["id"]
+
+    # Pure transfer: everything but the receiver's BOS is projected from the sender's cache.
+    t = transfer(doc, port, sid, {"model": "gemma3", "name": "Executor"})
+    x = t["transfer"]
+    assert t["model"] == "gemma3" and t["name"] == "Executor" and t["transferred_from"] == sid, t
+    assert t["messages"] == sender["messages"] and t["resident_tokens"] == x["context_tokens"], t
+    assert x["method"] == "transfer" and x["native_last"] == 0 and x["from_model"] == "smollm2", x
+    assert x["sender_tokens"] == sender["resident_tokens"], (x, sender)
+    assert x["native_tokens"] == 1 and x["transferred_tokens"] == x["context_tokens"] - 1, x
+    assert x["seconds"] > 0, x
+    # The context is Gemma 3's own rendering of the messages: a native agent's holds as many tokens.
+    native_ref = create(ref, "gemma3")
+    assert native_ref["resident_tokens"] == x["context_tokens"], (native_ref, x)
+
+    # The new agent answers, resuming from the transferred context.
+    got = answer(api, t["id"])
+    assert got["finish_reason"] in ("stop", "length") and isinstance(got["message"]["content"], str), got
+    assert got["usage"]["prompt_tokens_details"]["cached_tokens"] >= x["context_tokens"] - 8, got
+
+    # Share 1: the receiver computes the whole context itself, which is its native prefill exactly.
+    h = transfer(doc, port, sid, {"model": "gemma3", "native_last": 1 << 20})
+    y = h["transfer"]
+    assert y["method"] == "hybrid" and y["native_last"] == 1 << 20, y
+    assert y["transferred_tokens"] == 0 and y["native_tokens"] == y["context_tokens"] == x["context_tokens"], y
+    assert y["native_prefill_seconds_estimate"] is not None and y["native_prefill_seconds_estimate"] > 0, y
+    assert answer(api, h["id"])["message"]["content"] == answer(ref, native_ref["id"])["message"]["content"]
+
+    # A hybrid share in between: the last 16 tokens computed by the receiver.
+    k = transfer(doc, port, sid, {"model": "gemma3", "native_last": 16})["transfer"]
+    assert k["method"] == "hybrid" and k["native_tokens"] == 17 and k["transferred_tokens"] == k["context_tokens"] - 17, k
+
+    # The sender is unchanged: same resident context, and the same greedy answer as an untouched twin.
+    assert api.call("GET", f"/v1/agents/{sid}")["resident_tokens"] == sender["resident_tokens"]
+    twin = create(ref, "smollm2")
+    assert answer(api, sid)["message"]["content"] == answer(ref, twin["id"])["message"]["content"]
+
+    # Counted per receiver model.
+    assert model_metric(port, "agentkv_transfers_total", "gemma3") == 3
+    assert model_metric(port, "agentkv_transferred_tokens_total", "gemma3") == \
+        x["transferred_tokens"] + k["transferred_tokens"]
+    assert model_metric(port, "agentkv_transfers_total", "smollm2") == 0
+
+    # After a turn the sender's cache holds its rendering up to its answer but not the closing marker:
+    # the receiver computes what the sender lacks itself, projects the rest, and answers.
+    z = transfer(doc, port, sid, {"model": "gemma3"})
+    w = z["transfer"]
+    assert w["context_tokens"] > x["context_tokens"] and w["sender_tokens"] > x["sender_tokens"], (w, x)
+    assert w["method"] == "hybrid" and 1 < w["native_tokens"] < 8, w
+    assert w["transferred_tokens"] + w["native_tokens"] == w["context_tokens"], w
+    assert answer(api, z["id"])["finish_reason"] in ("stop", "length")
+
+    # Errors.
+    transfer(doc, port, "agent-missing", {"model": "gemma3"}, expect=404)
+    transfer(doc, port, sid, {"model": "nope"}, expect=404)
+    own = transfer(doc, port, sid, {"model": "smollm2"}, expect=400)["error"]
+    assert own["param"] == "model" and "another served model" in own["message"], own
+    back = transfer(doc, port, t["id"], {"model": "smollm2"}, expect=400)["error"]
+    assert back["param"] == "model" and "gemma3 -> smollm2" in back["message"], back
+    for body, field in (({}, "model"), ({"model": "gemma3", "native_last": -1}, "native_last"),
+                        ({"model": "gemma3", "native_last": "all"}, "native_last"), ({"model": "gemma3", "colour": 1}, "colour")):
+        assert transfer(doc, port, sid, body, expect=400)["error"]["param"] == field, body
+    empty = api.call("POST", "/v1/agents", {"model": "smollm2", "prefill": False}, expect=201)
+    transfer(doc, port, empty["id"], {"model": "gemma3"}, expect=409)
+    # The refusals left the sender idle and as it was.
+    assert api.call("GET", f"/v1/agents/{sid}")["busy"] is False
