@@ -22,13 +22,31 @@ Result<int> count_hits(const LoadedModel& lm, const KvSequence& seq, const std::
     const bool bos = seq.n_tokens() == 0 && lm.tokenizer->add_bos_default();
     const std::vector<int32_t> prompt = lm.tokenizer->encode(p.prompt, bos, false);
     std::string out;
-    // Settled once the text covers the expected words or has left them.
+    // The text after its leading whitespace (number probes).
+    auto trimmed = [](const std::string& text) { return text.substr(std::min(text.find_first_not_of(" \t\n"), text.size())); };
+    auto digits = [](const std::string& t) {
+      size_t n = 0;
+      while (n < t.size() && t[n] >= '0' && t[n] <= '9') ++n;
+      return n;
+    };
+    // Settled once the text covers the expected words or has left them (for a number: once its run
+    // of digits has ended, or is longer than the key, or the text starts with something else).
     auto settled = [&](const std::string& text) {
+      if (p.number) {
+        const std::string t = trimmed(text);
+        const size_t n = digits(t);
+        return (!t.empty() && n < t.size()) || n > p.expected.size();
+      }
       const size_t n = std::min(text.size(), p.expected.size());
       return text.size() >= p.expected.size() || text.compare(0, n, p.expected, 0, n) != 0;
     };
     AGENTKV_ASSIGN_OR_RETURN(out, greedy_continuation(lm, seq, prompt, kNewTokens, pool, settled));
-    hits += out.compare(0, p.expected.size(), p.expected) == 0;
+    if (p.number) {
+      const std::string t = trimmed(out);
+      hits += t.substr(0, digits(t)) == p.expected;
+    } else {
+      hits += out.compare(0, p.expected.size(), p.expected) == 0;
+    }
   }
   return hits;
 }

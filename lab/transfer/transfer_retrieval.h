@@ -4,6 +4,9 @@
 // verse's next words (" whom also he shewed"). Run after (a) its own
 // prefill of the context, (b) the transferred cache, (c) no context, (d) hybrids that recompute the
 // context's last K tokens. Text only from the evaluation corpus (Debian's bible-kjv).
+// The same machinery runs a passkey (needle-in-context) task: a random number planted in filler
+// text, asked for after it ("\nWhat is the pass key? The pass key is"); a probe with `number` set
+// is a hit when the continuation's first number (after leading spaces) is exactly `expected`.
 #pragma once
 
 #include <functional>
@@ -22,6 +25,9 @@ namespace agentkv {
 struct RetrievalProbe {
   std::string prompt;    // appended to the context: "\n" + the verse's reference + its first word
   std::string expected;  // the continuation must start with this: the verse's next words
+  // Passkey probes: after leading whitespace the continuation's run of digits must equal
+  // `expected` (a key of digits); "48213." is a hit, "482130" and "4821" are not.
+  bool number = false;
 };
 
 struct RetrievalHits {
