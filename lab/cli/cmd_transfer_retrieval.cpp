@@ -126,9 +126,11 @@ std::vector<Trial> passkey_trials(const std::string& corpus, int64_t ctx_bytes, 
       const size_t word = at == 0 ? std::string::npos : filler.rfind(' ', at);
       at = sentence != std::string::npos ? sentence + 1 : word != std::string::npos ? word : 0;
       Trial t;
-      t.label = "p" + std::to_string(pi + 1) + "@" + std::to_string(d) + "%";
+      // GCC 12 warns (-Wrestrict, a false positive) on "literal" + std::string; append instead.
+      t.label.append("p").append(std::to_string(pi + 1)).append("@").append(std::to_string(d)).append("%");
       // The needle starts after a space (or the text's start) and ends before the filler's space.
-      std::string needle = "The pass key is " + key + ". Remember it. " + key + " is the pass key.";
+      std::string needle;
+      needle.append("The pass key is ").append(key).append(". Remember it. ").append(key).append(" is the pass key.");
       if (at > 0) needle.insert(needle.begin(), ' ');
       else if (!filler.empty()) needle.push_back(' ');
       t.context = filler.substr(0, at) + needle + filler.substr(at);
