@@ -5,7 +5,7 @@
 # comes from the installed package each time.
 #   scripts/make_transfer_corpus.sh [--verses] OUT [BOOK:FIRST-LAST ...]
 # --verses keeps one verse per line with its reference ("Acts1:3 To whom also ..."), the input of
-# `agentkv transfer-retrieval`.
+# `agentkv transfer-retrieval` (its default --task verses; --task passkey takes the plain output as filler).
 # The default (Exodus, Leviticus, Numbers) is the fitting split; evaluation text (the tests, the
 # quality report) comes from other books (John), so no evaluation verse is seen in fitting.
 set -euo pipefail
