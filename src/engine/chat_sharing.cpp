@@ -22,12 +22,11 @@ constexpr int kMaxMasterLookups = 8;
 // contiguously: prompt tokens [begin, end) are its tokens [begin + offset, end + offset).
 struct Run {
   int64_t begin = 0, end = 0;
-  SegmentStore::Context master;
+  SegmentStore::Hit master;  // the stored context holding the run (its expansion serves holes: master_for)
   int64_t offset = 0;
   int segments = 0;
   int64_t segment_tokens = 0;  // tokens of the segments (not the headers between them)
-  SegmentStore::Hit source;    // the hit master came from (its expansion serves holes: master_for)
-  bool expanded = false;       // blended from an expansion of a compact context, not from master itself
+  bool expanded = false;       // blended from an expansion of a compact context, not from the context itself
 };
 
 class ChatJob : public std::enable_shared_from_this<ChatJob> {
@@ -208,7 +207,7 @@ void ChatJob::plan() {
     for (const SegmentStore::Hit& h : store.find(seg_tokens)) {
       const auto& mt = h.context->tokens();
       const int64_t off = h.slot - sb;
-      Run run{sb, se, h.context, off, 1, se - sb, h};
+      Run run{sb, se, h, off, 1, se - sb};
       // The headers before the segment, back to the previous run or prefix, where they match (and the
       // master may serve them: not inside its own blended runs).
       while (run.begin > lower && run.begin + off > 0 && prompt[size_t(run.begin - 1)] == mt[size_t(run.begin - 1 + off)] &&
@@ -233,9 +232,9 @@ void ChatJob::plan() {
         best_next = j;
       }
     }
-    if (best.master && best.end - best.begin >= r_.min_run_tokens) {
+    if (best.master.context && best.end - best.begin >= r_.min_run_tokens) {
       hit_tokens += uint64_t(best.segment_tokens);
-      store.touch(best.master.get());
+      store.touch(best.master.context.get());
       lower = best.end;
       runs_.push_back(std::move(best));
       i = best_next;
@@ -276,12 +275,12 @@ void ChatJob::prefix_done(const RequestEvent& ev) {
   e_.mark_transient(prefix_);
   Run& run = runs_[next_run_];
   PendingBlend b;
-  b.master = master_for(e_, run.source, run.begin + run.offset, run.end + run.offset);
+  b.master = master_for(e_, run.master, run.begin + run.offset, run.end + run.offset);
   if (!b.master) {
     e_.release_retained(std::exchange(prefix_, 0));
     return fallback("the pool cannot hold the expansion of a stored context that holds a shared message");
   }
-  run.expanded = b.master != run.master;
+  run.expanded = b.master != run.master.context;
   b.master_start = int32_t(run.begin + run.offset);
   b.tokens.assign(r_.params.prompt.begin() + run.begin, r_.params.prompt.begin() + run.end);
   b.prefix = e_.share_retained(prefix_);
@@ -301,7 +300,7 @@ void ChatJob::blended(Result<BlendedCopy> copy) {
   rep_.segments += run.segments;
   // A run blended from an expansion stays dense in the stored context (its master is a transient copy).
   if (!run.expanded)
-    blends_.push_back(BlendedRun{run.begin, run.end - run.begin, run.master, int32_t(run.begin + run.offset),
+    blends_.push_back(BlendedRun{run.begin, run.end - run.begin, run.master.context, int32_t(run.begin + run.offset),
                                  std::move(copy->recomputed_slots)});
   e_.note_sharing(0, 0, uint64_t(run.end - run.begin - recomputed), uint64_t(recomputed));
   set_cur(e_.adopt_retained(std::move(copy->seq)));
