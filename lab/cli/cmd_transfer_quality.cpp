@@ -7,6 +7,7 @@
 #include "cli/commands.h"
 #include "lab/cli/lab_commands.h"
 #include "cli/transfer_cli.h"
+#include "lab/transfer/hybrid_modes.h"
 #include "lab/transfer/transfer_quality.h"
 
 namespace agentkv {
@@ -24,27 +25,53 @@ size_t space_before(const std::string& s, size_t n) {
 
 int cmd_transfer_quality(int argc, char** argv) {
   TransferPairArgs pair;
-  std::string corpus;
-  int64_t threads = 0, ctx_bytes = 1500, cont_bytes = 400, max_passages = 8, native_last = 0;
-  ArgParser p("transfer-quality", "Receiver NLL of held-out continuations: native prefill vs transferred cache vs no context.");
+  std::string corpus, hybrid_arg, csv_path;
+  int64_t threads = 0, ctx_bytes = 1500, cont_bytes = 400, max_passages = 8, native_last = -1, check_layer = 1;
+  ArgParser p("transfer-quality",
+              "Receiver NLL of held-out continuations: native prefill vs transferred cache (pure and each hybrid "
+              "mode) vs no context; per mode the share of the context benefit kept and the time to build the cache.");
   add_transfer_pair_options(p, &pair);
   p.add_string("--corpus", &corpus, "held-out text, passages separated by blank lines (not the fitting corpus)", true);
   p.add_int("--context-bytes", &ctx_bytes, "context length in bytes (cut at a space)", 16, 1 << 20);
   p.add_int("--continuation-bytes", &cont_bytes, "continuation length in bytes", 8, 1 << 20);
   p.add_int("--max-passages", &max_passages, "passages to score", 1, 1 << 20);
-  p.add_int("--native-last", &native_last, "hybrid: the receiver recomputes the context's last N tokens itself", 0, 1 << 20);
+  p.add_string("--hybrid", &hybrid_arg,
+               "hybrid modes besides the pure transfer, comma-separated: last:K (the receiver recomputes the "
+               "context's last K tokens), dev:R (it recomputes the share R of tokens whose K deviates most at "
+               "--check-layer), dev:R+last:K");
+  p.add_int("--check-layer", &check_layer, "dev:R modes: every token runs natively through layers 0..this one", 0, 1024);
+  p.add_int("--native-last", &native_last, "same as --hybrid last:N (older form)", -1, 1 << 20);
+  p.add_string("--csv", &csv_path, "also write the per-mode means to this CSV file (for scripts/plot_transfer_tradeoff.py)");
   p.add_threads(&threads);
   if (auto rc = p.parse_command(argc, argv)) return *rc;
+  auto hybrids = parse_hybrid_modes("--hybrid", hybrid_arg, int(check_layer));
+  if (!hybrids.ok()) return cli_fail(hybrids.error());
+  std::vector<HybridMode> modes{HybridMode{"transfer", {}}};
+  if (native_last >= 0) {
+    modes.push_back(HybridMode{"last:" + std::to_string(native_last), {}});
+    modes.back().options.native_suffix = int(native_last);
+  }
+  modes.insert(modes.end(), hybrids->begin(), hybrids->end());
   auto setup = load_transfer_setup(pair, corpus);
   if (!setup.ok()) return cli_fail(setup.error());
   const std::string& text = setup->corpus;
   const LoadedModel& sender = *setup->sender;
   const LoadedModel& receiver = *setup->receiver;
+  if (check_layer >= receiver.config().n_layer)
+    return cli_fail("--check-layer " + std::to_string(check_layer) + ": " + receiver.name + " has " +
+                    std::to_string(receiver.config().n_layer) + " layers");
+  std::vector<KvTransferOptions> options;
+  for (const HybridMode& m : modes) options.push_back(m.options);
   ThreadPool pool{int(threads)};
-  double a = 0, b = 0, c = 0, kl = 0, agree = 0, t_prefill = 0, t_transfer = 0;
+  // Sums over passages: the shared NLLs and native prefill time, then per mode.
+  struct Sum {
+    double nll = 0, kl = 0, agree = 0, transfer_s = 0, work = 0;
+  };
+  std::vector<Sum> sums(modes.size());
+  double a = 0, c = 0, t_prefill = 0;
   int n = 0;
-  std::printf("%-4s %6s %6s %9s %9s %9s %8s %7s %10s %10s\n", "#", "ctx", "cont", "native", "transfer", "no-ctx", "kept",
-              "top1", "prefill_s", "transfer_s");
+  std::printf("%-4s %-18s %6s %6s %9s %9s %9s %8s %7s %6s %10s %10s\n", "#", "mode", "ctx", "cont", "native", "transfer",
+              "no-ctx", "kept", "top1", "work", "prefill_s", "transfer_s");
   for (size_t at = 0; at < text.size() && n < max_passages;) {
     size_t end = text.find("\n\n", at);
     if (end == std::string::npos) end = text.size();
@@ -55,27 +82,50 @@ int cmd_transfer_quality(int argc, char** argv) {
     const std::string context = passage.substr(0, cut);
     const std::string rest = passage.substr(cut);
     const std::string continuation = rest.substr(0, space_before(rest, size_t(cont_bytes)));
-    KvTransferOptions xo;
-    xo.native_suffix = int(native_last);
-    auto q = measure_transfer_quality(setup->map, sender, receiver, context, continuation, pool, xo);
-    if (!q.ok()) return cli_fail(q.error());
-    std::printf("%-4d %6lld %6lld %9.4f %9.4f %9.4f %8.3f %7.3f %10.3f %10.3f\n", n, (long long)q->n_context_tokens,
-                (long long)q->n_continuation, q->nll_native, q->nll_transfer, q->nll_no_context, q->kept(),
-                q->top1_agreement, q->native_prefill_s, q->transfer_s);
-    t_prefill += q->native_prefill_s;
-    t_transfer += q->transfer_s;
+    auto results = measure_transfer_modes(setup->map, sender, receiver, context, continuation, pool, options);
+    if (!results.ok()) return cli_fail(results.error());
+    for (size_t i = 0; i < modes.size(); ++i) {
+      const TransferQuality& q = (*results)[i].quality;
+      const double work = native_work_share((*results)[i].report, receiver.config().n_layer);
+      std::printf("%-4d %-18s %6lld %6lld %9.4f %9.4f %9.4f %8.3f %7.3f %6.3f %10.3f %10.3f\n", n, modes[i].label.c_str(),
+                  (long long)q.n_context_tokens, (long long)q.n_continuation, q.nll_native, q.nll_transfer,
+                  q.nll_no_context, q.kept(), q.top1_agreement, work, q.native_prefill_s, q.transfer_s);
+      sums[i].nll += q.nll_transfer;
+      sums[i].kl += q.mean_kl;
+      sums[i].agree += q.top1_agreement;
+      sums[i].transfer_s += q.transfer_s;
+      sums[i].work += work;
+    }
+    const TransferQuality& q0 = results->front().quality;
+    a += q0.nll_native;
+    c += q0.nll_no_context;
+    t_prefill += q0.native_prefill_s;
     std::fflush(stdout);
-    a += q->nll_native;
-    b += q->nll_transfer;
-    c += q->nll_no_context;
-    kl += q->mean_kl;
-    agree += q->top1_agreement;
     ++n;
   }
   if (n == 0) return cli_fail("no passage long enough in '" + corpus + "'");
-  std::printf("mean over %d passages: NLL native %.4f, transferred %.4f, no context %.4f; kept (c-b)/(c-a) = %.3f; "
-              "KL(native||transfer) %.4f; top-1 agreement %.3f; context cache in %.3f s (transfer) vs %.3f s (prefill)\n",
-              n, a / n, b / n, c / n, (c - b) / (c - a), kl / n, agree / n, t_transfer / n, t_prefill / n);
+  std::printf("mean over %d passages: NLL native %.4f, no context %.4f; native prefill %.3f s\n", n, a / n, c / n,
+              t_prefill / n);
+  std::FILE* csv = nullptr;
+  if (!csv_path.empty()) {
+    csv = std::fopen(csv_path.c_str(), "w");
+    if (!csv) return cli_fail("--csv: cannot write '" + csv_path + "'");
+    std::fprintf(csv, "sender,receiver,mode,passages,kept,kl,top1,native_work,ttft_saving,transfer_s,prefill_s\n");
+  }
+  for (size_t i = 0; i < modes.size(); ++i) {
+    const Sum& m = sums[i];
+    const double kept = (c - m.nll) / (c - a);
+    const double saving = 1.0 - m.transfer_s / t_prefill;
+    std::printf("  %-18s NLL %.4f kept (c-b)/(c-a) %.3f  KL %.4f  top-1 %.3f  native work %.1f%%  cache in %.3f s "
+                "(%.0f%% below prefill)\n",
+                modes[i].label.c_str(), m.nll / n, kept, m.kl / n, m.agree / n, 100.0 * m.work / n, m.transfer_s / n,
+                100.0 * saving);
+    if (csv)
+      std::fprintf(csv, "%s,%s,%s,%d,%.4f,%.5f,%.4f,%.4f,%.4f,%.4f,%.4f\n", sender.name.c_str(), receiver.name.c_str(),
+                   modes[i].label.c_str(), n, kept, m.kl / n, m.agree / n, m.work / n, saving, m.transfer_s / n,
+                   t_prefill / n);
+  }
+  if (csv && std::fclose(csv) != 0) return cli_fail("--csv: cannot write '" + csv_path + "'");
   return 0;
 }
 

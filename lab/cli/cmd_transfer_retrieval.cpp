@@ -10,6 +10,7 @@
 #include "cli/commands.h"
 #include "lab/cli/lab_commands.h"
 #include "cli/transfer_cli.h"
+#include "lab/transfer/hybrid_modes.h"
 #include "lab/transfer/transfer_retrieval.h"
 
 namespace agentkv {
@@ -149,8 +150,8 @@ std::vector<Trial> passkey_trials(const std::string& corpus, int64_t ctx_bytes, 
 
 int cmd_transfer_retrieval(int argc, char** argv) {
   TransferPairArgs pair;
-  std::string corpus, task = "verses", hybrid_arg = "8,32,64,128", depth_arg = "10,50,90";
-  int64_t threads = 0, ctx_bytes = 1500, n_probes = 4, words = 4, max_passages = 20, seed = 1;
+  std::string corpus, task = "verses", hybrid_arg = "8,32,64,128", depth_arg = "10,50,90", csv_path;
+  int64_t threads = 0, ctx_bytes = 1500, n_probes = 4, words = 4, max_passages = 20, seed = 1, check_layer = 1;
   ArgParser p("transfer-retrieval",
               "Recall from the context after native prefill, a transferred cache, no context and hybrids: hits per "
               "mode. --task verses: a verse's reference and first word asked after the verses, a hit when its next "
@@ -163,7 +164,11 @@ int cmd_transfer_retrieval(int argc, char** argv) {
                "held-out text. verses: one \"REF text\" per line, chapters separated by blank lines; passkey: filler "
                "passages separated by blank lines (or one per line), e.g. scripts/make_transfer_corpus.sh's output",
                true);
-  p.add_string("--hybrid", &hybrid_arg, "hybrid modes: the receiver recomputes the context's last K tokens, comma-separated");
+  p.add_string("--hybrid", &hybrid_arg,
+               "hybrid modes, comma-separated: last:K (or K: the receiver recomputes the context's last K tokens), "
+               "dev:R (it recomputes the share R of tokens whose K deviates most at --check-layer), dev:R+last:K");
+  p.add_int("--check-layer", &check_layer, "dev:R modes: every token runs natively through layers 0..this one", 0, 1024);
+  p.add_string("--csv", &csv_path, "also write the per-mode hit rates to this CSV file (for scripts/plot_transfer_tradeoff.py)");
   p.add_int("--context-bytes", &ctx_bytes, "context length in bytes (verses: whole verses; passkey: filler, whole words)", 64,
             1 << 20);
   p.add_int("--probes", &n_probes, "verses: verses asked per context", 1, 64);
@@ -174,11 +179,12 @@ int cmd_transfer_retrieval(int argc, char** argv) {
   p.add_threads(&threads);
   if (auto rc = p.parse_command(argc, argv)) return *rc;
   if (task != "verses" && task != "passkey") return cli_fail("--task: expected verses or passkey, got '" + task + "'");
-  auto hybrid_list = parse_int_list("--hybrid", hybrid_arg, 1, 1 << 20);
-  if (!hybrid_list.ok()) return cli_fail(hybrid_list.error());
+  auto modes = parse_hybrid_modes("--hybrid", hybrid_arg, int(check_layer));
+  if (!modes.ok()) return cli_fail(modes.error());
+  std::vector<KvTransferOptions> hybrid;
+  for (const HybridMode& m : *modes) hybrid.push_back(m.options);
   auto depths = parse_int_list("--depths", depth_arg, 0, 100);
   if (!depths.ok()) return cli_fail(depths.error());
-  const std::vector<int> hybrid(hybrid_list->begin(), hybrid_list->end());
   auto setup = load_transfer_setup(pair, corpus);
   if (!setup.ok()) return cli_fail(setup.error());
   const std::vector<Trial> trials =
@@ -189,21 +195,24 @@ int cmd_transfer_retrieval(int argc, char** argv) {
                                            std::to_string(n_probes) + " probes"
                                      : "no filler passage in '" + corpus + "'");
   }
+  if (check_layer >= setup->receiver->config().n_layer)
+    return cli_fail("--check-layer " + std::to_string(check_layer) + ": " + setup->receiver->name + " has " +
+                    std::to_string(setup->receiver->config().n_layer) + " layers");
   ThreadPool pool{int(threads)};
 
   RetrievalHits total;
   total.hybrid.assign(hybrid.size(), 0);
-  std::vector<double> share(hybrid.size(), 0.0);  // summed over contexts: recomputed / context tokens
+  std::vector<double> share(hybrid.size(), 0.0);  // summed over contexts: native_work_share
   int64_t ctx_tokens = 0;
   std::printf("%-10s %5s %6s %7s %9s %7s", "passage", "ctx", "probes", "native", "transfer", "no-ctx");
-  for (int k : hybrid) std::printf("  last%-3d", k);
+  for (const HybridMode& m : *modes) std::printf(" %10s", m.label.c_str());
   std::printf("\n");
   for (const Trial& t : trials) {
     auto h = measure_retrieval(setup->map, *setup->sender, *setup->receiver, t.context, t.probes, hybrid, pool);
     if (!h.ok()) return cli_fail(h.error());
     std::printf("%-10s %5lld %6d %7d %9d %7d", t.label.c_str(), (long long)h->n_context_tokens, h->n_probes, h->native,
                 h->transferred, h->no_context);
-    for (size_t i = 0; i < hybrid.size(); ++i) std::printf(" %7d", h->hybrid[i]);
+    for (size_t i = 0; i < hybrid.size(); ++i) std::printf(" %10d", h->hybrid[i]);
     std::printf("\n");
     std::fflush(stdout);
     total.n_probes += h->n_probes;
@@ -212,7 +221,7 @@ int cmd_transfer_retrieval(int argc, char** argv) {
     total.no_context += h->no_context;
     for (size_t i = 0; i < hybrid.size(); ++i) {
       total.hybrid[i] += h->hybrid[i];
-      share[i] += double(std::min<int64_t>(hybrid[i], h->n_context_tokens)) / double(std::max<int64_t>(1, h->n_context_tokens));
+      share[i] += native_work_share(h->reports[i], setup->receiver->config().n_layer);
     }
     ctx_tokens += h->n_context_tokens;
   }
@@ -222,10 +231,23 @@ int cmd_transfer_retrieval(int argc, char** argv) {
               task.c_str(), total.n_probes, trials.size(), double(ctx_tokens) / used, total.native, total.native / n,
               total.transferred, total.transferred / n, total.no_context, total.no_context / n);
   for (size_t i = 0; i < hybrid.size(); ++i) {
-    std::printf(", hybrid last %d %d (%.3f; %.1f%% of context tokens recomputed)", hybrid[i], total.hybrid[i],
+    std::printf(", hybrid %s %d (%.3f; %.1f%% of native prefill's work)", (*modes)[i].label.c_str(), total.hybrid[i],
                 total.hybrid[i] / n, 100.0 * share[i] / used);
   }
   std::printf("\n");
+  if (!csv_path.empty()) {
+    std::FILE* csv = std::fopen(csv_path.c_str(), "w");
+    if (!csv) return cli_fail("--csv: cannot write '" + csv_path + "'");
+    std::fprintf(csv, "sender,receiver,task,mode,probes,hits,native_hits,native_work\n");
+    const std::string pre = setup->sender->name + "," + setup->receiver->name + "," + task + ",";
+    // The pure transfer computes BOS alone of each context.
+    std::fprintf(csv, "%stransfer,%d,%d,%d,%.4f\n", pre.c_str(), total.n_probes, total.transferred, total.native,
+                 used / double(ctx_tokens));
+    for (size_t i = 0; i < hybrid.size(); ++i)
+      std::fprintf(csv, "%s%s,%d,%d,%d,%.4f\n", pre.c_str(), (*modes)[i].label.c_str(), total.n_probes, total.hybrid[i],
+                   total.native, share[i] / used);
+    if (std::fclose(csv) != 0) return cli_fail("--csv: cannot write '" + csv_path + "'");
+  }
   return 0;
 }
 

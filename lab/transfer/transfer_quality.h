@@ -4,6 +4,8 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
+#include <vector>
 #include <string_view>
 
 #include "model/loaded_model.h"
@@ -25,6 +27,17 @@ struct TransferQuality {
   double native_prefill_s = 0, transfer_s = 0;
   double kept() const { return (nll_no_context - nll_transfer) / (nll_no_context - nll_native); }
 };
+
+// Several transfer modes of one context against one native prefill (the modes' own figures; the
+// TransferQuality fields other than theirs are shared).
+struct TransferModeResult {
+  TransferQuality quality;
+  KvTransferReport report;
+};
+Result<std::vector<TransferModeResult>> measure_transfer_modes(const TransferMap& map, const LoadedModel& sender,
+                                                               const LoadedModel& receiver, std::string_view context,
+                                                               std::string_view continuation, ThreadPool& pool,
+                                                               std::span<const KvTransferOptions> modes);
 
 // Sender and receiver each get a private KV manager. Both contexts compute only the context's last
 // receiver token natively again to get the first continuation distribution (compare_continuation);

@@ -4,7 +4,6 @@
 
 #include "kv/direct_prefill.h"
 #include "lab/transfer/transfer_quality.h"
-#include "transfer/kv_transfer.h"
 
 namespace agentkv {
 
@@ -55,7 +54,7 @@ Result<int> count_hits(const LoadedModel& lm, const KvSequence& seq, const std::
 
 Result<RetrievalHits> measure_retrieval(const TransferMap& map, const LoadedModel& sender, const LoadedModel& receiver,
                                         const std::string& context, const std::vector<RetrievalProbe>& probes,
-                                        const std::vector<int>& hybrid_last, ThreadPool& pool) {
+                                        std::span<const KvTransferOptions> hybrids, ThreadPool& pool) {
   const std::vector<int32_t> stoks = sender.tokenizer->encode(context, sender.tokenizer->add_bos_default(), false);
   const std::vector<int32_t> rtoks = receiver.tokenizer->encode(context, receiver.tokenizer->add_bos_default(), false);
   std::unique_ptr<KvManager> skv, rkv;
@@ -77,19 +76,18 @@ Result<RetrievalHits> measure_retrieval(const TransferMap& map, const LoadedMode
     KvSequence empty(*rkv);
     AGENTKV_ASSIGN_OR_RETURN(h.no_context, count_hits(receiver, empty, probes, pool));
   }
-  auto transferred_hits = [&](int native_last) -> Result<int> {
+  KvTransferReport rep;
+  auto transferred_hits = [&](const KvTransferOptions& opt) -> Result<int> {
     KvSequence seq(*rkv);
-    KvTransferOptions opt;
-    opt.native_suffix = native_last;
-    auto rep = transfer_kv_cache(map, sender, *skv, sender_seq, receiver, *rkv, seq, context, pool, opt);
-    if (!rep.ok()) return make_error(rep.error());
+    AGENTKV_ASSIGN_OR_RETURN(rep, transfer_kv_cache(map, sender, *skv, sender_seq, receiver, *rkv, seq, context, pool, opt));
     return count_hits(receiver, seq, probes, pool);
   };
-  AGENTKV_ASSIGN_OR_RETURN(h.transferred, transferred_hits(0));
-  for (int k : hybrid_last) {
+  AGENTKV_ASSIGN_OR_RETURN(h.transferred, transferred_hits(KvTransferOptions{}));
+  for (const KvTransferOptions& opt : hybrids) {
     int hits = 0;
-    AGENTKV_ASSIGN_OR_RETURN(hits, transferred_hits(k));
+    AGENTKV_ASSIGN_OR_RETURN(hits, transferred_hits(opt));
     h.hybrid.push_back(hits);
+    h.reports.push_back(rep);
   }
   return h;
 }

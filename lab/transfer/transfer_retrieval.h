@@ -3,7 +3,7 @@
 // first word after the context ("\nActs1:3 To") and the receiver must continue, greedily, with the
 // verse's next words (" whom also he shewed"). Run after (a) its own
 // prefill of the context, (b) the transferred cache, (c) no context, (d) hybrids that recompute the
-// context's last K tokens. Text only from the evaluation corpus (Debian's bible-kjv).
+// context's last K tokens, or other hybrids (lab/transfer/hybrid_modes.h). Text only from the evaluation corpus (Debian's bible-kjv).
 // The same machinery runs a passkey (needle-in-context) task: a random number planted in filler
 // text, asked for after it ("\nWhat is the pass key? The pass key is"); a probe with `number` set
 // is a hit when the continuation's first number (after leading spaces) is exactly `expected`.
@@ -17,6 +17,7 @@
 #include "kv/kv_manager.h"
 #include "model/loaded_model.h"
 #include "transfer/context_prefill.h"
+#include "transfer/kv_transfer.h"
 #include "transfer/transfer_map.h"
 #include "util/thread_pool.h"
 
@@ -33,13 +34,15 @@ struct RetrievalProbe {
 struct RetrievalHits {
   int n_probes = 0;
   int native = 0, transferred = 0, no_context = 0;
-  std::vector<int> hybrid;  // per hybrid_last entry
+  std::vector<int> hybrid;                 // per hybrid mode
+  std::vector<KvTransferReport> reports;   // per hybrid mode: what it projected and recomputed
   int64_t n_context_tokens = 0;  // receiver tokens
 };
 
-// One context, all its probes in every mode. hybrid_last: the K values of (d).
+// One context, all its probes in every mode. hybrids: the transfer options of (d), e.g. a native
+// suffix or a hybrid by deviation (lab/transfer/hybrid_modes.h).
 Result<RetrievalHits> measure_retrieval(const TransferMap& map, const LoadedModel& sender, const LoadedModel& receiver,
                                         const std::string& context, const std::vector<RetrievalProbe>& probes,
-                                        const std::vector<int>& hybrid_last, ThreadPool& pool);
+                                        std::span<const KvTransferOptions> hybrids, ThreadPool& pool);
 
 }  // namespace agentkv

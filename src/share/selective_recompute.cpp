@@ -9,21 +9,20 @@ namespace agentkv {
 
 namespace {
 
-Status validate(const Model& model, const KvArena& kv, const SegmentMaster& master, std::span<const int32_t> tokens,
-                std::span<const AgentSegment> agents, const RecomputeOptions& o) {
+Status validate_reuse(const Model& model, const KvArena& kv, std::span<const int32_t> tokens,
+                      std::span<const AgentSegment> agents, const RecomputeOptions& o) {
   const ModelConfig& c = model.config();
   if (kv.n_layer() != c.n_layer || kv.kv_dim() != c.kv_dim())
     return make_error("selective_recompute: KV arena was made for another model geometry");
   if (!(o.ratio >= 0.0 && o.ratio <= 1.0))
     return make_error("selective_recompute: ratio " + std::to_string(o.ratio) + " outside [0, 1]");
-  if (o.n_first < 0) return make_error("selective_recompute: n_first is negative");
+  if (o.n_first < 0 || o.n_last < 0) return make_error("selective_recompute: n_first or n_last is negative");
   if (o.check_layer < 0 || o.check_layer >= c.n_layer)
     return make_error("selective_recompute: check_layer " + std::to_string(o.check_layer) + " outside [0, " +
                       std::to_string(c.n_layer) + ")");
   for (int32_t t : tokens)
     if (t < 0 || t >= c.n_vocab) return make_error("selective_recompute: token id " + std::to_string(t) + " out of range");
   const int32_t n = int32_t(tokens.size());
-  AGENTKV_TRY(validate_slot_range(master.slots, n, kv, "selective_recompute: master"));
   for (size_t a = 0; a < agents.size(); ++a) {
     AGENTKV_TRY(validate_slot_range(KvSlotRange{agents[a].blocks, agents[a].slot0}, n, kv,
                                     "selective_recompute: agent " + std::to_string(a)));
@@ -42,12 +41,15 @@ float squared_distance(const kv_t* cached, const float* kept, int n, float* scra
 
 }  // namespace
 
-Result<std::vector<AgentRecompute>> selective_recompute(const Model& model, const KvArena& kv,
-                                                        const SegmentMaster& master,
-                                                        std::span<const int32_t> segment_tokens,
-                                                        std::span<const AgentSegment> agents,
-                                                        const RecomputeOptions& options, ThreadPool& pool) {
-  AGENTKV_TRY(validate(model, kv, master, segment_tokens, agents, options));
+Result<std::vector<AgentRecompute>> recompute_deviating_tokens(const Model& model, const KvArena& kv,
+                                                               std::span<const int32_t> segment_tokens,
+                                                               std::span<const AgentSegment> agents,
+                                                               const RecomputeOptions& options,
+                                                               const RestoreReused& restore, ThreadPool& pool,
+                                                               float* last_logits) {
+  AGENTKV_TRY(validate_reuse(model, kv, segment_tokens, agents, options));
+  if (last_logits && (agents.size() != 1 || options.n_last < 1 || segment_tokens.empty()))
+    return make_error("selective_recompute: last logits need one agent whose last token is recomputed");
   const ModelConfig& c = model.config();
   const int32_t n = int32_t(segment_tokens.size());
   const int64_t n_agents = int64_t(agents.size());
@@ -61,68 +63,87 @@ Result<std::vector<AgentRecompute>> selective_recompute(const Model& model, cons
     const int32_t s = a.slot0 + i;
     return check.k(a.blocks.table[s / bs], s % bs);
   };
+  // Tokens [0, ranked) carry reused K/V; the n_last after them are recomputed whatever it is.
+  const int32_t ranked = std::max(0, n - options.n_last);
+  const bool logits_now = cl + 1 == c.n_layer;  // no second pass: the check pass gives the logits
 
-  // (a) Every agent starts from the master moved to its positions. The check layer's re-rotated K is
-  // kept aside: the check pass below overwrites it with the fresh K it is compared with.
+  // The check layer's reused K is kept aside: the check pass below overwrites it with the fresh K it
+  // is compared with.
   std::vector<float> reused(size_t(n_agents) * size_t(n) * size_t(kvd));
-  for (int64_t a = 0; a < n_agents; ++a) {
-    const AgentSegment& ag = agents[size_t(a)];
-    AGENTKV_TRY(rerotate_kv(model, kv, master.slots, KvSlotRange{ag.blocks, ag.slot0}, n, ag.pos0 - master.pos0, pool));
-    for (int32_t i = 0; i < n; ++i) kv_load(&reused[(size_t(a) * n + i) * kvd], k_at(ag, i), kvd);
-  }
+  for (int64_t a = 0; a < n_agents; ++a)
+    for (int32_t i = 0; i < ranked; ++i) kv_load(&reused[(size_t(a) * n + i) * kvd], k_at(agents[size_t(a)], i), kvd);
 
-  // (b) One batched pass of all agents' segment tokens through layers [0, check_layer], each agent's
+  // One batched pass of all agents' segment tokens through layers [0, check_layer], each agent's
   // tokens attending to its own prefix. Batch-invariant, so no agent's numbers depend on the others.
   Batch batch;
   batch.n_tile_tokens = 0;
   for (const AgentSegment& ag : agents) batch.seqs.push_back(ag.blocks);
   for (int64_t a = 0; a < n_agents; ++a)
     for (int32_t i = 0; i < n; ++i)
-      batch.add(segment_tokens[i], agents[size_t(a)].pos0 + i, int32_t(a), agents[size_t(a)].slot0 + i, false);
+      batch.add(segment_tokens[i], agents[size_t(a)].pos0 + i, int32_t(a), agents[size_t(a)].slot0 + i,
+                logits_now && last_logits && i == n - 1);
   std::vector<float> hidden(size_t(n_agents) * size_t(n) * size_t(c.n_embd));
-  AGENTKV_TRY(model.forward_layers(batch, kv, 0, cl + 1, hidden.data(), nullptr, pool));
+  AGENTKV_TRY(model.forward_layers(batch, kv, 0, cl + 1, hidden.data(), logits_now ? last_logits : nullptr, pool));
 
-  // Deviation and selection per agent; unselected tokens get the re-rotated master back at the
-  // layers the check pass rewrote, so the agent's KV stays master + a diff of whole tokens.
+  // Deviation and selection per agent; where asked, unselected tokens get the reused K/V back at the
+  // layers the check pass rewrote (sharing's agent KV stays master + a diff of whole tokens).
   std::vector<float> row(static_cast<size_t>(kvd));
   std::vector<std::vector<int32_t>> selected(agents.size());
   for (int64_t a = 0; a < n_agents; ++a) {
     const AgentSegment& ag = agents[size_t(a)];
     AgentRecompute& r = out[size_t(a)];
-    r.deviation.resize(size_t(n));
-    for (int32_t i = 0; i < n; ++i)
+    r.deviation.assign(size_t(n), 0.0f);
+    for (int32_t i = 0; i < ranked; ++i)
       r.deviation[i] = squared_distance(k_at(ag, i), &reused[(size_t(a) * n + i) * kvd], kvd, row.data());
-    selected[size_t(a)] = select_tokens(r.deviation, options.ratio, options.n_first);
+    selected[size_t(a)] = select_tokens(r.deviation, options.ratio, options.n_first, options.n_last);
     const std::vector<int32_t>& sel = selected[size_t(a)];
     int32_t next = 0;  // restores each run of unselected tokens between selected ones with one call
-    for (size_t k = 0; k <= sel.size(); ++k) {
+    for (size_t k = 0; restore && k <= sel.size(); ++k) {
       const int32_t end = k < sel.size() ? sel[k] : n;
-      if (end > next) {
-        AGENTKV_TRY(rerotate_kv(model, kv, KvSlotRange{master.slots.blocks, master.slots.slot0 + next},
-                                KvSlotRange{ag.blocks, ag.slot0 + next}, end - next, ag.pos0 - master.pos0, 0, cl + 1,
-                                pool));
-      }
+      if (end > next) AGENTKV_TRY(restore(size_t(a), next, end));
       next = end + 1;
     }
     for (int32_t i : sel) r.recomputed_slots.push_back(ag.slot0 + i);
   }
 
   // The selected tokens of all agents resume from their check-layer hidden states in one pass
-  // through the remaining layers, attending to their agent's prefix, the re-rotated master of the
+  // through the remaining layers, attending to their agent's prefix, the reused K/V of the
   // unselected tokens and each other.
-  if (cl + 1 == c.n_layer) return out;
+  if (logits_now) return out;
   Batch rest;
   rest.n_tile_tokens = 0;
   rest.seqs = batch.seqs;
   std::vector<float> rest_hidden;
   for (int64_t a = 0; a < n_agents; ++a)
     for (int32_t i : selected[size_t(a)]) {
-      rest.add(segment_tokens[i], agents[size_t(a)].pos0 + i, int32_t(a), agents[size_t(a)].slot0 + i, false);
+      rest.add(segment_tokens[i], agents[size_t(a)].pos0 + i, int32_t(a), agents[size_t(a)].slot0 + i,
+               last_logits && i == n - 1);
       const auto row0 = hidden.begin() + (a * n + i) * int64_t(c.n_embd);
       rest_hidden.insert(rest_hidden.end(), row0, row0 + c.n_embd);
     }
-  if (rest.size() > 0) AGENTKV_TRY(model.forward_layers(rest, kv, cl + 1, c.n_layer, rest_hidden.data(), nullptr, pool));
+  if (rest.size() > 0)
+    AGENTKV_TRY(model.forward_layers(rest, kv, cl + 1, c.n_layer, rest_hidden.data(), last_logits, pool));
   return out;
+}
+
+Result<std::vector<AgentRecompute>> selective_recompute(const Model& model, const KvArena& kv,
+                                                        const SegmentMaster& master,
+                                                        std::span<const int32_t> segment_tokens,
+                                                        std::span<const AgentSegment> agents,
+                                                        const RecomputeOptions& options, ThreadPool& pool) {
+  AGENTKV_TRY(validate_reuse(model, kv, segment_tokens, agents, options));
+  const int32_t n = int32_t(segment_tokens.size());
+  AGENTKV_TRY(validate_slot_range(master.slots, n, kv, "selective_recompute: master"));
+  // Every agent starts from the master moved to its positions.
+  for (const AgentSegment& ag : agents)
+    AGENTKV_TRY(rerotate_kv(model, kv, master.slots, KvSlotRange{ag.blocks, ag.slot0}, n, ag.pos0 - master.pos0, pool));
+  const int cl = options.check_layer;
+  auto restore = [&](size_t a, int32_t begin, int32_t end) -> Status {
+    const AgentSegment& ag = agents[a];
+    return rerotate_kv(model, kv, KvSlotRange{master.slots.blocks, master.slots.slot0 + begin},
+                       KvSlotRange{ag.blocks, ag.slot0 + begin}, end - begin, ag.pos0 - master.pos0, 0, cl + 1, pool);
+  };
+  return recompute_deviating_tokens(model, kv, segment_tokens, agents, options, restore, pool);
 }
 
 }  // namespace agentkv

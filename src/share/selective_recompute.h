@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <vector>
 
@@ -52,6 +53,9 @@ struct RecomputeOptions {
   // alone; layer 1 is the first that sees the new prefix, and the earliest check keeps the pass over
   // all tokens short. CacheBlend checks at layer 1 too (its deviation ranking holds across layers).
   int check_layer = 1;
+  // Tokens at the end of the segment that are always recomputed (a transfer's native suffix, next to
+  // the tokens to be generated). Their slots need not hold reused K/V.
+  int n_last = 0;
 };
 
 struct AgentRecompute {
@@ -73,5 +77,22 @@ Result<std::vector<AgentRecompute>> selective_recompute(const Model& model, cons
                                                         std::span<const int32_t> segment_tokens,
                                                         std::span<const AgentSegment> agents,
                                                         const RecomputeOptions& options, ThreadPool& pool);
+
+// The recompute both reuse paths share (one implementation: sharing above, cross-model transfer in
+// transfer/kv_transfer.h). Every agent's segment slots already hold reused K/V at every layer (a
+// re-rotated master, a transferred cache), except the n_last tokens. Every segment token runs through
+// layers [0, check_layer] natively, the tokens are selected by the deviation of the reused K from the
+// fresh K at check_layer, and only the selected ones run through the remaining layers. `restore` puts
+// the reused K/V back into one agent's unselected tokens [begin, end) at layers [0, check_layer];
+// without it those layers keep the native K/V (a transfer has no master to stay close to, and the
+// native rows are the better ones). last_logits (n_vocab floats; one agent, n_last >= 1): the logits
+// after the segment's last token. Checks its arguments as selective_recompute does (no master).
+using RestoreReused = std::function<Status(size_t agent, int32_t begin, int32_t end)>;
+Result<std::vector<AgentRecompute>> recompute_deviating_tokens(const Model& model, const KvArena& kv,
+                                                               std::span<const int32_t> segment_tokens,
+                                                               std::span<const AgentSegment> agents,
+                                                               const RecomputeOptions& options,
+                                                               const RestoreReused& restore, ThreadPool& pool,
+                                                               float* last_logits = nullptr);
 
 }  // namespace agentkv

@@ -4,6 +4,7 @@
 #include <chrono>
 
 #include "kv/direct_prefill.h"
+#include "share/selective_recompute.h"
 #include "transfer/layer_kv.h"
 #include "transfer/paired_features.h"
 #include "transfer/token_alignment.h"
@@ -27,6 +28,13 @@ Status check_sides(const TransferMap& map, const LoadedModel& sender, const KvMa
   if (receiver_seq.n_tokens() != 0) return make_error("kv transfer: the receiver sequence must be empty");
   if (opt.last_logits && opt.native_suffix < 1)
     return make_error("kv transfer: last_logits needs native_suffix >= 1 (the context's last token is run natively)");
+  if (opt.check_layer >= receiver.config().n_layer)
+    return make_error("kv transfer: check layer " + std::to_string(opt.check_layer) + " outside the receiver's " +
+                      std::to_string(receiver.config().n_layer) + " layers");
+  if (!(opt.recompute_ratio >= 0.0 && opt.recompute_ratio <= 1.0))
+    return make_error("kv transfer: recompute ratio " + std::to_string(opt.recompute_ratio) + " outside [0, 1]");
+  if (opt.recompute_ratio > 0 && opt.check_layer < 0)
+    return make_error("kv transfer: a recompute ratio needs a check layer (the layer whose deviation chooses)");
   return {};
 }
 }  // namespace
@@ -119,6 +127,9 @@ Result<KvTransferReport> transfer_aligned_kv_cache(const TransferMap& map, const
   const auto t_proj = Clock::now();
   // The receiver's own tokens, prefix and suffix, in one pass over its weights (after the projected
   // ones are in place: the suffix attends to them), with the context's last token's logits if asked.
+  // A hybrid by deviation runs the prefix alone first (the check pass attends to it), then the
+  // projected tokens and the suffix through the selective recompute.
+  const bool by_deviation = opt.check_layer >= 0 && n_proj > 0;
   const std::span<const int32_t> rt(r.tokens);
   const PrefillRun own[] = {
       {&receiver_seq, rt.first(size_t(n_native)), 0, n_native},
@@ -126,11 +137,29 @@ Result<KvTransferReport> transfer_aligned_kv_cache(const TransferMap& map, const
   // A short pass (BOS and the last token: plain transfer) is weight-bound and runs on the decode
   // kernels; a longer one stays on the batch-invariant prefill kernels, so that a hybrid's
   // recomputed tokens are exactly native prefill's.
-  const int64_t kernels = n_native + n_suffix < 4 ? -1 : 0;
+  const int64_t n_own = by_deviation ? n_native : n_native + n_suffix;
+  // A hybrid by deviation's recomputed tokens attend to the prefix: it too comes from the prefill
+  // kernels, or share 1 would not be native prefill exactly.
+  const int64_t kernels = n_own < 4 && !by_deviation ? -1 : 0;
   std::vector<float> last_logits;
-  if (n_native + n_suffix > 0)
-    AGENTKV_TRY(write_runs(*receiver.model, own, pool, RowOutputs{opt.last_logits ? &last_logits : nullptr}, kernels,
-                           kPrefillChunk));
+  if (n_own > 0)
+    AGENTKV_TRY(write_runs(*receiver.model, std::span(own, by_deviation ? 1 : 2), pool,
+                           RowOutputs{opt.last_logits && !by_deviation ? &last_logits : nullptr}, kernels, kPrefillChunk));
+  int64_t n_recomputed = 0;
+  if (by_deviation) {
+    RecomputeOptions ro;
+    ro.ratio = opt.recompute_ratio;
+    ro.n_first = 0;
+    ro.n_last = int(n_suffix);
+    ro.check_layer = opt.check_layer;
+    const AgentSegment seg{SeqBlocks{table.data(), int32_t(table.size())}, int32_t(n_native), int32_t(n_native)};
+    if (opt.last_logits) last_logits.resize(size_t(rc.n_vocab));
+    auto rec = recompute_deviating_tokens(*receiver.model, receiver_kv.arena(), rt.subspan(size_t(n_native)),
+                                          std::span(&seg, 1), ro, nullptr, pool,
+                                          opt.last_logits ? last_logits.data() : nullptr);
+    if (!rec.ok()) return make_error(rec.error());
+    n_recomputed = int64_t((*rec)[0].recomputed_slots.size()) - n_suffix;
+  }
   if (opt.last_logits) std::copy(last_logits.begin(), last_logits.end(), opt.last_logits);
   // Nothing projected (the suffix covers the context): the receiver's own prefill, exact.
   if (n_proj > 0) receiver_seq.mark_approximate_from(n_native);
@@ -142,6 +171,8 @@ Result<KvTransferReport> transfer_aligned_kv_cache(const TransferMap& map, const
   rep.n_native = n_native + n_suffix;
   rep.n_suffix = n_suffix;
   rep.n_projected = nr - n_native - n_suffix;
+  rep.n_recomputed = n_recomputed;
+  rep.check_layers = by_deviation ? opt.check_layer + 1 : 0;
   rep.align_s = seconds(t_align - t_start);
   rep.project_s = seconds(t_proj - t_align);
   rep.native_s = seconds(Clock::now() - t_proj);

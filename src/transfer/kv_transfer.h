@@ -22,6 +22,13 @@ struct KvTransferOptions {
   // itself (they attend to the transferred cache), trading prefill time for quality where it
   // matters most, next to the tokens to be generated.
   int native_suffix = 0;
+  // Hybrid by deviation (CacheBlend's selective recompute applied to a transferred cache; the
+  // receiver has the text, so it can check where the projection went wrong): check_layer >= 0 runs
+  // every projected token through the receiver's layers [0, check_layer] itself (those layers are then
+  // native K/V), and the recompute_ratio of them whose projected K deviates most from the native K at
+  // check_layer through every later layer as well. -1: off (projected K/V at every layer).
+  int check_layer = -1;
+  double recompute_ratio = 0;
   // When set (n_vocab floats): the receiver's logits after the context's last token, which gives
   // the first generated token without another pass. Needs native_suffix >= 1 (that token is run).
   float* last_logits = nullptr;
@@ -33,6 +40,8 @@ struct KvTransferReport {
   int64_t n_native = 0;     // receiver tokens computed by the receiver (prefix and suffix)
   int64_t n_suffix = 0;     // of those, the hybrid suffix (asked for, or past what the sender holds)
   int64_t n_projected = 0;  // receiver tokens whose K/V came from the sender
+  int64_t n_recomputed = 0; // of those, run through every receiver layer again (hybrid by deviation)
+  int check_layers = 0;     // receiver layers computed natively for every projected token
   // Wall time of the parts: tokenizing both sides and aligning; reading, pooling, projecting and
   // writing; the receiver's own runs (prefix, hybrid suffix).
   double align_s = 0, project_s = 0, native_s = 0;

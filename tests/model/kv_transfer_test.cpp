@@ -135,6 +135,25 @@ TEST(KvTransfer, HybridSuffixRecomputesNatively) {
   EXPECT_NEAR(q->nll_transfer, q->nll_native, 1e-9);
 }
 
+// The hybrid by deviation at share 1: every projected token recomputed through every layer after the
+// check pass must again be native prefill exactly (the two passes split at the check layer are
+// batch-invariant), which pins down the check pass's positions, slots and hidden-state hand-over.
+TEST(KvTransfer, HybridByDeviationAtShareOneIsNativePrefill) {
+  const LoadedModel& a = real_model("smollm2");
+  KvTransferOptions all;
+  all.check_layer = 1;
+  all.recompute_ratio = 1.0;
+  all.native_suffix = 1;
+  auto q = measure_transfer_quality(self_map(), a, a, eval_context(), eval_continuation(), test_pool(), all);
+  ASSERT_TRUE(q.ok()) << q.error();
+  std::printf("hybrid by deviation, share 1: mean KL %.2e, NLL %.5f vs %.5f\n", q->mean_kl, q->nll_transfer, q->nll_native);
+  EXPECT_LT(q->mean_kl, 1e-9);
+  EXPECT_NEAR(q->nll_transfer, q->nll_native, 1e-9);
+  KvTransferOptions bad = all;
+  bad.check_layer = a.config().n_layer;
+  EXPECT_FALSE(measure_transfer_quality(self_map(), a, a, eval_context(), eval_continuation(), test_pool(), bad).ok());
+}
+
 // Fits sender → receiver on Exodus [first, last] and returns the share of the context benefit the
 // transferred cache keeps on unseen text (John 1), after checking that the context matters.
 double kept_across_families(const char* from, const char* to, int first, int last, double alpha) {

@@ -1,6 +1,7 @@
 // select_tokens: the first tokens always, then the largest deviations, exact indices.
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <vector>
 
 #include "share/token_selection.h"
@@ -26,6 +27,16 @@ TEST(TokenSelection, ExactRatiosDoNotRoundUp) {
   EXPECT_EQ(select_tokens(dev, 0.15, 0).size(), 3u);
   EXPECT_EQ(select_tokens(dev, 0.05, 0).size(), 1u);
   EXPECT_EQ(select_tokens(dev, 0.3, 4).size(), 10u);
+}
+
+TEST(TokenSelection, LastTokensAlwaysAndNeverRanked) {
+  // The last ones are taken whatever their deviation (a transfer's native suffix has none: NaN).
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const std::vector<float> dev = {9, 0, 5, 1, 7, 3, 7, 2, nan, nan};
+  EXPECT_EQ(select_tokens(dev, 0.0, 0, 2), (V{8, 9}));
+  EXPECT_EQ(select_tokens(dev, 0.2, 1, 2), (V{0, 4, 6, 8, 9}));  // 7, 7 among 1..7
+  EXPECT_EQ(select_tokens(dev, 1.0, 2, 3).size(), 10u);
+  EXPECT_EQ(select_tokens(dev, 0.0, 6, 6).size(), 10u);           // first and last overlap
 }
 
 TEST(TokenSelection, ShortAndEmptySegments) {

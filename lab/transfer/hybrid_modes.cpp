@@ -1,0 +1,62 @@
+#include "lab/transfer/hybrid_modes.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <sstream>
+
+namespace agentkv {
+
+namespace {
+
+// One "key:value" part of a spec into the options.
+Status apply_part(const std::string& flag, const std::string& spec, const std::string& part, int check_layer,
+                  KvTransferOptions& o) {
+  const size_t colon = part.find(':');
+  const std::string key = colon == std::string::npos ? "last" : part.substr(0, colon);
+  const std::string value = colon == std::string::npos ? part : part.substr(colon + 1);
+  char* end = nullptr;
+  if (key == "last") {
+    const long k = std::strtol(value.c_str(), &end, 10);
+    if (value.empty() || *end || k < 0 || k > (1 << 20))
+      return make_error(flag + ": '" + spec + "': last:K needs a token count in [0, 1048576]");
+    o.native_suffix = int(k);
+  } else if (key == "dev") {
+    const double r = std::strtod(value.c_str(), &end);
+    if (value.empty() || *end || !(r >= 0.0 && r <= 1.0))
+      return make_error(flag + ": '" + spec + "': dev:R needs a share in [0, 1]");
+    o.check_layer = check_layer;
+    o.recompute_ratio = r;
+  } else {
+    return make_error(flag + ": '" + spec + "': expected last:K, dev:R or both joined by '+'");
+  }
+  return {};
+}
+
+}  // namespace
+
+Result<std::vector<HybridMode>> parse_hybrid_modes(const std::string& flag, const std::string& specs, int check_layer) {
+  std::vector<HybridMode> out;
+  std::istringstream in(specs);
+  std::string spec;
+  while (std::getline(in, spec, ',')) {
+    if (spec.empty()) continue;
+    HybridMode m;
+    m.label = spec;
+    for (size_t at = 0; at <= spec.size();) {  // every '+'-separated part, empty ones too
+      const size_t plus = std::min(spec.find('+', at), spec.size());
+      AGENTKV_TRY(apply_part(flag, spec, spec.substr(at, plus - at), check_layer, m.options));
+      at = plus + 1;
+    }
+    out.push_back(std::move(m));
+  }
+  return out;
+}
+
+double native_work_share(const KvTransferReport& rep, int n_layer) {
+  if (rep.n_receiver_tokens == 0 || n_layer == 0) return 0;
+  const double unrecomputed = double(rep.n_projected - rep.n_recomputed);
+  const double work = double(rep.n_native + rep.n_recomputed) * n_layer + unrecomputed * rep.check_layers;
+  return work / (double(rep.n_receiver_tokens) * n_layer);
+}
+
+}  // namespace agentkv

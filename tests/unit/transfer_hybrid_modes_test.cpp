@@ -1,0 +1,50 @@
+// parse_hybrid_modes: the mode specs transfer-quality and transfer-retrieval share, and the native
+// work share a transfer report stands for.
+#include <gtest/gtest.h>
+
+#include "lab/transfer/hybrid_modes.h"
+
+namespace agentkv {
+namespace {
+
+TEST(TransferHybridModes, ParsesEachForm) {
+  auto m = parse_hybrid_modes("--hybrid", "32,last:8,dev:0.15,dev:0.1+last:16,,", 2);
+  ASSERT_TRUE(m.ok()) << m.error();
+  ASSERT_EQ(m->size(), 4u);
+  EXPECT_EQ((*m)[0].label, "32");
+  EXPECT_EQ((*m)[0].options.native_suffix, 32);
+  EXPECT_EQ((*m)[0].options.check_layer, -1);
+  EXPECT_EQ((*m)[1].options.native_suffix, 8);
+  EXPECT_EQ((*m)[2].options.check_layer, 2);
+  EXPECT_DOUBLE_EQ((*m)[2].options.recompute_ratio, 0.15);
+  EXPECT_EQ((*m)[2].options.native_suffix, 0);
+  EXPECT_EQ((*m)[3].options.check_layer, 2);
+  EXPECT_DOUBLE_EQ((*m)[3].options.recompute_ratio, 0.1);
+  EXPECT_EQ((*m)[3].options.native_suffix, 16);
+  EXPECT_TRUE(parse_hybrid_modes("--hybrid", "", 1)->empty());
+}
+
+TEST(TransferHybridModes, RefusesBadSpecsNamingThem) {
+  for (const char* bad : {"dev:1.5", "dev:", "last:-3", "last:x", "mid:3", "dev:0.1+", "7q"}) {
+    auto m = parse_hybrid_modes("--hybrid", bad, 1);
+    ASSERT_FALSE(m.ok()) << bad;
+    EXPECT_NE(m.error().find("--hybrid"), std::string::npos) << m.error();
+  }
+}
+
+TEST(TransferHybridModes, NativeWorkShare) {
+  KvTransferReport rep;
+  rep.n_receiver_tokens = 100;
+  rep.n_native = 1;        // BOS
+  rep.n_projected = 99;
+  EXPECT_DOUBLE_EQ(native_work_share(rep, 10), 0.01);
+  rep.n_recomputed = 9;    // through every layer
+  rep.check_layers = 2;    // all 99 projected tokens through layers 0..1
+  EXPECT_DOUBLE_EQ(native_work_share(rep, 10), (10.0 * 10 + 90.0 * 2) / 1000.0);
+  rep.n_native = 100;
+  rep.n_projected = rep.n_recomputed = rep.check_layers = 0;
+  EXPECT_DOUBLE_EQ(native_work_share(rep, 10), 1.0);
+}
+
+}  // namespace
+}  // namespace agentkv
