@@ -52,11 +52,4 @@ Result<std::vector<HybridMode>> parse_hybrid_modes(const std::string& flag, cons
   return out;
 }
 
-double native_work_share(const KvTransferReport& rep, int n_layer) {
-  if (rep.n_receiver_tokens == 0 || n_layer == 0) return 0;
-  const double unrecomputed = double(rep.n_projected - rep.n_recomputed);
-  const double work = double(rep.n_native + rep.n_recomputed) * n_layer + unrecomputed * rep.check_layers;
-  return work / (double(rep.n_receiver_tokens) * n_layer);
-}
-
 }  // namespace agentkv

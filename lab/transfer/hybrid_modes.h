@@ -22,9 +22,4 @@ struct HybridMode {
 // layer dev:R modes check at. Errors name the spec at fault.
 Result<std::vector<HybridMode>> parse_hybrid_modes(const std::string& flag, const std::string& specs, int check_layer);
 
-// The share of the receiver's native prefill work (token × layer passes) a transfer report's mode
-// computed itself: native tokens through every layer, projected ones through the check layers, the
-// recomputed ones through the rest. 1 is native prefill's cost; the projection's own cost is apart.
-double native_work_share(const KvTransferReport& rep, int n_layer);
-
 }  // namespace agentkv

@@ -111,13 +111,16 @@ std::optional<ApiError> parse_agent_fork(const Json& body, const AgentLimits& al
 }
 
 std::optional<ApiError> parse_agent_transfer(const Json& body, AgentTransferRequest* out) {
-  if (auto e = only_fields(body, {"model", "name", "native_last"})) return e;
+  if (auto e = only_fields(body, {"model", "name", "native_last", "recompute"})) return e;
   AgentTransferRequest r;
   if (auto e = get_model(body, &r.model)) return e;
   if (auto e = get_name(body, &r.name)) return e;
   std::optional<int64_t> native_last;
   if (auto e = get_int(body, "native_last", 0, kMaxNativeLast, &native_last)) return e;
   r.native_last = native_last.value_or(0);
+  std::optional<double> recompute;
+  if (auto e = get_number(body, "recompute", 0.0, 1.0, &recompute)) return e;
+  r.recompute = recompute.value_or(0.0);
   *out = std::move(r);
   return std::nullopt;
 }
@@ -130,6 +133,10 @@ Json transfer_summary_json(const TransferSummary& t) {
             {"transferred_tokens", t.transferred_tokens},
             {"native_tokens", t.native_tokens},
             {"native_last", t.native_last},
+            {"recompute", t.recompute},
+            {"recomputed_tokens", t.recomputed_tokens},
+            {"check_layers", t.check_layers},
+            {"native_work", t.native_work},
             {"seconds", t.seconds}};
   j["native_prefill_seconds_estimate"] =
       t.native_prefill_seconds_estimate ? Json(*t.native_prefill_seconds_estimate) : Json(nullptr);

@@ -80,6 +80,7 @@ struct AgentTransferRequest {
   std::string model;        // the receiver, another served model
   std::string name;         // the new agent's; empty: its id
   int64_t native_last = 0;  // hybrid: the receiver recomputes the context's last N tokens itself
+  double recompute = 0;     // hybrid by deviation: the share of projected tokens it recomputes
 };
 std::optional<ApiError> parse_agent_transfer(const Json& body, AgentTransferRequest* out);
 
@@ -92,6 +93,10 @@ struct TransferSummary {
   int64_t transferred_tokens = 0;  // receiver tokens whose K/V was projected from them
   int64_t native_tokens = 0;       // receiver tokens it computed itself (BOS, the hybrid suffix)
   int64_t native_last = 0;         // as asked
+  double recompute = 0;            // as asked
+  int64_t recomputed_tokens = 0;   // projected tokens recomputed through every layer (by deviation)
+  int check_layers = 0;            // receiver layers every projected token ran through natively
+  double native_work = 0;          // share of native prefill's token-layer work the receiver did
   double seconds = 0;              // both jobs: reading the sender's KV, the transfer
   // The receiver's native prefill of the context at the prefill rate it has shown so far (unset
   // before it has prefilled anything).

@@ -295,7 +295,7 @@ void transfer_agent(ServerState& s, const std::string& id, const HttpRequest& re
   if (!aligned.ok()) return refuse(api_error(aligned.status_error(), "messages"));
   if (Status st = check_context(int64_t(aligned->receiver.size()), m.engine->n_ctx(), "the agent's context"); !st.ok())
     return refuse(api_error(st.status_error(), "messages"));
-  auto done = transfer_context(s, ContextTransfer{map, from.kv, std::move(aligned).value(), tr.native_last}, w);
+  auto done = transfer_context(s, ContextTransfer{map, from.kv, std::move(aligned).value(), tr.native_last, tr.recompute}, w);
   s.agents->abandon(id);  // read only
   if (!done) return;      // the client went away
   if (!done->ok()) return reply(w, api_error(done->status_error()));
@@ -304,13 +304,17 @@ void transfer_agent(ServerState& s, const std::string& id, const HttpRequest& re
   a.kv_tokens = t.kept.tokens;
   if (!register_agent(s, w, &a)) return;
   TransferSummary sum;
-  sum.method = t.report.n_suffix > 0 ? "hybrid" : "transfer";
+  sum.method = t.report.n_suffix > 0 || t.report.check_layers > 0 ? "hybrid" : "transfer";
   sum.from_model = from_model;
   sum.context_tokens = t.report.n_receiver_tokens;
   sum.sender_tokens = t.sender_tokens;
   sum.transferred_tokens = t.report.n_projected;
   sum.native_tokens = t.report.n_native;
   sum.native_last = tr.native_last;
+  sum.recompute = tr.recompute;
+  sum.recomputed_tokens = t.report.n_recomputed;
+  sum.check_layers = t.report.check_layers;
+  sum.native_work = native_work_share(t.report, s.models[a.model].lm->config().n_layer);
   sum.seconds = t.seconds;
   sum.native_prefill_seconds_estimate = t.native_prefill_seconds_estimate;
   Json out = agent_json(s.view(a));

@@ -60,6 +60,10 @@ Result<TransferredContext> transfer_into(Engine& e, const ContextTransfer& t, co
   AGENTKV_TRY(e.check_admission(KvDemand{seq.blocks_needed(n), 0, n}, "the transferred context"));
   KvTransferOptions opt;
   opt.native_suffix = int(std::min<int64_t>(t.native_last, n));
+  if (t.recompute > 0) {
+    opt.check_layer = std::min(kTransferCheckLayer, e.model().config().n_layer - 1);
+    opt.recompute_ratio = t.recompute;
+  }
   const KvSequence& sender_seq = *from.seq;
   const TokenSpans held = first_tokens(t.aligned.sender, size_t(sender_seq.n_tokens()));
   TransferredContext out;

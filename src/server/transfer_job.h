@@ -26,7 +26,12 @@ struct ContextTransfer {
   uint64_t sender_kv = 0;                  // the sender agent's retained context
   ChatContextAlignment aligned;            // both renderings of its messages, on one axis
   int64_t native_last = 0;                 // the hybrid suffix asked for
+  double recompute = 0;                    // the hybrid-by-deviation share asked for
 };
+
+// The receiver layer whose K deviation chooses a hybrid's recomputed tokens: layers 0 and 1 run
+// natively for every transferred token (transfer/kv_transfer.h; BENCHMARKS.md "Hybrid by deviation").
+inline constexpr int kTransferCheckLayer = 1;
 
 struct TransferredContext {
   KeptContext kept;            // on the receiver's engine (handle, tokens)

@@ -39,6 +39,13 @@ Status check_sides(const TransferMap& map, const LoadedModel& sender, const KvMa
 }
 }  // namespace
 
+double native_work_share(const KvTransferReport& rep, int n_layer) {
+  if (rep.n_receiver_tokens == 0 || n_layer == 0) return 0;
+  const double unrecomputed = double(rep.n_projected - rep.n_recomputed);
+  const double work = double(rep.n_native + rep.n_recomputed) * n_layer + unrecomputed * rep.check_layers;
+  return work / (double(rep.n_receiver_tokens) * n_layer);
+}
+
 Result<KvTransferReport> transfer_kv_cache(const TransferMap& map, const LoadedModel& sender, const KvManager& sender_kv,
                                            const KvSequence& sender_seq, const LoadedModel& receiver,
                                            KvManager& receiver_kv, KvSequence& receiver_seq, std::string_view text,

@@ -47,6 +47,11 @@ struct KvTransferReport {
   double align_s = 0, project_s = 0, native_s = 0;
 };
 
+// The share of the receiver's native prefill work (token × layer passes) a transfer did itself:
+// native tokens through every layer, projected ones through the check layers, the recomputed ones
+// through the rest. 1 is native prefill's cost; the projection's own cost is apart.
+double native_work_share(const KvTransferReport& rep, int n_layer);
+
 // `sender_seq` (in `sender_kv`) must hold exactly the sender's tokenization of `text` (with its
 // default BOS); `receiver_seq` (in `receiver_kv`) must be empty and receives the receiver's
 // tokenization of `text`, marked approximate past the native prefix (when anything was projected)

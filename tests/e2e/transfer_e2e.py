@@ -12,6 +12,8 @@ Fits a small SmolLM2 -> Gemma 3 map at test time (4 passages of Exodus from scri
   process (no block shared), and its resident tokens stay;
 - after that answer the sender's cache lacks the closing marker of its rendering: the receiver
   computes the tokens the sender does not hold itself and projects the rest;
+- recompute (hybrid by deviation) reports its check layers, recomputed tokens and native work, and at
+  share 1 is Gemma 3's native prefill exactly too (byte-identical reply);
 - native_last covering the context (share 1) is Gemma 3's native prefill exactly: the receiver's
   greedy reply is byte-identical to a native Gemma 3 agent's with the same messages (in the other
   process, so that neither reads the other's blocks from the prefix cache);
@@ -19,6 +21,7 @@ Fits a small SmolLM2 -> Gemma 3 map at test time (4 passages of Exodus from scri
 - errors: unknown agent or model 404, the agent's own model and a pair without a map 400 naming it,
   bad fields 400 naming them, an agent without a resident context 409.
 """
+import math
 import os
 import re
 import subprocess
@@ -132,15 +135,26 @@ def test_transfer_through_the_server(servers, s2g_map):
     k = transfer(doc, port, sid, {"model": "gemma3", "native_last": 16})["transfer"]
     assert k["method"] == "hybrid" and k["native_tokens"] == 17 and k["transferred_tokens"] == k["context_tokens"] - 17, k
 
+    # Hybrid by deviation: layers 0-1 native for every transferred token, the share asked for through
+    # every layer; at share 1 that is native prefill exactly again.
+    d = transfer(doc, port, sid, {"model": "gemma3", "recompute": 0.25})["transfer"]
+    assert d["method"] == "hybrid" and d["check_layers"] == 2 and d["recompute"] == 0.25, d
+    assert d["recomputed_tokens"] == math.ceil(0.25 * d["transferred_tokens"]), d
+    assert 0.25 < d["native_work"] < 0.5, d
+    full = transfer(doc, port, sid, {"model": "gemma3", "recompute": 1})
+    f = full["transfer"]
+    assert f["recomputed_tokens"] == f["transferred_tokens"] == f["context_tokens"] - 1 and f["native_work"] == 1, f
+    assert answer(api, full["id"])["message"]["content"] == answer(ref, native_ref["id"])["message"]["content"]
+
     # The sender is unchanged: same resident context, and the same greedy answer as an untouched twin.
     assert api.call("GET", f"/v1/agents/{sid}")["resident_tokens"] == sender["resident_tokens"]
     twin = create(ref, "smollm2")
     assert answer(api, sid)["message"]["content"] == answer(ref, twin["id"])["message"]["content"]
 
     # Counted per receiver model.
-    assert model_metric(port, "agentkv_transfers_total", "gemma3") == 3
+    assert model_metric(port, "agentkv_transfers_total", "gemma3") == 5
     assert model_metric(port, "agentkv_transferred_tokens_total", "gemma3") == \
-        x["transferred_tokens"] + k["transferred_tokens"]
+        x["transferred_tokens"] + k["transferred_tokens"] + d["transferred_tokens"] + f["transferred_tokens"]
     assert model_metric(port, "agentkv_transfers_total", "smollm2") == 0
 
     # After a turn the sender's cache holds its rendering up to its answer but not the closing marker:
@@ -160,6 +174,7 @@ def test_transfer_through_the_server(servers, s2g_map):
     back = transfer(doc, port, t["id"], {"model": "smollm2"}, expect=400)["error"]
     assert back["param"] == "model" and "gemma3 -> smollm2" in back["message"], back
     for body, field in (({}, "model"), ({"model": "gemma3", "native_last": -1}, "native_last"),
+                        ({"model": "gemma3", "recompute": 1.5}, "recompute"), ({"model": "gemma3", "recompute": "all"}, "recompute"),
                         ({"model": "gemma3", "native_last": "all"}, "native_last"), ({"model": "gemma3", "colour": 1}, "colour")):
         assert transfer(doc, port, sid, body, expect=400)["error"]["param"] == field, body
     empty = api.call("POST", "/v1/agents", {"model": "smollm2", "prefill": False}, expect=201)
