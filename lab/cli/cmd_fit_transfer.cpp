@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <sstream>
 
 #include "cli/arg_parser.h"
 #include "cli/commands.h"
@@ -41,13 +42,22 @@ int cmd_fit_transfer(int argc, char** argv) {
   std::string from, to, corpus, out;
   int64_t threads = 0, max_bytes = 3000, max_passages = 0;
   double alpha = 1e-4;
-  std::string pooling = "overlap";
+  std::string pooling = "overlap", alpha_grid;
+  int64_t holdout_every = 5, receiver_layers = 0;
   ArgParser p("fit-transfer", "Fit a KV transfer map from one model's cache to another's (ridge per layer and KV head).");
   p.add_string("--from", &from, "sender model alias or .gguf path", true);
   p.add_string("--to", &to, "receiver model alias or .gguf path", true);
   p.add_string("--corpus", &corpus, "calibration text, passages separated by blank lines", true);
   p.add_string("--out", &out, "map file to write (.gguf)", true);
   p.add_float("--alpha", &alpha, "ridge strength, relative to the mean feature energy", 0.0, 1e6);
+  p.add_string("--alpha-grid", &alpha_grid,
+               "choose each layer's ridge strength from these (comma-separated) by held-out K/V error, every "
+               "--holdout-every-th passage held out, then refit on all passages (replaces --alpha)");
+  p.add_int("--holdout-every", &holdout_every, "with --alpha-grid: hold out every N-th passage", 2, 1 << 20);
+  p.add_int("--receiver-layers", &receiver_layers,
+            "condition the map on the receiver's own hidden state after its first N layers (which it then computes "
+            "natively for every token when applying the map); 0: the sender's K/V alone",
+            0, 1024);
   p.add_string("--pooling", &pooling, "how a receiver token combines the sender tokens covering it: mean, overlap (by shared bytes), last");
   p.add_int("--max-bytes", &max_bytes, "longest passage in bytes (longer ones are cut at a space)", 16, 1 << 20);
   p.add_int("--max-passages", &max_passages, "use at most this many passages (0 = all)", 0, 1 << 30);
@@ -65,10 +75,26 @@ int cmd_fit_transfer(int argc, char** argv) {
   if (!models.ok()) return cli_fail(models.error());
   const LoadedModel& sender = *models->first;
   const LoadedModel& receiver = *models->second;
+  if (receiver_layers >= receiver.config().n_layer)
+    return cli_fail("--receiver-layers " + std::to_string(receiver_layers) + ": " + to + " has " +
+                    std::to_string(receiver.config().n_layer) + " layers");
   ThreadPool pool{int(threads)};
   TransferFitOptions opt;
   opt.ridge_alpha = alpha;
   opt.pooling = *pooling_rule;
+  opt.holdout_every = int(holdout_every);
+  opt.receiver_hidden_layers = int(receiver_layers);
+  if (!alpha_grid.empty()) {
+    std::istringstream in(alpha_grid);
+    std::string item;
+    while (std::getline(in, item, ',')) {
+      char* end = nullptr;
+      const double a = std::strtod(item.c_str(), &end);
+      if (item.empty() || *end || !(a >= 0.0 && a <= 1e6))
+        return cli_fail("--alpha-grid: '" + item + "' is not a ridge strength in [0, 1e6]");
+      opt.alpha_grid.push_back(a);
+    }
+  }
   TransferFitter fitter(sender, receiver, opt);
   const auto t0 = std::chrono::steady_clock::now();
   ProgressBar bar("fit-transfer " + from + " -> " + to, int64_t(passages.size()));
@@ -78,8 +104,21 @@ int cmd_fit_transfer(int argc, char** argv) {
     bar.update(int64_t(i + 1), std::to_string(fitter.n_rows()) + " rows");
   }
   bar.finish(std::to_string(fitter.n_rows()) + " rows");
-  auto map = fitter.solve();
+  AlphaChoice choice;
+  auto map = fitter.solve(&choice);
   if (!map.ok()) return cli_fail(map.error());
+  if (!opt.alpha_grid.empty()) {
+    // The choice per receiver layer: held-out relative K/V error at each grid alpha.
+    std::printf("held-out relative K/V squared error (%lld rows), per receiver layer:\n%-6s", (long long)choice.n_heldout_rows,
+                "layer");
+    for (double a : opt.alpha_grid) std::printf(" %10g", a);
+    std::printf("  chosen\n");
+    for (size_t l = 0; l < choice.alpha.size(); ++l) {
+      std::printf("%-6zu", l);
+      for (double e : choice.heldout_error[l]) std::printf(" %10.5f", e);
+      std::printf("  %g\n", choice.alpha[l]);
+    }
+  }
   const Status st = save_transfer_map(*map, out);
   if (!st.ok()) return cli_fail(st.error());
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -96,4 +96,25 @@ Result<std::vector<float>> ridge_solve(std::vector<double> g, const std::vector<
   return std::vector<float>(w.begin(), w.end());
 }
 
+double squared_error_from_moments(const std::vector<float>& w, const std::vector<double>& g, const std::vector<double>& b,
+                             double yy, int n, int m) {
+  double quad = 0, cross = 0;
+  std::vector<double> gw(static_cast<size_t>(m));
+  for (int i = 0; i < n; ++i) {
+    std::fill(gw.begin(), gw.end(), 0.0);
+    for (int k = 0; k < n; ++k) {
+      const double gik = g[size_t(i) * n + k];
+      if (gik == 0.0) continue;
+      const float* wk = &w[size_t(k) * m];
+      for (int j = 0; j < m; ++j) gw[size_t(j)] += gik * double(wk[j]);
+    }
+    const float* wi = &w[size_t(i) * m];
+    for (int j = 0; j < m; ++j) {
+      quad += double(wi[j]) * gw[size_t(j)];
+      cross += double(wi[j]) * b[size_t(i) * m + j];
+    }
+  }
+  return quad - 2 * cross + yy;
+}
+
 }  // namespace agentkv

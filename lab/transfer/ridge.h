@@ -48,4 +48,10 @@ Status cholesky_factor(std::vector<double>& a, int n);
 // so alpha is independent of the features' scales (eps = 1e-9 * mean diagonal, for PD-ness). G is n x n, B n x m; W is returned row-major n x m, in float.
 Result<std::vector<float>> ridge_solve(std::vector<double> g, const std::vector<double>& b, int n, int m, double alpha);
 
+// ||Y - XW||^2 of rows known only by their moments G = X'X (n x n), B = X'Y (n x m) and yy = ||Y||^2:
+// tr(W'GW) - 2 tr(W'B) + yy, so a held-out set is scored without keeping its rows. W is n x m
+// row-major, as ridge_solve returns it.
+double squared_error_from_moments(const std::vector<float>& w, const std::vector<double>& g, const std::vector<double>& b,
+                                  double yy, int n, int m);
+
 }  // namespace agentkv

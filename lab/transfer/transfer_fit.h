@@ -23,6 +23,23 @@ struct TransferFitOptions {
   // Recorded in the map. overlap: measured best of the three rules, by a small margin (BENCHMARKS.md,
   // "Pooling a receiver token's sender run").
   SpanPooling pooling = SpanPooling::overlap;
+  // Per-layer ridge chosen by held-out error: with a grid, every holdout_every-th passage is held
+  // out, each receiver layer's alpha is the grid value whose map (fitted on the rest) gives the least
+  // held-out K/V squared error, and the layer is then refitted on all passages with it. Empty: one
+  // ridge_alpha for every layer.
+  std::vector<double> alpha_grid;
+  int holdout_every = 5;
+  // > 0: a receiver-conditioned map (transfer/transfer_map.h): each row also holds the receiver's
+  // own hidden state after this many of its layers, which it computes natively when applying it.
+  int receiver_hidden_layers = 0;
+};
+
+// What choosing the alphas measured: per receiver layer, the held-out relative squared error
+// (||Y - XW||^2 / ||Y||^2) of each grid alpha, and the chosen one.
+struct AlphaChoice {
+  std::vector<std::vector<double>> heldout_error;  // [layer][grid index]
+  std::vector<double> alpha;                       // per layer
+  int64_t n_heldout_rows = 0;
 };
 
 class TransferFitter {
@@ -32,9 +49,12 @@ class TransferFitter {
   // text does not round-trip through either tokenizer.
   Status add_passage(std::string_view text, ThreadPool& pool);
   int64_t n_rows() const { return n_rows_; }
-  Result<TransferMap> solve() const;
+  // With an alpha grid, `choice` (if given) receives what the choice measured.
+  Result<TransferMap> solve(AlphaChoice* choice = nullptr) const;
 
  private:
+  int hidden_dim() const { return opt_.receiver_hidden_layers > 0 ? receiver_.config().n_embd : 0; }
+
   const LoadedModel& sender_;
   const LoadedModel& receiver_;
   TransferFitOptions opt_;
@@ -42,6 +62,12 @@ class TransferFitter {
   std::map<int32_t, GramAccumulator> grams_;  // by sender layer: receiver layers mapped to one share it
   std::vector<CrossAccumulator> cross_;       // by receiver layer
   int64_t n_rows_ = 0;
+  // The held-out passages' accumulators (alpha grid only): as above, plus ||Y||^2 per receiver layer.
+  std::map<int32_t, GramAccumulator> heldout_grams_;
+  std::vector<CrossAccumulator> heldout_cross_;
+  std::vector<double> heldout_yy_;
+  int64_t n_heldout_rows_ = 0;
+  int64_t n_passages_ = 0;
 };
 
 }  // namespace agentkv

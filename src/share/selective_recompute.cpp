@@ -45,8 +45,8 @@ Result<std::vector<AgentRecompute>> recompute_deviating_tokens(const Model& mode
                                                                std::span<const int32_t> segment_tokens,
                                                                std::span<const AgentSegment> agents,
                                                                const RecomputeOptions& options,
-                                                               const RestoreReused& restore, ThreadPool& pool,
-                                                               float* last_logits) {
+                                                               const RecomputeHooks& hooks, ThreadPool& pool) {
+  float* const last_logits = hooks.last_logits;
   AGENTKV_TRY(validate_reuse(model, kv, segment_tokens, agents, options));
   if (last_logits && (agents.size() != 1 || options.n_last < 1 || segment_tokens.empty()))
     return make_error("selective_recompute: last logits need one agent whose last token is recomputed");
@@ -63,8 +63,9 @@ Result<std::vector<AgentRecompute>> recompute_deviating_tokens(const Model& mode
     const int32_t s = a.slot0 + i;
     return check.k(a.blocks.table[s / bs], s % bs);
   };
-  // Tokens [0, ranked) carry reused K/V; the n_last after them are recomputed whatever it is.
-  const int32_t ranked = std::max(0, n - options.n_last);
+  // Tokens [0, ranked) carry reused K/V; the n_last after them are recomputed whatever it is. A
+  // caller that writes the reused K/V after the check pass ranks nothing (ratio 0).
+  const int32_t ranked = options.ratio > 0 || !hooks.after_check ? std::max(0, n - options.n_last) : 0;
   const bool logits_now = cl + 1 == c.n_layer;  // no second pass: the check pass gives the logits
 
   // The check layer's reused K is kept aside: the check pass below overwrites it with the fresh K it
@@ -84,6 +85,7 @@ Result<std::vector<AgentRecompute>> recompute_deviating_tokens(const Model& mode
                 logits_now && last_logits && i == n - 1);
   std::vector<float> hidden(size_t(n_agents) * size_t(n) * size_t(c.n_embd));
   AGENTKV_TRY(model.forward_layers(batch, kv, 0, cl + 1, hidden.data(), logits_now ? last_logits : nullptr, pool));
+  if (hooks.after_check) AGENTKV_TRY(hooks.after_check(hidden.data()));
 
   // Deviation and selection per agent; where asked, unselected tokens get the reused K/V back at the
   // layers the check pass rewrote (sharing's agent KV stays master + a diff of whole tokens).
@@ -98,9 +100,9 @@ Result<std::vector<AgentRecompute>> recompute_deviating_tokens(const Model& mode
     selected[size_t(a)] = select_tokens(r.deviation, options.ratio, options.n_first, options.n_last);
     const std::vector<int32_t>& sel = selected[size_t(a)];
     int32_t next = 0;  // restores each run of unselected tokens between selected ones with one call
-    for (size_t k = 0; restore && k <= sel.size(); ++k) {
+    for (size_t k = 0; hooks.restore && k <= sel.size(); ++k) {
       const int32_t end = k < sel.size() ? sel[k] : n;
-      if (end > next) AGENTKV_TRY(restore(size_t(a), next, end));
+      if (end > next) AGENTKV_TRY(hooks.restore(size_t(a), next, end));
       next = end + 1;
     }
     for (int32_t i : sel) r.recomputed_slots.push_back(ag.slot0 + i);
@@ -138,12 +140,13 @@ Result<std::vector<AgentRecompute>> selective_recompute(const Model& model, cons
   for (const AgentSegment& ag : agents)
     AGENTKV_TRY(rerotate_kv(model, kv, master.slots, KvSlotRange{ag.blocks, ag.slot0}, n, ag.pos0 - master.pos0, pool));
   const int cl = options.check_layer;
-  auto restore = [&](size_t a, int32_t begin, int32_t end) -> Status {
+  RecomputeHooks hooks;
+  hooks.restore = [&](size_t a, int32_t begin, int32_t end) -> Status {
     const AgentSegment& ag = agents[a];
     return rerotate_kv(model, kv, KvSlotRange{master.slots.blocks, master.slots.slot0 + begin},
                        KvSlotRange{ag.blocks, ag.slot0 + begin}, end - begin, ag.pos0 - master.pos0, 0, cl + 1, pool);
   };
-  return recompute_deviating_tokens(model, kv, segment_tokens, agents, options, restore, pool);
+  return recompute_deviating_tokens(model, kv, segment_tokens, agents, options, hooks, pool);
 }
 
 }  // namespace agentkv

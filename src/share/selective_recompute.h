@@ -82,17 +82,25 @@ Result<std::vector<AgentRecompute>> selective_recompute(const Model& model, cons
 // transfer/kv_transfer.h). Every agent's segment slots already hold reused K/V at every layer (a
 // re-rotated master, a transferred cache), except the n_last tokens. Every segment token runs through
 // layers [0, check_layer] natively, the tokens are selected by the deviation of the reused K from the
-// fresh K at check_layer, and only the selected ones run through the remaining layers. `restore` puts
-// the reused K/V back into one agent's unselected tokens [begin, end) at layers [0, check_layer];
-// without it those layers keep the native K/V (a transfer has no master to stay close to, and the
-// native rows are the better ones). last_logits (n_vocab floats; one agent, n_last >= 1): the logits
-// after the segment's last token. Checks its arguments as selective_recompute does (no master).
-using RestoreReused = std::function<Status(size_t agent, int32_t begin, int32_t end)>;
+// fresh K at check_layer, and only the selected ones run through the remaining layers. Checks its
+// arguments as selective_recompute does (no master).
+struct RecomputeHooks {
+  // Puts the reused K/V back into one agent's unselected tokens [begin, end) at layers
+  // [0, check_layer]. Without it those layers keep the native K/V (a transfer has no master to stay
+  // close to, and the native rows are the better ones).
+  std::function<Status(size_t agent, int32_t begin, int32_t end)> restore;
+  // Called once after the check pass with every segment token's hidden state after check_layer
+  // ([n_agents][n][n_embd]), before the selected tokens run on: a caller that writes the later
+  // layers' reused K/V only now (a receiver-conditioned transfer map) does it here. With ratio 0
+  // the reused K at check_layer need not exist (no deviation is read).
+  std::function<Status(const float* hidden)> after_check;
+  // n_vocab floats (one agent, n_last >= 1): the logits after the segment's last token.
+  float* last_logits = nullptr;
+};
 Result<std::vector<AgentRecompute>> recompute_deviating_tokens(const Model& model, const KvArena& kv,
                                                                std::span<const int32_t> segment_tokens,
                                                                std::span<const AgentSegment> agents,
                                                                const RecomputeOptions& options,
-                                                               const RestoreReused& restore, ThreadPool& pool,
-                                                               float* last_logits = nullptr);
+                                                               const RecomputeHooks& hooks, ThreadPool& pool);
 
 }  // namespace agentkv

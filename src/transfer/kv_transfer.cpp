@@ -33,6 +33,9 @@ Status check_sides(const TransferMap& map, const LoadedModel& sender, const KvMa
                       std::to_string(receiver.config().n_layer) + " layers");
   if (!(opt.recompute_ratio >= 0.0 && opt.recompute_ratio <= 1.0))
     return make_error("kv transfer: recompute ratio " + std::to_string(opt.recompute_ratio) + " outside [0, 1]");
+  if (map.receiver_hidden_layers > 0 && opt.recompute_ratio > 0)
+    return make_error("kv transfer: a map conditioned on the receiver's first layers projects after they run; a "
+                      "recompute ratio (chosen by the projection's deviation at a check layer) does not combine with it");
   if (opt.recompute_ratio > 0 && opt.check_layer < 0)
     return make_error("kv transfer: a recompute ratio needs a check layer (the layer whose deviation chooses)");
   return {};
@@ -104,9 +107,11 @@ Result<KvTransferReport> transfer_aligned_kv_cache(const TransferMap& map, const
   const ModelConfig& sc = sender.config();
   const ModelConfig& rc = receiver.config();
   // Layer by layer, each step spread over the pool: read the mapped sender layer un-rotated (once
-  // while consecutive receiver layers share it), pool it per receiver token, project all tokens in
-  // one tiled matmul, rotate to receiver positions and store.
+  // while consecutive receiver layers share it), pool it per receiver token (with the receiver's own
+  // hidden state after its first layers, for a map conditioned on them), project all tokens in one
+  // tiled matmul, rotate to receiver positions and store.
   const int in_dim = map.in_dim(), out_dim = map.out_dim();
+  const int sender_in = in_dim - map.receiver_hidden_dim;
   constexpr int64_t kGrain = 32;
   LayerKv sl;
   sl.n_tokens = sender_seq.n_tokens();
@@ -115,28 +120,41 @@ Result<KvTransferReport> transfer_aligned_kv_cache(const TransferMap& map, const
   sl.v.resize(sl.k.size());
   int32_t loaded = -1;
   std::vector<float> x(size_t(n_proj * in_dim)), y(size_t(n_proj * out_dim));
-  for (int l = 0; n_proj > 0 && l < rc.n_layer; ++l) {
-    const int32_t want = map.sender_layer[size_t(l)];
-    if (want != loaded) {
-      pool.parallel_for(sl.n_tokens, kGrain, [&](int64_t b, int64_t e) {
-        read_unrotated_rows(sc, sender_kv.arena(), sender_seq.blocks(), want, b, e, sl);
+  double project_s = 0;
+  // Layers [l_begin, n_layer); hidden: the projected tokens' hidden states, rows n_embd apart.
+  auto project_layers = [&](int l_begin, const float* hidden) {
+    const auto t0 = Clock::now();
+    const int hd = map.receiver_hidden_dim;
+    if (hidden)
+      pool.parallel_for(n_proj, kGrain, [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i) receiver_hidden_features(hidden + i * hd, hd, x.data() + i * in_dim + sender_in);
       });
-      loaded = want;
+    for (int l = l_begin; n_proj > 0 && l < rc.n_layer; ++l) {
+      const int32_t want = map.sender_layer[size_t(l)];
+      if (want != loaded) {
+        pool.parallel_for(sl.n_tokens, kGrain, [&](int64_t b, int64_t e) {
+          read_unrotated_rows(sc, sender_kv.arena(), sender_seq.blocks(), want, b, e, sl);
+        });
+        loaded = want;
+      }
+      pool.parallel_for(n_proj, kGrain, [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i) pooled_sender_features(sl, align, weights, size_t(n_native + i), x.data() + i * in_dim);
+      });
+      map.project_rows(l, x.data(), n_proj, y.data(), pool);
+      pool.parallel_for(n_proj, kGrain, [&](int64_t b, int64_t e) {
+        write_rotated_rows(rc, receiver_kv.arena(), table, l, n_native + b, n_native + e, y.data() + b * out_dim, out_dim);
+      });
     }
-    pool.parallel_for(n_proj, kGrain, [&](int64_t b, int64_t e) {
-      for (int64_t i = b; i < e; ++i) pooled_sender_features(sl, align, weights, size_t(n_native + i), x.data() + i * in_dim);
-    });
-    map.project_rows(l, x.data(), n_proj, y.data(), pool);
-    pool.parallel_for(n_proj, kGrain, [&](int64_t b, int64_t e) {
-      write_rotated_rows(rc, receiver_kv.arena(), table, l, n_native + b, n_native + e, y.data() + b * out_dim, out_dim);
-    });
-  }
-  const auto t_proj = Clock::now();
+    project_s += seconds(Clock::now() - t0);
+  };
+  // A map conditioned on the receiver's first layers projects the later ones once those have run.
+  const int conditioned = map.receiver_hidden_layers;
+  if (conditioned == 0) project_layers(0, nullptr);
   // The receiver's own tokens, prefix and suffix, in one pass over its weights (after the projected
   // ones are in place: the suffix attends to them), with the context's last token's logits if asked.
-  // A hybrid by deviation runs the prefix alone first (the check pass attends to it), then the
-  // projected tokens and the suffix through the selective recompute.
-  const bool by_deviation = opt.check_layer >= 0 && n_proj > 0;
+  // A hybrid by deviation (or a conditioned map) runs the prefix alone first (the check pass attends
+  // to it), then the projected tokens and the suffix through the selective recompute.
+  const bool by_deviation = (opt.check_layer >= 0 || conditioned > 0) && n_proj > 0;
   const std::span<const int32_t> rt(r.tokens);
   const PrefillRun own[] = {
       {&receiver_seq, rt.first(size_t(n_native)), 0, n_native},
@@ -153,17 +171,27 @@ Result<KvTransferReport> transfer_aligned_kv_cache(const TransferMap& map, const
     AGENTKV_TRY(write_runs(*receiver.model, std::span(own, by_deviation ? 1 : 2), pool,
                            RowOutputs{opt.last_logits && !by_deviation ? &last_logits : nullptr}, kernels, kPrefillChunk));
   int64_t n_recomputed = 0;
+  int check_layers = 0;
   if (by_deviation) {
     RecomputeOptions ro;
     ro.ratio = opt.recompute_ratio;
     ro.n_first = 0;
     ro.n_last = int(n_suffix);
-    ro.check_layer = opt.check_layer;
+    ro.check_layer = conditioned > 0 ? conditioned - 1 : opt.check_layer;
+    check_layers = ro.check_layer + 1;
     const AgentSegment seg{SeqBlocks{table.data(), int32_t(table.size())}, int32_t(n_native), int32_t(n_native)};
-    if (opt.last_logits) last_logits.resize(size_t(rc.n_vocab));
+    RecomputeHooks hooks;
+    if (opt.last_logits) {
+      last_logits.resize(size_t(rc.n_vocab));
+      hooks.last_logits = last_logits.data();
+    }
+    if (conditioned > 0)
+      hooks.after_check = [&](const float* hidden) -> Status {
+        project_layers(conditioned, hidden);  // rows [0, n_proj) of the segment are the projected tokens
+        return {};
+      };
     auto rec = recompute_deviating_tokens(*receiver.model, receiver_kv.arena(), rt.subspan(size_t(n_native)),
-                                          std::span(&seg, 1), ro, nullptr, pool,
-                                          opt.last_logits ? last_logits.data() : nullptr);
+                                          std::span(&seg, 1), ro, hooks, pool);
     if (!rec.ok()) return make_error(rec.error());
     n_recomputed = int64_t((*rec)[0].recomputed_slots.size()) - n_suffix;
   }
@@ -179,10 +207,10 @@ Result<KvTransferReport> transfer_aligned_kv_cache(const TransferMap& map, const
   rep.n_suffix = n_suffix;
   rep.n_projected = nr - n_native - n_suffix;
   rep.n_recomputed = n_recomputed;
-  rep.check_layers = by_deviation ? opt.check_layer + 1 : 0;
+  rep.check_layers = check_layers;
   rep.align_s = seconds(t_align - t_start);
-  rep.project_s = seconds(t_proj - t_align);
-  rep.native_s = seconds(Clock::now() - t_proj);
+  rep.project_s = project_s;
+  rep.native_s = seconds(Clock::now() - t_align) - project_s;
   return rep;
 }
 

@@ -54,13 +54,21 @@ void write_rotated_rows(const ModelConfig& cfg, const KvArena& arena, std::span<
   }
 }
 
-Result<std::vector<LayerKv>> compute_unrotated_kv(const Model& model, std::span<const int32_t> tokens, ThreadPool& pool) {
+Result<std::vector<LayerKv>> compute_unrotated_kv(const Model& model, std::span<const int32_t> tokens, ThreadPool& pool,
+                                                  std::vector<float>* hidden, int hidden_layer) {
   constexpr int kBlock = 16;
   const int64_t n = int64_t(tokens.size());
   std::unique_ptr<KvManager> kv;
   AGENTKV_ASSIGN_OR_RETURN(kv, private_kv_manager(model.config(), 0, n, kBlock));
   KvSequence seq(*kv);
-  if (n > 0) AGENTKV_TRY(prefill_sequence(model, *kv, seq, tokens, pool));
+  RowOutputs out;
+  PrefillOptions opt;
+  if (hidden) {
+    out.hidden = hidden;
+    out.hidden_layer = hidden_layer;
+    opt.rows_from = 0;  // every token's row
+  }
+  if (n > 0) AGENTKV_TRY(prefill_sequence(model, *kv, seq, tokens, pool, out, opt));
   return read_unrotated_kv(model.config(), kv->arena(), seq.blocks(), n);
 }
 

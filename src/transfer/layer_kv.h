@@ -37,7 +37,10 @@ void write_rotated_rows(const ModelConfig& cfg, const KvArena& arena, std::span<
                         int64_t t0, int64_t t1, const float* kv, int64_t ld);
 
 // Prefills `tokens` (positions 0..n-1) into a private KV manager (kv/direct_prefill.h) and reads them
-// back un-rotated: the sender side of fitting, and the receiver's reference targets.
-Result<std::vector<LayerKv>> compute_unrotated_kv(const Model& model, std::span<const int32_t> tokens, ThreadPool& pool);
+// back un-rotated: the sender side of fitting, and the receiver's reference targets. `hidden` (if set)
+// receives every token's residual stream after the first hidden_layer blocks, [n][n_embd] (the
+// features of a receiver-conditioned map, transfer_map.h).
+Result<std::vector<LayerKv>> compute_unrotated_kv(const Model& model, std::span<const int32_t> tokens, ThreadPool& pool,
+                                                  std::vector<float>* hidden = nullptr, int hidden_layer = 0);
 
 }  // namespace agentkv

@@ -1,6 +1,7 @@
 #include "transfer/paired_features.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace agentkv {
 
@@ -87,6 +88,13 @@ void pooled_sender_features(const LayerKv& sender, const TokenAlignment& alignme
     }
   }
   x[2 * d] = 1.0f;
+}
+
+void receiver_hidden_features(const float* h, int dim, float* x) {
+  double ss = 0;
+  for (int i = 0; i < dim; ++i) ss += double(h[i]) * double(h[i]);
+  const float inv = dim > 0 ? float(1.0 / std::sqrt(ss / dim + 1e-6)) : 0.0f;
+  for (int i = 0; i < dim; ++i) x[i] = h[i] * inv;
 }
 
 }  // namespace agentkv

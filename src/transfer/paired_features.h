@@ -40,4 +40,9 @@ SpanWeights span_weights(const TokenAlignment& alignment, const TokenSpans& rece
 void pooled_sender_features(const LayerKv& sender, const TokenAlignment& alignment, const SpanWeights& weights,
                             size_t receiver_token, float* x);
 
+// The tail of a receiver-conditioned map's row (transfer_map.h): the receiver's hidden state after
+// its first layers, h (dim floats), divided by its RMS as every block's input is, so that the map
+// reads the token's direction rather than the residual stream's growing scale.
+void receiver_hidden_features(const float* h, int dim, float* x);
+
 }  // namespace agentkv

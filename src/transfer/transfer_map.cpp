@@ -52,6 +52,10 @@ Status TransferMap::validate() const {
                       std::to_string(receiver_n_layer) + " layers");
   for (int32_t s : sender_layer)
     if (s < 0 || s >= sender_n_layer) return make_error("transfer map: sender layer " + std::to_string(s) + " out of range");
+  if (receiver_hidden_layers < 0 || receiver_hidden_layers >= receiver_n_layer || receiver_hidden_dim < 0 ||
+      (receiver_hidden_layers > 0) != (receiver_hidden_dim > 0))
+    return make_error("transfer map: receiver hidden-state conditioning (" + std::to_string(receiver_hidden_layers) +
+                      " layers, width " + std::to_string(receiver_hidden_dim) + ") is inconsistent");
   if (int(weights.size()) != receiver_n_layer) return make_error("transfer map: wrong number of weight matrices");
   for (size_t l = 0; l < weights.size(); ++l)
     if (weights[l].size() != size_t(in_dim()) * size_t(out_dim()))
@@ -83,6 +87,14 @@ Status save_transfer_map(const TransferMap& map, const std::string& path) {
   w.add<int32_t>("transfer.receiver.kv_dim", map.receiver_kv_dim);
   w.add_array<int32_t>("transfer.sender_layer", map.sender_layer);
   w.add<double>("transfer.ridge_alpha", map.ridge_alpha);
+  if (map.receiver_hidden_layers > 0) {
+    w.add<int32_t>("transfer.receiver.hidden_layers", map.receiver_hidden_layers);
+    w.add<int32_t>("transfer.receiver.hidden_dim", map.receiver_hidden_dim);
+  }
+  if (!map.layer_alpha.empty()) {
+    const std::vector<float> alphas(map.layer_alpha.begin(), map.layer_alpha.end());
+    w.add_array<float>("transfer.layer_alpha", alphas);
+  }
   w.add_string("transfer.pooling", std::string(span_pooling_name(map.pooling)));
   w.add<int64_t>("transfer.fit_tokens", map.n_fit_tokens);
   std::vector<std::vector<float>> file_weights;
@@ -133,6 +145,18 @@ Result<TransferMap> read_transfer_map(const std::string& path) {
   AGENTKV_ASSIGN_OR_RETURN(v, need_int("transfer.fit_tokens"));
   map.n_fit_tokens = v;
   map.ridge_alpha = f.get_float_or("transfer.ridge_alpha", 0.0);
+  if (f.find("transfer.receiver.hidden_layers")) {
+    AGENTKV_ASSIGN_OR_RETURN(v, need_int("transfer.receiver.hidden_layers"));
+    map.receiver_hidden_layers = int(v);
+    AGENTKV_ASSIGN_OR_RETURN(v, need_int("transfer.receiver.hidden_dim"));
+    map.receiver_hidden_dim = int(v);
+  }
+  if (f.find("transfer.layer_alpha")) {
+    auto alphas = f.get_float_array("transfer.layer_alpha");
+    if (!alphas.ok()) return make_error(where + alphas.error());
+    if (int64_t(alphas->size()) != map.receiver_n_layer) return make_error(where + "transfer.layer_alpha is not one per receiver layer");
+    map.layer_alpha.assign(alphas->begin(), alphas->end());
+  }
   // Maps written before the pooling rules existed were all fitted on the mean.
   const std::string pooling = f.get_string_or("transfer.pooling", "mean");
   const auto parsed = parse_span_pooling(pooling);
@@ -142,7 +166,8 @@ Result<TransferMap> read_transfer_map(const std::string& path) {
   if (!layers.ok()) return make_error(layers.code(), where + layers.error());
   map.sender_layer = *layers;
   if (map.receiver_n_layer <= 0 || map.receiver_n_layer > 4096 || map.sender_kv_dim <= 0 || map.sender_kv_dim > 65536 ||
-      map.receiver_kv_dim <= 0 || map.receiver_kv_dim > 65536)
+      map.receiver_kv_dim <= 0 || map.receiver_kv_dim > 65536 || map.receiver_hidden_dim < 0 ||
+      map.receiver_hidden_dim > 65536)
     return make_error(where + "implausible geometry");
   for (int l = 0; l < map.receiver_n_layer; ++l) {
     const GgufTensorInfo* t = f.tensor(layer_tensor_name(l));
@@ -167,7 +192,8 @@ Status check_transfer_pair(const TransferMap& map, const LoadedModel& sender, co
                       map.receiver_name + " (" + hex64(map.receiver_fingerprint) + "), refused for " + sender.name + " (" +
                       hex64(sender.fingerprint) + ") -> " + receiver.name + " (" + hex64(receiver.fingerprint) + ")");
   if (map.sender_n_layer != sender.config().n_layer || map.sender_kv_dim != sender.config().kv_dim() ||
-      map.receiver_n_layer != receiver.config().n_layer || map.receiver_kv_dim != receiver.config().kv_dim())
+      map.receiver_n_layer != receiver.config().n_layer || map.receiver_kv_dim != receiver.config().kv_dim() ||
+      (map.receiver_hidden_layers > 0 && map.receiver_hidden_dim != receiver.config().n_embd))
     return make_error("transfer map geometry does not match the models");
   return Status::ok_status();
 }

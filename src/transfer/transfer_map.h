@@ -1,7 +1,10 @@
 // A fitted sender → receiver KV projection and its file. For every receiver layer l the map holds
 // one matrix W_l (out_dim x in_dim): the receiver's un-rotated K and V of a token (out, [K | V])
 // are W_l x, where x is the pooled un-rotated K and V of the aligned sender tokens at sender
-// layer sender_layer[l], followed by a constant 1 (the bias column). In memory W_l is one row per
+// layer sender_layer[l], followed by a constant 1 (the bias column) and, for a map conditioned on
+// the receiver's first layers, the receiver's own hidden state after them (paired_features.h): the
+// receiver has the text, so it runs those layers itself and the map predicts the deeper K/V from
+// both what the sender read and what the receiver's own early layers say about the token. In memory W_l is one row per
 // output, the layout of the engine's F32 matmul kernels; the file keeps the ridge's [in][out]. Columns of one receiver KV head
 // are an independent ridge regression, so this is the per-layer-and-head map of issue 6.
 #pragma once
@@ -22,13 +25,20 @@ struct TransferMap {
   std::string sender_name, receiver_name;  // informational (error messages)
   int sender_n_layer = 0, sender_kv_dim = 0;
   int receiver_n_layer = 0, receiver_kv_dim = 0;
+  // > 0: conditioned on the receiver's hidden state (receiver_hidden_dim = its n_embd) after its
+  // first receiver_hidden_layers layers, which it computes natively for every token; the map's
+  // matrices of those layers are never applied. 0: the sender's K/V alone.
+  int receiver_hidden_layers = 0, receiver_hidden_dim = 0;
   std::vector<int32_t> sender_layer;  // per receiver layer
   double ridge_alpha = 0;
+  // Per receiver layer when the fit chose each layer's ridge by held-out error (empty: ridge_alpha
+  // for all). Informational, like ridge_alpha: applying the map does not read it.
+  std::vector<double> layer_alpha;
   SpanPooling pooling = SpanPooling::mean;  // how features were pooled at fitting; applying must match
   int64_t n_fit_tokens = 0;           // receiver tokens the map was fitted on
   std::vector<std::vector<float>> weights;  // per receiver layer, row-major [out_dim][in_dim]
 
-  int in_dim() const { return 2 * sender_kv_dim + 1; }
+  int in_dim() const { return 2 * sender_kv_dim + 1 + receiver_hidden_dim; }
   int out_dim() const { return 2 * receiver_kv_dim; }
   // y[out_dim] = W_l x[in_dim] (x ends with the constant 1). Scalar: the reference for project_rows.
   void project(int receiver_layer, const float* x, float* y) const;

@@ -82,6 +82,21 @@ TEST(TransferMapFile, RoundTripsExactly) {
   EXPECT_EQ(r->n_fit_tokens, 77);
   EXPECT_EQ(r->weights, m.weights);
   EXPECT_EQ(r->pooling, SpanPooling::mean);
+  EXPECT_TRUE(r->layer_alpha.empty());
+  std::remove(p.c_str());
+}
+
+// The ridge chosen per layer by held-out error is recorded (as floats) and read back.
+TEST(TransferMapFile, RecordsPerLayerRidge) {
+  TransferMap m = small_map();
+  m.layer_alpha.assign(size_t(m.receiver_n_layer), 0.0);
+  for (size_t l = 0; l < m.layer_alpha.size(); ++l) m.layer_alpha[l] = l % 2 ? 0.25 : 1e-3;
+  const std::string p = temp_path("map_layer_alpha.gguf");
+  ASSERT_TRUE(save_transfer_map(m, p).ok());
+  auto r = read_transfer_map(p);
+  ASSERT_TRUE(r.ok()) << r.error();
+  ASSERT_EQ(r->layer_alpha.size(), m.layer_alpha.size());
+  for (size_t l = 0; l < m.layer_alpha.size(); ++l) EXPECT_DOUBLE_EQ(r->layer_alpha[l], double(float(m.layer_alpha[l])));
   std::remove(p.c_str());
 }
 

@@ -57,6 +57,34 @@ TEST(TransferRidge, RecoversLinearMapWithBias) {
   EXPECT_LT(n_shrunk, 0.5 * n_fit);
 }
 
+// The held-out error from moments equals the sum of squared residuals computed row by row, for a
+// map that does not fit the rows exactly.
+TEST(TransferRidge, SquaredErrorFromMomentsEqualsResiduals) {
+  const int n_in = 6, m = 3, rows = 50;
+  std::mt19937 rng(11);
+  std::normal_distribution<float> g(0.0f, 1.0f);
+  std::vector<float> x(size_t(rows * n_in)), y(size_t(rows * m)), w(size_t(n_in * m));
+  for (float& v : x) v = g(rng);
+  for (float& v : y) v = g(rng);
+  for (float& v : w) v = g(rng);
+  GramAccumulator gram(n_in);
+  CrossAccumulator cross(n_in, m);
+  gram.add(x.data(), rows);
+  cross.add(x.data(), y.data(), rows);
+  double direct = 0, yy = 0;
+  for (int t = 0; t < rows; ++t)
+    for (int j = 0; j < m; ++j) {
+      double pred = 0;
+      for (int i = 0; i < n_in; ++i) pred += double(x[size_t(t * n_in + i)]) * w[size_t(i * m + j)];
+      const double yv = y[size_t(t * m + j)];
+      direct += (yv - pred) * (yv - pred);
+      yy += yv * yv;
+    }
+  const double moments = squared_error_from_moments(w, gram.matrix(), cross.matrix(), yy, n_in, m);
+  EXPECT_NEAR(moments, direct, 1e-9 * direct);
+  EXPECT_GT(direct, 10.0);  // a real residual, not a trivial zero
+}
+
 TEST(TransferRidge, RejectsMismatchedSizes) {
   auto r = ridge_solve(std::vector<double>(4, 0.0), std::vector<double>(3, 0.0), 2, 2, 1.0);
   EXPECT_FALSE(r.ok());
