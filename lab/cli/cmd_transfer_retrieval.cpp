@@ -203,6 +203,7 @@ int cmd_transfer_retrieval(int argc, char** argv) {
   RetrievalHits total;
   total.hybrid.assign(hybrid.size(), 0);
   std::vector<double> share(hybrid.size(), 0.0);  // summed over contexts: native_work_share
+  double pure_share = 0;
   int64_t ctx_tokens = 0;
   std::printf("%-10s %5s %6s %7s %9s %7s", "passage", "ctx", "probes", "native", "transfer", "no-ctx");
   for (const HybridMode& m : *modes) std::printf(" %10s", m.label.c_str());
@@ -224,12 +225,13 @@ int cmd_transfer_retrieval(int argc, char** argv) {
       share[i] += native_work_share(h->reports[i], setup->receiver->config().n_layer);
     }
     ctx_tokens += h->n_context_tokens;
+    pure_share += native_work_share(h->transferred_report, setup->receiver->config().n_layer);
   }
   const double n = double(total.n_probes), used = double(trials.size());
   std::printf("%s hits over %d probes (%zu contexts, mean %.0f receiver tokens): native %d (%.3f), transferred %d "
-              "(%.3f), no context %d (%.3f)",
+              "(%.3f; %.1f%% of native prefill's work), no context %d (%.3f)",
               task.c_str(), total.n_probes, trials.size(), double(ctx_tokens) / used, total.native, total.native / n,
-              total.transferred, total.transferred / n, total.no_context, total.no_context / n);
+              total.transferred, total.transferred / n, 100.0 * pure_share / used, total.no_context, total.no_context / n);
   for (size_t i = 0; i < hybrid.size(); ++i) {
     std::printf(", hybrid %s %d (%.3f; %.1f%% of native prefill's work)", (*modes)[i].label.c_str(), total.hybrid[i],
                 total.hybrid[i] / n, 100.0 * share[i] / used);
@@ -240,9 +242,8 @@ int cmd_transfer_retrieval(int argc, char** argv) {
     if (!csv) return cli_fail("--csv: cannot write '" + csv_path + "'");
     std::fprintf(csv, "sender,receiver,task,mode,probes,hits,native_hits,native_work\n");
     const std::string pre = setup->sender->name + "," + setup->receiver->name + "," + task + ",";
-    // The pure transfer computes BOS alone of each context.
     std::fprintf(csv, "%stransfer,%d,%d,%d,%.4f\n", pre.c_str(), total.n_probes, total.transferred, total.native,
-                 used / double(ctx_tokens));
+                 pure_share / used);
     for (size_t i = 0; i < hybrid.size(); ++i)
       std::fprintf(csv, "%s%s,%d,%d,%d,%.4f\n", pre.c_str(), (*modes)[i].label.c_str(), total.n_probes, total.hybrid[i],
                    total.native, share[i] / used);

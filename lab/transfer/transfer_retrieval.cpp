@@ -83,6 +83,7 @@ Result<RetrievalHits> measure_retrieval(const TransferMap& map, const LoadedMode
     return count_hits(receiver, seq, probes, pool);
   };
   AGENTKV_ASSIGN_OR_RETURN(h.transferred, transferred_hits(KvTransferOptions{}));
+  h.transferred_report = rep;
   for (const KvTransferOptions& opt : hybrids) {
     int hits = 0;
     AGENTKV_ASSIGN_OR_RETURN(hits, transferred_hits(opt));

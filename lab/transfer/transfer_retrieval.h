@@ -36,6 +36,7 @@ struct RetrievalHits {
   int native = 0, transferred = 0, no_context = 0;
   std::vector<int> hybrid;                 // per hybrid mode
   std::vector<KvTransferReport> reports;   // per hybrid mode: what it projected and recomputed
+  KvTransferReport transferred_report;     // the pure transfer's (with a conditioned map, not BOS alone)
   int64_t n_context_tokens = 0;  // receiver tokens
 };
 

@@ -62,23 +62,38 @@ std::string eval_continuation() {
   return cut_at_space(ch.substr(start), 300);
 }
 
+// The evaluation context in SmolLM2's cache, and an empty SmolLM2 sequence to transfer it into.
+struct SelfTransfer {
+  const LoadedModel& a = real_model("smollm2");
+  const std::string ctx = eval_context();
+  std::unique_ptr<KvManager> skv = transfer_manager(a), rkv = transfer_manager(a);
+  KvSequence sender{*skv}, receiver{*rkv};
+  SelfTransfer() {
+    auto spans = tokenize_with_spans(*a.tokenizer, ctx, a.tokenizer->add_bos_default());
+    EXPECT_TRUE(spans.ok());
+    if (spans.ok()) {
+      EXPECT_TRUE(prefill_sequence(*a.model, *skv, sender, spans->tokens, test_pool()).ok());
+    }
+  }
+  Result<KvTransferReport> run(const TransferMap& map, const KvTransferOptions& opt = {}) {
+    return transfer_kv_cache(map, a, *skv, sender, a, *rkv, receiver, ctx, test_pool(), opt);
+  }
+};
+
 TEST(KvTransfer, SelfMapReproducesOwnCache) {
   const LoadedModel& a = real_model("smollm2");
   const TransferMap& map = self_map();
   ASSERT_EQ(map.sender_layer, depth_proportional_layers(30, 30));
-  const std::string ctx = eval_context();
-  auto skv = transfer_manager(a), rkv = transfer_manager(a);
-  auto spans = tokenize_with_spans(*a.tokenizer, ctx, a.tokenizer->add_bos_default());
-  ASSERT_TRUE(spans.ok());
-  KvSequence sender(*skv), receiver(*rkv);
-  ASSERT_TRUE(prefill_sequence(*a.model, *skv, sender, spans->tokens, test_pool()).ok());
-  auto rep = transfer_kv_cache(map, a, *skv, sender, a, *rkv, receiver, ctx, test_pool());
+  SelfTransfer t;
+  KvSequence& sender = t.sender;
+  KvSequence& receiver = t.receiver;
+  auto rep = t.run(map);
   ASSERT_TRUE(rep.ok()) << rep.error();
   EXPECT_EQ(rep->n_native, 1);
   EXPECT_EQ(receiver.tokens(), sender.tokens());
   EXPECT_TRUE(receiver.approximate());
-  const auto native = read_unrotated_kv(a.config(), skv->arena(), sender.blocks(), sender.n_tokens());
-  const auto moved = read_unrotated_kv(a.config(), rkv->arena(), receiver.blocks(), receiver.n_tokens());
+  const auto native = read_unrotated_kv(a.config(), t.skv->arena(), sender.blocks(), sender.n_tokens());
+  const auto moved = read_unrotated_kv(a.config(), t.rkv->arena(), receiver.blocks(), receiver.n_tokens());
   double worst = 0;
   for (size_t l = 0; l < native.size(); ++l) {
     for (int kv = 0; kv < 2; ++kv) {
@@ -157,8 +172,9 @@ TEST(KvTransfer, HybridByDeviationAtShareOneIsNativePrefill) {
 // A map conditioned on the receiver's first two layers (transfer_map.h): the receiver computes
 // those layers itself for every token, bit for bit its native prefill's (the check pass is
 // batch-invariant); the later layers are projected from the sender's K/V and that hidden state.
-// Fitted SmolLM2 -> SmolLM2 on Exodus 1-4 (the identity is reachable), the deeper layers come out
-// close to native, and the map refuses to combine with a recompute ratio.
+// Fitted SmolLM2 -> SmolLM2 on Exodus 1-4 (the identity is reachable; on two chapters the 961
+// features overfit, error 0.2), the deeper layers come out close to native, and the map refuses to
+// combine with a recompute ratio.
 TEST(KvTransfer, ReceiverConditionedMapComputesItsFirstLayersNatively) {
   const LoadedModel& a = real_model("smollm2");
   TransferFitOptions fo;
@@ -177,19 +193,16 @@ TEST(KvTransfer, ReceiverConditionedMapComputesItsFirstLayersNatively) {
   EXPECT_EQ(back->weights, map->weights);
   std::remove(path.c_str());
 
-  const std::string ctx = eval_context();
-  auto skv = transfer_manager(a), rkv = transfer_manager(a);
-  auto spans = tokenize_with_spans(*a.tokenizer, ctx, a.tokenizer->add_bos_default());
-  ASSERT_TRUE(spans.ok());
-  KvSequence sender(*skv), receiver(*rkv);
-  ASSERT_TRUE(prefill_sequence(*a.model, *skv, sender, spans->tokens, test_pool()).ok());
-  auto rep = transfer_kv_cache(*back, a, *skv, sender, a, *rkv, receiver, ctx, test_pool());
+  SelfTransfer t;
+  auto rep = t.run(*back);
   ASSERT_TRUE(rep.ok()) << rep.error();
   EXPECT_EQ(rep->check_layers, 2);
   EXPECT_EQ(rep->n_recomputed, 0);
-  EXPECT_EQ(rep->n_projected, int64_t(spans->size()) - 1);
-  const auto native = read_unrotated_kv(a.config(), skv->arena(), sender.blocks(), sender.n_tokens());
-  const auto moved = read_unrotated_kv(a.config(), rkv->arena(), receiver.blocks(), receiver.n_tokens());
+  EXPECT_EQ(rep->n_projected, t.sender.n_tokens() - 1);
+  const KvSequence& sender = t.sender;
+  const KvSequence& receiver = t.receiver;
+  const auto native = read_unrotated_kv(a.config(), t.skv->arena(), sender.blocks(), sender.n_tokens());
+  const auto moved = read_unrotated_kv(a.config(), t.rkv->arena(), receiver.blocks(), receiver.n_tokens());
   for (size_t l = 0; l < 2; ++l) {
     EXPECT_EQ(moved[l].k, native[l].k) << "layer " << l;
     EXPECT_EQ(moved[l].v, native[l].v) << "layer " << l;
@@ -212,8 +225,8 @@ TEST(KvTransfer, ReceiverConditionedMapComputesItsFirstLayersNatively) {
   KvTransferOptions bad;
   bad.check_layer = 1;
   bad.recompute_ratio = 0.2;
-  KvSequence other(*rkv);
-  auto refused = transfer_kv_cache(*back, a, *skv, sender, a, *rkv, other, ctx, test_pool(), bad);
+  KvSequence other(*t.rkv);
+  auto refused = transfer_kv_cache(*back, a, *t.skv, t.sender, a, *t.rkv, other, t.ctx, test_pool(), bad);
   ASSERT_FALSE(refused.ok());
   EXPECT_NE(refused.error().find("conditioned"), std::string::npos) << refused.error();
 }
