@@ -117,7 +117,7 @@ std::optional<ApiError> parse_agent_transfer(const Json& body, AgentTransferRequ
   if (auto e = get_name(body, &r.name)) return e;
   std::optional<int64_t> native_last;
   if (auto e = get_int(body, "native_last", 0, kMaxNativeLast, &native_last)) return e;
-  r.native_last = native_last.value_or(0);
+  r.native_last = native_last.value_or(kDefaultNativeLast);
   std::optional<double> recompute;
   if (auto e = get_number(body, "recompute", 0.0, 1.0, &recompute)) return e;
   r.recompute = recompute.value_or(0.0);

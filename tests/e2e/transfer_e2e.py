@@ -106,7 +106,7 @@ def test_transfer_through_the_server(servers, s2g_map):
     sid = sender["id"]
 
     # Pure transfer: everything but the receiver's BOS is projected from the sender's cache.
-    t = transfer(doc, port, sid, {"model": "gemma3", "name": "Executor"})
+    t = transfer(doc, port, sid, {"model": "gemma3", "name": "Executor", "native_last": 0})
     x = t["transfer"]
     assert t["model"] == "gemma3" and t["name"] == "Executor" and t["transferred_from"] == sid, t
     assert t["messages"] == sender["messages"] and t["resident_tokens"] == x["context_tokens"], t
@@ -137,11 +137,11 @@ def test_transfer_through_the_server(servers, s2g_map):
 
     # Hybrid by deviation: layers 0-1 native for every transferred token, the share asked for through
     # every layer; at share 1 that is native prefill exactly again.
-    d = transfer(doc, port, sid, {"model": "gemma3", "recompute": 0.25})["transfer"]
+    d = transfer(doc, port, sid, {"model": "gemma3", "recompute": 0.25, "native_last": 0})["transfer"]
     assert d["method"] == "hybrid" and d["check_layers"] == 2 and d["recompute"] == 0.25, d
     assert d["recomputed_tokens"] == math.ceil(0.25 * d["transferred_tokens"]), d
     assert 0.25 < d["native_work"] < 0.5, d
-    full = transfer(doc, port, sid, {"model": "gemma3", "recompute": 1})
+    full = transfer(doc, port, sid, {"model": "gemma3", "recompute": 1, "native_last": 0})
     f = full["transfer"]
     assert f["recomputed_tokens"] == f["transferred_tokens"] == f["context_tokens"] - 1 and f["native_work"] == 1, f
     assert answer(api, full["id"])["message"]["content"] == answer(ref, native_ref["id"])["message"]["content"]
@@ -157,9 +157,14 @@ def test_transfer_through_the_server(servers, s2g_map):
         x["transferred_tokens"] + k["transferred_tokens"] + d["transferred_tokens"] + f["transferred_tokens"]
     assert model_metric(port, "agentkv_transfers_total", "smollm2") == 0
 
+    # Without native_last the default hybrid recomputes the last 128 tokens: this short context whole.
+    dflt = transfer(doc, port, sid, {"model": "gemma3"})["transfer"]
+    assert dflt["native_last"] == 128 and dflt["method"] == "hybrid", dflt
+    assert dflt["native_tokens"] == min(dflt["context_tokens"], 129) and dflt["native_work"] > 0.5, dflt
+
     # After a turn the sender's cache holds its rendering up to its answer but not the closing marker:
     # the receiver computes what the sender lacks itself, projects the rest, and answers.
-    z = transfer(doc, port, sid, {"model": "gemma3"})
+    z = transfer(doc, port, sid, {"model": "gemma3", "native_last": 0})
     w = z["transfer"]
     assert w["context_tokens"] > x["context_tokens"] and w["sender_tokens"] > x["sender_tokens"], (w, x)
     assert w["method"] == "hybrid" and 1 < w["native_tokens"] < 8, w
