@@ -132,6 +132,11 @@ void attention(const ModelConfig& cfg, const Batch& b, const KvArena& kv, int il
   });
 }
 
+void project(const WeightView& w, const Batch& b, int il, LoraProj p, const float* x, float* y, ThreadPool& pool) {
+  matmul(w, x, b.size(), y, pool, b.n_tile_tokens);
+  if (b.adapters) b.adapters->add_delta(il, p, x, b.logit_rows, y);
+}
+
 namespace {
 
 void add_bias(float* y, const float* bias, int64_t n_tokens, int width) {
@@ -146,9 +151,9 @@ void attention_block(const ModelConfig& c, const Batch& b, const KvArena& kv, in
                      AttentionScratch& s, ThreadPool& pool) {
   const int64_t n = b.size();
   const int hd = c.head_dim;
-  matmul(w.wq, h, n, s.q.data(), pool, b.n_tile_tokens);
-  matmul(w.wk, h, n, s.k.data(), pool, b.n_tile_tokens);
-  matmul(w.wv, h, n, s.v.data(), pool, b.n_tile_tokens);
+  project(w.wq, b, il, LoraProj::kQ, h, s.q.data(), pool);
+  project(w.wk, b, il, LoraProj::kK, h, s.k.data(), pool);
+  project(w.wv, b, il, LoraProj::kV, h, s.v.data(), pool);
   if (x.bq) add_bias(s.q.data(), x.bq, n, c.q_dim());
   if (x.bk) add_bias(s.k.data(), x.bk, n, c.kv_dim());
   if (x.bv) add_bias(s.v.data(), x.bv, n, c.kv_dim());
@@ -167,7 +172,7 @@ void attention_block(const ModelConfig& c, const Batch& b, const KvArena& kv, in
   });
   write_kv(b, kv, il, s.k.data(), s.v.data());
   attention(c, b, kv, il, s.q.data(), window, x.q_scale > 0.0f ? 1.0f : 1.0f / std::sqrt(float(hd)), s.att.data(), pool);
-  matmul(w.wo, s.att.data(), n, out, pool, b.n_tile_tokens);
+  project(w.wo, b, il, LoraProj::kO, s.att.data(), out, pool);
 }
 
 void lm_head(const WeightView& head, const float* out_norm, float eps, const Batch& b, const float* x,

@@ -7,6 +7,7 @@
 
 #include "model/batch.h"
 #include "model/kv_arena.h"
+#include "model/lora_adapters.h"
 #include "model/model_config.h"
 #include "ops/rope.h"
 #include "ops/matmul.h"
@@ -66,6 +67,35 @@ struct AttentionExtras {
   // (llama.cpp's order for those families; 0: scores scaled by 1/sqrt(head_dim)).
   float q_scale = 0.0f;
 };
+
+// One block of a pre-norm decoder, as every supported architecture has it; the sandwich norms after
+// attention and FFN are Gemma's (null: absent).
+struct DecoderLayer {
+  const float* attn_norm = nullptr;
+  AttentionWeights attn;
+  AttentionExtras extras;
+  const float* post_attn_norm = nullptr;
+  const float* ffn_norm = nullptr;
+  FfnWeights ffn;
+  const float* post_ffn_norm = nullptr;
+};
+
+enum class FfnActivation { kSilu, kGeluTanh };  // act(gate) * up
+
+// Everything a pass needs beyond the config: what the decoders run on, and what a second pass over
+// the same weights (the verifier's training pass, src/prm/) reads instead of a copy.
+struct DecoderWeights {
+  std::vector<DecoderLayer> layers;
+  WeightView embd;
+  float embd_scale = 1.0f;  // Gemma: sqrt(n_embd)
+  FfnActivation activation = FfnActivation::kSilu;
+  const float* out_norm = nullptr;
+  WeightView head;  // the embedding when tied
+};
+
+// y = W x for the batch's tokens, plus the batch's adapters for projection p of layer il on its
+// logit-row tokens (model/batch.h).
+void project(const WeightView& w, const Batch& b, int il, LoraProj p, const float* x, float* y, ThreadPool& pool);
 
 // The per-forward buffers of attention_block for n tokens.
 struct AttentionScratch {
