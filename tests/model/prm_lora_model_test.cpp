@@ -14,6 +14,8 @@
 
 #include "../unit/lora_gradient_check.h"
 #include "kv/direct_prefill.h"
+#include "lab/prm/fit_prm.h"
+#include "prm/adapter_file.h"
 #include "model_test_util.h"
 #include "prm/kv_scorer.h"
 #include "prm/verify_pass.h"
@@ -139,6 +141,36 @@ TEST_P(PrmLoraModelTest, TrainingPassAgreesWithTheServedScore) {
       EXPECT_NEAR(r->logodds, served->logodds[i], 0.4) << "context " << i;
     }
   }
+}
+
+// fit-prm --lora on the committed one-operation steps (two train problems, one epoch): the loss is
+// finite, and the adapter file it writes reads back bit for bit for SmolLM2 and is refused for Gemma 3.
+TEST(PrmLoraFit, FitPrmLoraWritesAnAdapterFileForItsModelOnly) {
+  const LoadedModel& lm = agentkv::testing::real_model("smollm2");
+  FitPrmOptions o;
+  o.steps_file = agentkv::testing::source_path("tests/data/prm/arith1_steps.tsv");
+  o.shape = ArithShape{1, 1};
+  o.n_train = 2;
+  o.n_heldout = 0;
+  FitLoraOptions lo;
+  lo.rank = 2;
+  lo.alpha = 4.0f;
+  lo.batch = 4;
+  auto rep = fit_prm_lora(lm, o, lo, agentkv::testing::test_pool());
+  ASSERT_TRUE(rep.ok()) << rep.error();
+  ASSERT_EQ(rep->fit.epoch_loss.size(), 1u);
+  EXPECT_TRUE(std::isfinite(rep->fit.epoch_loss[0]));
+  EXPECT_GT(rep->fit.n_examples, 0);
+  const std::string path = ::testing::TempDir() + "fit_prm_lora_adapters.gguf";
+  ASSERT_TRUE(write_adapter_file(path, rep->adapters, rep->record).ok());
+  auto back = read_adapter_file(path, lm.config(), lm.fingerprint);
+  ASSERT_TRUE(back.ok()) << back.error();
+  EXPECT_EQ(0, std::memcmp(back->adapters.params().data(), rep->adapters.params().data(),
+                           rep->adapters.params().size() * sizeof(float)));
+  const LoadedModel& other = agentkv::testing::real_model("gemma3");
+  auto refused = read_adapter_file(path, other.config(), other.fingerprint);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.code(), ErrorCode::kConflict);
 }
 
 INSTANTIATE_TEST_SUITE_P(RealModels, PrmLoraModelTest, ::testing::Values("smollm2", "gemma3"));
