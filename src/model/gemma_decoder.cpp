@@ -37,10 +37,9 @@ class GemmaDecoder final : public Model {
     auto norm = [&](const float* src, const float* w, float* dst) { norm_rows(src, w, dst, n, d, c.rms_eps, pool); };
     for (int il = layer_begin; il < layer_end; ++il) {
       const DecoderLayer& L = w_.layers[il];
-      const bool swa = c.layer_is_swa[il] != 0;
       norm(x, L.attn_norm, h.data());
       attention_block(c, b, kv, il, L.attn, L.extras, layer_rope(il),
-                      swa ? c.sliding_window : 0, h.data(), h.data(), scratch, pool);
+                      layer_window(c, il), h.data(), h.data(), scratch, pool);
       norm(h.data(), L.post_attn_norm, h.data());
       add_inplace(x, h.data(), n * d);
 

@@ -108,6 +108,16 @@ void write_kv(const Batch& b, const KvArena& kv, int il, const float* k, const f
   }
 }
 
+int layer_window(const ModelConfig& cfg, int il) { return cfg.layer_is_swa[size_t(il)] ? cfg.sliding_window : 0; }
+
+int64_t first_attended_slot(int64_t slot, int window) {
+  return window > 0 ? std::max<int64_t>(0, slot - window + 1) : 0;
+}
+
+float attention_score_scale(const ModelConfig& c, const AttentionExtras& x) {
+  return x.q_scale > 0.0f ? 1.0f : 1.0f / std::sqrt(float(c.head_dim));
+}
+
 void attention(const ModelConfig& cfg, const Batch& b, const KvArena& kv, int il, const float* q,
                int window, float scale, float* out, ThreadPool& pool) {
   const PagedKvLayer l = kv.layer(il);
@@ -124,7 +134,7 @@ void attention(const ModelConfig& cfg, const Batch& b, const KvArena& kv, int il
       const int64_t t = i / cfg.n_head_kv;
       const int kvh = int(i % cfg.n_head_kv);
       const int32_t slot = b.slots[t];
-      const int64_t lo = window > 0 ? std::max<int64_t>(0, int64_t(slot) - window + 1) : 0;
+      const int64_t lo = first_attended_slot(slot, window);
       const int64_t off = (t * cfg.n_head + int64_t(kvh) * group) * hd;
       attend_group(q + off, group, l, b.seqs[b.seq[t]].table, lo, slot, kvh, hd, scale, out + off, scratch.data(),
                    cfg.attn_softcap);
@@ -171,7 +181,7 @@ void attention_block(const ModelConfig& c, const Batch& b, const KvArena& kv, in
     }
   });
   write_kv(b, kv, il, s.k.data(), s.v.data());
-  attention(c, b, kv, il, s.q.data(), window, x.q_scale > 0.0f ? 1.0f : 1.0f / std::sqrt(float(hd)), s.att.data(), pool);
+  attention(c, b, kv, il, s.q.data(), window, attention_score_scale(c, x), s.att.data(), pool);
   project(w.wo, b, il, LoraProj::kO, s.att.data(), out, pool);
 }
 

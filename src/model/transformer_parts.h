@@ -50,6 +50,11 @@ void norm_rows(const float* src, const float* w, float* dst, int64_t n_tokens, i
 // Writes each token's K and V ([n_tokens][kv_dim]) into its slot of layer il.
 void write_kv(const Batch& b, const KvArena& kv, int il, const float* k, const float* v);
 
+// The sliding window layer il attends within (0: every earlier slot).
+int layer_window(const ModelConfig& cfg, int il);
+// The first slot a token at `slot` attends to under `window`.
+int64_t first_attended_slot(int64_t slot, int window);
+
 // out[t][n_head*head_dim] = attention of q[t] over slots [lo, slot_t] of the token's sequence, where
 // lo = slot_t - window + 1 for a sliding-window layer (window > 0) and 0 otherwise.
 void attention(const ModelConfig& cfg, const Batch& b, const KvArena& kv, int il, const float* q,
@@ -96,6 +101,9 @@ struct DecoderWeights {
 // y = W x for the batch's tokens, plus the batch's adapters for projection p of layer il on its
 // logit-row tokens (model/batch.h).
 void project(const WeightView& w, const Batch& b, int il, LoraProj p, const float* x, float* y, ThreadPool& pool);
+
+// What attention multiplies Q.K by: 1 when Q was scaled after RoPE (q_scale > 0), else 1/sqrt(head_dim).
+float attention_score_scale(const ModelConfig& c, const AttentionExtras& x);
 
 // The per-forward buffers of attention_block for n tokens.
 struct AttentionScratch {

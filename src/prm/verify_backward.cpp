@@ -109,7 +109,7 @@ void backward_layer(const Model& model, const VerifyContext& ctx, int il, const 
   norm_backward_or_copy(r.o.data(), L.post_attn_norm, dx.data(), dout.data(), d, c.rms_eps);
   project_backward(L.attn.wo, ad, il, LoraProj::kO, r.att.data(), dout.data(), grad, datt.data(), pool);
   std::vector<float> dqs(size_t(c.q_dim()), 0.0f), dkr(size_t(c.kv_dim()), 0.0f), dv(size_t(c.kv_dim()), 0.0f);
-  attend_backward(c, ctx, il, r, attention_scale(c, L.extras), datt.data(), dqs.data(), dkr.data(), dv.data());
+  attend_backward(c, ctx, il, r, attention_score_scale(c, L.extras), datt.data(), dqs.data(), dkr.data(), dv.data());
   if (L.extras.q_scale > 0.0f) scale_inplace(dqs.data(), L.extras.q_scale, c.q_dim());
   const Rope& rope = model.layer_rope(il);
   rope.apply_transposed(dqs.data(), c.n_head, ctx.n_slots);

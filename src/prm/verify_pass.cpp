@@ -50,15 +50,6 @@ void load_cached_kv(const VerifyContext& ctx, int il, int64_t lo, std::vector<fl
   }
 }
 
-int64_t first_attended_slot(const ModelConfig& c, int il, int64_t pos) {
-  const int window = c.layer_is_swa[size_t(il)] ? c.sliding_window : 0;
-  return window > 0 ? std::max<int64_t>(0, pos - window + 1) : 0;
-}
-
-float attention_scale(const ModelConfig& c, const AttentionExtras& x) {
-  return x.q_scale > 0.0f ? 1.0f : 1.0f / std::sqrt(float(c.head_dim));
-}
-
 namespace {
 
 // y = W x with the adapters' delta for projection p of layer il.
@@ -136,8 +127,8 @@ void forward_layer(const Model& model, const VerifyContext& ctx, int il, const L
   rope.apply(r.qs.data(), c.n_head, ctx.n_slots);
   rope.apply(r.kr.data(), c.n_head_kv, ctx.n_slots);
   if (L.extras.q_scale > 0.0f) scale_inplace(r.qs.data(), L.extras.q_scale, c.q_dim());
-  r.lo = first_attended_slot(c, il, ctx.n_slots);
-  attend(c, ctx, il, r, attention_scale(c, L.extras));
+  r.lo = first_attended_slot(ctx.n_slots, layer_window(c, il));
+  attend(c, ctx, il, r, attention_score_scale(c, L.extras));
 
   r.o.resize(size_t(d));
   project_one(L.attn.wo, ad, il, LoraProj::kO, r.att.data(), r.o.data(), pool);

@@ -46,8 +46,6 @@ double ffn_act_grad(FfnActivation a, double g);
 void weight_row(const WeightView& w, int64_t r, float* row);
 // K and V of cached slots [lo, ctx.n_slots) of layer il, [slots][kv_dim] each, as f32.
 void load_cached_kv(const VerifyContext& ctx, int il, int64_t lo, std::vector<float>& k, std::vector<float>& v);
-int64_t first_attended_slot(const ModelConfig& c, int il, int64_t pos);
-float attention_scale(const ModelConfig& c, const AttentionExtras& x);
 
 PassRecord forward_pass(const Model& model, const VerifyContext& ctx, const VerifyHead& head,
                         const LoraAdapters& adapters, ThreadPool& pool);
