@@ -18,12 +18,12 @@ uint64_t next_random(uint64_t& state) {
 
 }  // namespace
 
-LoraAdapters LoraAdapters::create(const ModelConfig& cfg, int rank, float alpha, uint64_t seed) {
-  AGENTKV_CHECK(rank > 0 && cfg.n_layer > 0 && alpha > 0);
+LoraAdapters LoraAdapters::zeros(const ModelConfig& cfg, int rank, float scale) {
+  AGENTKV_CHECK(rank > 0 && cfg.n_layer > 0 && scale > 0);
   LoraAdapters l;
   l.rank_ = rank;
   l.n_layer_ = cfg.n_layer;
-  l.scale_ = alpha / float(rank);
+  l.scale_ = scale;
   const int d = cfg.n_embd, q = cfg.q_dim(), kv = cfg.kv_dim(), ff = cfg.n_ff;
   const int in[kLoraProjections] = {d, d, d, q, d, d, ff};
   const int out[kLoraProjections] = {q, kv, kv, d, ff, ff, d};
@@ -36,12 +36,19 @@ LoraAdapters LoraAdapters::create(const ModelConfig& cfg, int rank, float alpha,
   }
   l.layer_size_ = off;
   l.params_.assign(off * size_t(cfg.n_layer), 0.0f);
+  return l;
+}
+
+LoraAdapters LoraAdapters::create(const ModelConfig& cfg, int rank, float alpha, uint64_t seed) {
+  AGENTKV_CHECK(alpha > 0);
+  LoraAdapters l = zeros(cfg, rank, alpha / float(rank));
   uint64_t state = seed;
   for (int il = 0; il < cfg.n_layer; ++il)
     for (int p = 0; p < kLoraProjections; ++p) {
-      const float bound = 1.0f / std::sqrt(float(in[p]));
+      const int in = l.in_[p];
+      const float bound = 1.0f / std::sqrt(float(in));
       float* a = l.a(il, LoraProj(p));
-      for (size_t i = 0; i < size_t(rank) * size_t(in[p]); ++i) {
+      for (size_t i = 0; i < size_t(rank) * size_t(in); ++i) {
         const double u = double(next_random(state) >> 11) * 0x1.0p-53;  // [0, 1)
         a[i] = float((2.0 * u - 1.0) * bound);
       }

@@ -22,6 +22,8 @@ class LoraAdapters {
   // A drawn uniformly in +-1/sqrt(in) (PEFT's Kaiming default) from `seed`, B = 0: the adapted model
   // starts equal to the base one. scale = alpha / rank.
   static LoraAdapters create(const ModelConfig& cfg, int rank, float alpha, uint64_t seed);
+  // Every parameter zero, with this exact scale (what a file holds).
+  static LoraAdapters zeros(const ModelConfig& cfg, int rank, float scale);
   // The same shape, every parameter zero (a gradient accumulator).
   LoraAdapters zeros_like() const;
 

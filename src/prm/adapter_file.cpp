@@ -81,7 +81,7 @@ Result<AdapterFile> read_adapter_file(const std::string& path, const ModelConfig
   const double scale = f.get_float_or("lora.scale", 0.0);
   if (*rank < 1 || *rank > 65536 || !(scale > 0) || !std::isfinite(scale))
     return make_error(where + "rank or scale out of range");
-  LoraAdapters ad = LoraAdapters::create(cfg, int(*rank), float(scale * double(*rank)), 0);
+  LoraAdapters ad = LoraAdapters::zeros(cfg, int(*rank), float(scale));
   if (f.get_int_or("lora.block_count", -1) != cfg.n_layer)
     return make_error(where + "block count differs from the model's");
   for (int p = 0; p < kLoraProjections; ++p)
