@@ -67,39 +67,36 @@ bool LoraAdapters::fits(const ModelConfig& cfg) const {
          out_[int(LoraProj::kK)] == cfg.kv_dim() && out_[int(LoraProj::kGate)] == cfg.n_ff;
 }
 
-void LoraAdapters::down(int il, LoraProj p, const float* x, float* u) const {
+WeightView LoraAdapters::a_view(int il, LoraProj p) const {
   const int in = in_[int(p)];
-  const float* a_rows = a(il, p);
-  for (int r = 0; r < rank_; ++r) {
-    const float* ar = a_rows + size_t(r) * size_t(in);
-    double s = 0;
-    for (int i = 0; i < in; ++i) s += double(ar[i]) * double(x[i]);
-    u[r] = float(s);
+  return WeightView{GgmlType::F32, in, rank_, a(il, p), size_t(in) * sizeof(float)};
+}
+
+WeightView LoraAdapters::b_view(int il, LoraProj p) const {
+  return WeightView{GgmlType::F32, rank_, out_[int(p)], b(il, p), size_t(rank_) * sizeof(float)};
+}
+
+void LoraAdapters::add_delta(int il, LoraProj p, const float* x, std::span<const int32_t> rows, float* y,
+                             ThreadPool& pool) const {
+  if (rows.empty()) return;
+  const size_t in = size_t(in_[int(p)]), out = size_t(out_[int(p)]), n = rows.size();
+  std::vector<float> xs(n * in), u(n * size_t(rank_)), delta(n * out);
+  for (size_t i = 0; i < n; ++i) std::copy_n(x + size_t(rows[i]) * in, in, xs.data() + i * in);
+  matmul(a_view(il, p), xs.data(), int64_t(n), u.data(), pool, 0);
+  matmul(b_view(il, p), u.data(), int64_t(n), delta.data(), pool, 0);
+  for (size_t i = 0; i < n; ++i) {
+    float* yt = y + size_t(rows[i]) * out;
+    for (size_t o = 0; o < out; ++o) yt[o] += scale_ * delta[i * out + o];
   }
 }
 
-void LoraAdapters::add_delta(int il, LoraProj p, const float* x, std::span<const int32_t> rows, float* y) const {
-  const int in = in_[int(p)], out = out_[int(p)];
-  const float* b_rows = b(il, p);
-  std::vector<float> u(static_cast<size_t>(rank_));
-  for (int32_t t : rows) {
-    down(il, p, x + size_t(t) * size_t(in), u.data());
-    float* yt = y + size_t(t) * size_t(out);
-    for (int o = 0; o < out; ++o) {
-      const float* br = b_rows + size_t(o) * size_t(rank_);
-      double s = 0;
-      for (int r = 0; r < rank_; ++r) s += double(br[r]) * double(u[size_t(r)]);
-      yt[o] += scale_ * float(s);
-    }
-  }
-}
-
-void LoraAdapters::backward(int il, LoraProj p, const float* x, const float* dy, LoraAdapters& grad, float* dx) const {
+void LoraAdapters::backward(int il, LoraProj p, const float* x, const float* dy, LoraAdapters& grad, float* dx,
+                            ThreadPool& pool) const {
   const int in = in_[int(p)], out = out_[int(p)];
   const size_t r_n = size_t(rank_);
   std::vector<float> u(r_n);
   std::vector<double> du(r_n, 0.0);
-  down(il, p, x, u.data());
+  matmul(a_view(il, p), x, 1, u.data(), pool, 0);  // as add_delta computed it
   const float* b_rows = b(il, p);
   float* gb = grad.b(il, p);
   for (int o = 0; o < out; ++o) {

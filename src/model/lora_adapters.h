@@ -11,6 +11,8 @@
 #include <vector>
 
 #include "model/model_config.h"
+#include "ops/matmul.h"
+#include "util/thread_pool.h"
 
 namespace agentkv {
 
@@ -43,14 +45,19 @@ class LoraAdapters {
   std::span<float> params() { return params_; }
   std::span<const float> params() const { return params_; }
 
-  // u[rank] = A x: the adapter's hidden activation for one input row (sums in double).
-  void down(int il, LoraProj p, const float* x, float* u) const;
-  // y[t] += scale * B A x[t] for each token t in `rows`; x is [n][in], y is [n][out]. With B = 0 it
-  // adds exact zeros, so the outputs stay bit for bit the base model's.
-  void add_delta(int il, LoraProj p, const float* x, std::span<const int32_t> rows, float* y) const;
+  // A and B as F32 weight matrices ([rank][in], [out][rank]) for the matmul kernels.
+  WeightView a_view(int il, LoraProj p) const;
+  WeightView b_view(int il, LoraProj p) const;
+
+  // y[t] += scale * B A x[t] for each token t in `rows`; x is [n][in], y is [n][out]. Both products
+  // run on the F32 matmul kernels in batch-invariant mode (a token's delta does not depend on the
+  // other rows), whose activations stay f32, so the delta is smooth in A and B. With B = 0 it adds
+  // exact zeros: the outputs stay bit for bit the base model's.
+  void add_delta(int il, LoraProj p, const float* x, std::span<const int32_t> rows, float* y, ThreadPool& pool) const;
   // The gradient of add_delta for one row: given dy = dloss/dy, adds dloss/dA and dloss/dB into the
   // same projection of `grad` (same shape) and A^T (scale B^T dy) into dx (may be null).
-  void backward(int il, LoraProj p, const float* x, const float* dy, LoraAdapters& grad, float* dx) const;
+  void backward(int il, LoraProj p, const float* x, const float* dy, LoraAdapters& grad, float* dx,
+                ThreadPool& pool) const;
 
  private:
   size_t offset(int il, LoraProj p) const { return size_t(il) * layer_size_ + proj_offset_[int(p)]; }

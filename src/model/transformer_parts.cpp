@@ -144,7 +144,7 @@ void attention(const ModelConfig& cfg, const Batch& b, const KvArena& kv, int il
 
 void project(const WeightView& w, const Batch& b, int il, LoraProj p, const float* x, float* y, ThreadPool& pool) {
   matmul(w, x, b.size(), y, pool, b.n_tile_tokens);
-  if (b.adapters) b.adapters->add_delta(il, p, x, b.logit_rows, y);
+  if (b.adapters) b.adapters->add_delta(il, p, x, b.logit_rows, y, pool);
 }
 
 namespace {

@@ -25,7 +25,7 @@ void norm_backward_or_copy(const float* x, const float* w, const float* dy, floa
 void project_backward(const WeightView& w, const LoraAdapters& ad, int il, LoraProj p, const float* x,
                       const float* dy, LoraAdapters& grad, float* dx, ThreadPool& pool) {
   matvec_transposed_add_f32(w, dy, dx, pool);
-  ad.backward(il, p, x, dy, grad, dx);
+  ad.backward(il, p, x, dy, grad, dx, pool);
 }
 
 // From d(attention output) to dqs (Q as attention reads it) and the token's own dkr and dv.

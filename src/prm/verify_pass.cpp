@@ -57,7 +57,7 @@ void project_one(const WeightView& w, const LoraAdapters& ad, int il, LoraProj p
                  ThreadPool& pool) {
   matvec_f32(w, x, y, pool);
   const int32_t row0[] = {0};
-  ad.add_delta(il, p, x, row0, y);
+  ad.add_delta(il, p, x, row0, y, pool);
 }
 
 void add(float* y, const float* b, int n) {

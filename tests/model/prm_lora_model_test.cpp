@@ -98,9 +98,11 @@ TEST_P(PrmLoraModelTest, ScoringWithAdaptersLeavesThePolicyLogitsBitForBit) {
 }
 
 // Bound: relative error <= 1e-2 along the gradient over each adapter tensor of the first, a middle
-// and the last block, and over all parameters (rank 2, squared error, steps of L2 length 5e-2). The
-// loss of thirty float blocks jitters by ~2e-7 under any perturbation, which buries a random
-// direction's derivative; the gradient's own direction has the largest derivative there is.
+// and the last block, and over all parameters (rank 2, squared error; each step sized to move the
+// loss by 1e-4, at most 1; a tensor whose derivative is under 1e-3 of the largest is judged against
+// that). The loss of thirty float blocks jitters by ~2e-7 under any perturbation, which buries a
+// random direction's derivative; the gradient's own direction has the largest derivative there is.
+// Measured: 5.8e-3 (SmolLM2), 5.9e-3 (Gemma 3).
 TEST_P(PrmLoraModelTest, AdapterGradientMatchesFiniteDifferences) {
   RealSetup s(GetParam());
   auto ctxs = prepare_verify_contexts(*s.lm.model, *s.kv, s.ptrs(), s.head, agentkv::testing::test_pool());
@@ -109,7 +111,8 @@ TEST_P(PrmLoraModelTest, AdapterGradientMatchesFiniteDifferences) {
   const int n = s.lm.config().n_layer;
   const int layers[] = {0, n / 2, n - 1};
   const lora_check::GradientCheck g{
-      .direction = lora_check::GradientCheck::Direction::kAlongGradient, .step = 0, .bound = 1e-2, .loss_change = 1e-4};
+      .direction = lora_check::GradientCheck::Direction::kAlongGradient, .step = 0, .bound = 1e-2, .loss_change = 1e-4,
+      .floor = 1e-3};
   const double worst = lora_check::check_adapter_gradient(*s.lm.model, (*ctxs)[1], s.head, ad, 1.0,
                                                           VerifyLoss::kSquaredError,
                                                           lora_check::a_and_b_of_every_projection(ad, layers), g,
