@@ -9,12 +9,39 @@
 
 namespace agentkv {
 
+namespace {
+
+int fit_prm_lora_command(const LoadedModel& lm, const prm::FitPrmOptions& o, const prm::FitLoraOptions& lo,
+                         const std::string& out, ThreadPool& pool) {
+  auto rep = prm::fit_prm_lora(lm, o, lo, pool, [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); });
+  if (!rep.ok()) return cli_fail(rep.error());
+  if (Status st = prm::write_adapter_file(out, rep->adapters, rep->record); !st.ok()) return cli_fail(st.error());
+  std::printf("adapters: rank %d, scale %g, %zu parameters, %lld train examples; written to %s\n", rep->adapters.rank(),
+              double(rep->adapters.scale()), rep->adapters.params().size(), (long long)rep->fit.n_examples, out.c_str());
+  for (size_t e = 0; e < rep->fit.epoch_loss.size(); ++e)
+    std::printf("epoch %zu: mean train loss %.5f\n", e + 1, rep->fit.epoch_loss[e]);
+  std::printf("train:    %lld steps, %lld correct; answer log-odds AUROC without adapters %.4f\n",
+              (long long)rep->train.n_steps, (long long)rep->train.n_steps_correct, rep->train.logodds_auroc);
+  if (o.n_heldout > 0)
+    std::printf("held-out: %lld steps, %lld correct; answer AUROC with adapters %.4f, without %.4f\n",
+                (long long)rep->heldout.n_steps, (long long)rep->heldout.n_steps_correct, rep->heldout.auroc,
+                rep->heldout.logodds_auroc);
+  return 0;
+}
+
+}  // namespace
+
 int cmd_fit_prm(int argc, char** argv) {
   std::string model = "smollm2", out = "prm_calibration.json", dump, sweep_layers, sweep_l2;
   prm::FitPrmOptions o;
   int64_t n_train = o.n_train, n_heldout = o.n_heldout, threads = 0, layer = o.feature_layer, ops = 0;
   double l2 = o.l2;
   PolicySamplingArgs sampling;
+  bool lora = false, sgd = false;
+  prm::FitLoraOptions lo;
+  int64_t rank = lo.rank, epochs = lo.epochs, batch = lo.batch;
+  double alpha = lo.alpha, lr = lo.optimizer.lr;
+  std::string loss = "mse";
   ArgParser p("fit-prm",
               "For generated arithmetic problems the policy proposes -n next steps after each prefix of the "
               "reference solution; the exact checker labels them, the KV-PRM reads the verify token's hidden state "
@@ -39,6 +66,16 @@ int cmd_fit_prm(int argc, char** argv) {
   p.add_string("--sweep-l2", &sweep_l2, "comma-separated ridge strengths to choose from (with --sweep-layers)");
   p.add_int("--ops", &ops, "operations per problem, 1..3 (0: the task's 2 or 3; a --steps file needs the --ops it was made with)",
             0, 3);
+  p.add_flag("--lora", &lora,
+             "train LoRA adapters on the verify token against the labels instead of a probe (KV-PRM); -o is then "
+             "the adapter file (default prm_adapters.gguf)");
+  p.add_int("--rank", &rank, "--lora: the adapters' rank", 1, 4096);
+  p.add_float("--alpha", &alpha, "--lora: the adapters' scale is alpha / rank", 1e-6, 1e6);
+  p.add_int("--epochs", &epochs, "--lora: passes over the train steps", 1, 1000);
+  p.add_int("--batch", &batch, "--lora: examples per optimizer step", 1, 4096);
+  p.add_float("--lr", &lr, "--lora: learning rate", 1e-9, 10);
+  p.add_string("--loss", &loss, "--lora: mse (squared error of P(+), the paper's) or bce (cross-entropy)");
+  p.add_flag("--sgd", &sgd, "--lora: plain SGD instead of Adam");
   p.add_threads(&threads);
   p.add_string("--dump", &dump, "also write every labelled proposal as TSV (split, problem, k, label, why, line)");
   if (auto rc = p.parse_command(argc, argv)) return *rc;
@@ -64,6 +101,19 @@ int cmd_fit_prm(int argc, char** argv) {
   auto lm = load_model(model);
   if (!lm.ok()) return cli_fail(lm.error());
   ThreadPool pool{int(threads)};
+  if (lora) {
+    if (loss != "mse" && loss != "bce") return cli_fail("--loss: '" + loss + "' is neither mse nor bce");
+    lo.rank = int(rank);
+    lo.alpha = float(alpha);
+    lo.epochs = int(epochs);
+    lo.batch = int(batch);
+    lo.loss = loss == "mse" ? prm::VerifyLoss::kSquaredError : prm::VerifyLoss::kCrossEntropy;
+    lo.optimizer.kind = sgd ? prm::OptimizerOptions::Kind::kSgd : prm::OptimizerOptions::Kind::kAdam;
+    lo.optimizer.lr = lr;
+    lo.kv_mem_bytes = o.sampling.kv_mem_bytes;
+    if (out == "prm_calibration.json") out = "prm_adapters.gguf";
+    return fit_prm_lora_command(**lm, o, lo, out, pool);
+  }
   auto rep = prm::fit_prm(**lm, o, pool, [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); });
   if (!rep.ok()) return cli_fail(rep.error());
   if (Status st = prm::write_calibration(out, rep->record); !st.ok()) return cli_fail(st.error());

@@ -6,17 +6,10 @@
 #include <numeric>
 #include <vector>
 
+#include "prm/step_probe.h"
 #include "util/status.h"
 
 namespace agentkv::prm {
-namespace {
-
-double sigmoid(double z) { return z >= 0 ? 1 / (1 + std::exp(-z)) : std::exp(z) / (1 + std::exp(z)); }
-
-// log(1 + exp(z)) without overflow.
-double softplus(double z) { return z > 0 ? z + std::log1p(std::exp(-z)) : std::log1p(std::exp(z)); }
-
-}  // namespace
 
 double log_loss(const Calibration& c, std::span<const float> x, std::span<const int> label) {
   AGENTKV_CHECK(x.size() == label.size());

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <memory>
 
 #include "lab/prm/calibration_fit.h"
 #include "util/monotonic_clock.h"
@@ -57,8 +58,7 @@ Result<SplitData> collect(const LoadedModel& lm, ArithSplit split, int n, const 
 double probe_log_loss(std::span<const double> z, std::span<const int> y) {
   double sum = 0;
   for (size_t i = 0; i < z.size(); ++i) {
-    const double t = y[i] ? -z[i] : z[i];  // softplus(t) is the example's loss
-    sum += t > 0 ? t + std::log1p(std::exp(-t)) : std::log1p(std::exp(t));
+    sum += softplus(y[i] ? -z[i] : z[i]);  // the example's loss
   }
   return z.empty() ? 0 : sum / double(z.size());
 }
@@ -106,6 +106,16 @@ double cross_validated_auroc(std::span<const float> x, const SplitData& d, int l
     ++counted;
   }
   return counted ? sum / counted : std::nan("");
+}
+
+// What every verifier file carries to name the model it was fitted on and the verify question.
+template <class Record>
+void name_model_and_question(Record& r, const LoadedModel& lm, const FitPrmOptions& opt) {
+  r.model_fingerprint = lm.fingerprint;
+  r.model_name = lm.name;
+  r.question = opt.question;
+  r.pos_text = opt.pos;
+  r.neg_text = opt.neg;
 }
 
 std::string describe(const char* name, const SplitFigures& f) {
@@ -191,11 +201,7 @@ Result<FitPrmReport> fit_prm(const LoadedModel& lm, const FitPrmOptions& opt, Th
   rep.train = train->fig;
   rep.train_set = std::move(train->set);
   CalibrationRecord& r = rep.record;
-  r.model_fingerprint = lm.fingerprint;
-  r.model_name = lm.name;
-  r.question = opt.question;
-  r.pos_text = opt.pos;
-  r.neg_text = opt.neg;
+  name_model_and_question(r, lm, opt);
   r.pos_token = head->pos_token;
   r.neg_token = head->neg_token;
   if (opt.with_logodds) r.calibration = fit_logistic(train->logodds, train->y);
@@ -212,6 +218,43 @@ Result<FitPrmReport> fit_prm(const LoadedModel& lm, const FitPrmOptions& opt, Th
     rep.heldout = held->fig;
     rep.heldout_set = std::move(held->set);
     r.heldout_auroc = held->fig.auroc;
+    say(describe("held-out", held->fig));
+  }
+  return rep;
+}
+
+Result<FitPrmLoraReport> fit_prm_lora(const LoadedModel& lm, const FitPrmOptions& opt, const FitLoraOptions& lora,
+                                      ThreadPool& pool, const std::function<void(const std::string&)>& progress) {
+  auto say = [&](const std::string& s) {
+    if (progress) progress(s);
+  };
+  auto head = make_verify_head(*lm.tokenizer, opt.question, opt.pos, opt.neg);
+  if (!head.ok()) return make_error(head.error());
+  head->read_logits = true;  // the verify answer is the score; no probe features
+  auto train = collect(lm, ArithSplit::kTrain, opt.n_train, opt, *head, pool);
+  if (!train.ok()) return make_error(train.error());
+  say(describe("train", train->fig));
+  if (lora.rank < 1 || !(lora.alpha > 0)) return make_error("fit-prm --lora: rank and alpha must be positive");
+  FitPrmLoraReport rep{LoraAdapters::create(lm.config(), lora.rank, lora.alpha, lora.seed), {}, {}, {}, {}};
+  auto fit = fit_lora_adapters(lm, train->set, *head, rep.adapters, lora, pool, progress);
+  if (!fit.ok()) return make_error(fit.error());
+  rep.fit = *fit;
+  rep.train = train->fig;
+  rep.train.logodds_auroc = auroc(std::vector<double>(train->logodds.begin(), train->logodds.end()), train->y);
+  AdapterRecord& r = rep.record;
+  name_model_and_question(r, lm, opt);
+  r.n_train_examples = fit->n_examples;
+  if (opt.n_heldout > 0) {
+    auto held = collect(lm, ArithSplit::kHeldOut, opt.n_heldout, opt, *head, pool);
+    if (!held.ok()) return make_error(held.error());
+    rep.heldout = held->fig;
+    rep.heldout.logodds_auroc = auroc(std::vector<double>(held->logodds.begin(), held->logodds.end()), held->y);
+    VerifyHead adapted = *head;
+    adapted.adapters = std::make_shared<LoraAdapters>(rep.adapters);
+    auto scores = kv_score_labelled(lm, held->set, adapted, pool, opt.sampling.kv_mem_bytes);
+    if (!scores.ok()) return make_error(scores.error());
+    rep.heldout.auroc = auroc(std::vector<double>(scores->logodds.begin(), scores->logodds.end()), held->y);
+    r.heldout_auroc = rep.heldout.auroc;
     say(describe("held-out", held->fig));
   }
   return rep;

@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "lab/prm/fit_lora.h"
+#include "prm/adapter_file.h"
 #include "prm/calibration_file.h"
 #include "lab/prm/step_labels.h"
 
@@ -67,5 +69,18 @@ struct FitPrmReport {
 // progress (may be empty) hears one line per phase.
 Result<FitPrmReport> fit_prm(const LoadedModel& lm, const FitPrmOptions& opt, ThreadPool& pool,
                              const std::function<void(const std::string&)>& progress = {});
+
+struct FitPrmLoraReport {
+  LoraAdapters adapters;
+  AdapterRecord record;
+  LoraFitFigures fit;
+  SplitFigures train, heldout;  // auroc: of P("+") with the adapters (held-out); logodds_auroc: without
+};
+
+// `agentkv fit-prm --lora`: the same labelled steps as fit_prm (sampled, or from opt.steps_file),
+// LoRA adapters trained on the verify token against the labels instead of a probe, and the held-out
+// AUROC of the verify answer with and without them. opt's probe settings are not used.
+Result<FitPrmLoraReport> fit_prm_lora(const LoadedModel& lm, const FitPrmOptions& opt, const FitLoraOptions& lora,
+                                      ThreadPool& pool, const std::function<void(const std::string&)>& progress = {});
 
 }  // namespace agentkv::prm

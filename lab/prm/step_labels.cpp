@@ -114,26 +114,16 @@ Result<StepSet> read_step_dump(const LoadedModel& lm, const std::string& path, A
   return set;
 }
 
-Result<PrmScores> kv_score_labelled(const LoadedModel& lm, const StepSet& set, const VerifyHead& head,
-                                    ThreadPool& pool, int64_t kv_mem_bytes) {
-  KvManagerOptions ko;
-  ko.mem_bytes = kv_mem_bytes;
-  auto kv = KvManager::create(lm.config(), lm.fingerprint, ko);
-  if (!kv.ok()) return make_error(kv.error());
-  PrmScores out;
+Status for_each_step_group(const LoadedModel& lm, KvManager& kv, const StepSet& set, const RowOutputs& context_pass,
+                           ThreadPool& pool, const StepGroupVisitor& visit) {
   // Problems go in groups: one pass for the prompts, one per reference line, one for the proposed
-  // lines and one for all verify tokens. Each pass repacks the weights, so the group size trades
-  // passes against KV memory.
+  // lines. Each pass repacks the weights, so the group size trades passes against KV memory.
   constexpr size_t kGroup = 8;
   for (size_t g0 = 0; g0 < set.problems.size(); g0 += kGroup) {
     const size_t g1 = std::min(set.problems.size(), g0 + kGroup);
-    // A probe-only head reads block feature_layer - 1: the blocks above it are never needed, so
-    // these scoring-only contexts skip them.
-    const RowOutputs context_pass{nullptr, nullptr, 0,
-                                  head.read_logits || head.every_layer ? 0 : head.feature_layer};
     const std::vector<std::span<const int32_t>> prompt_tokens(set.prompts.begin() + std::ptrdiff_t(g0),
                                                               set.prompts.begin() + std::ptrdiff_t(g1));
-    auto prompts = prefill_new(*lm.model, **kv, prompt_tokens, pool, context_pass);
+    auto prompts = prefill_new(*lm.model, kv, prompt_tokens, pool, context_pass);
     if (!prompts.ok()) return make_error(prompts.error());
     std::vector<const KvSequence*> starts;
     std::vector<std::span<const std::vector<int32_t>>> refs;
@@ -141,35 +131,59 @@ Result<PrmScores> kv_score_labelled(const LoadedModel& lm, const StepSet& set, c
       starts.push_back(&(*prompts)[pi - g0]);
       refs.push_back(set.ref_lines[pi]);
     }
-    auto after = line_contexts(*lm.model, **kv, starts, refs, pool);  // [problem][k]: prompt + lines 0..k
+    auto after = line_contexts(*lm.model, kv, starts, refs, pool);  // [problem][k]: prompt + lines 0..k
     if (!after.ok()) return make_error(after.error());
     std::vector<KvSequence> cands;
     std::vector<KvSequence*> cand_ptrs;
     std::vector<std::span<const int32_t>> cand_tokens;
-    for (const LabelledStep& s : set.steps)
-      if (s.problem >= g0 && s.problem < g1) {
-        if (s.proposal.tokens.empty()) return make_error("kv_score_labelled: a proposed step has no tokens");
-        cand_tokens.push_back(s.proposal.tokens);
-      }
+    std::vector<size_t> steps;
+    for (size_t i = 0; i < set.steps.size(); ++i) {
+      const LabelledStep& s = set.steps[i];
+      if (s.problem < g0 || s.problem >= g1) continue;
+      if (s.proposal.tokens.empty()) return make_error("step contexts: a proposed step has no tokens");
+      cand_tokens.push_back(s.proposal.tokens);
+      steps.push_back(i);
+    }
     cands.reserve(cand_tokens.size());
-    for (const LabelledStep& s : set.steps)
-      if (s.problem >= g0 && s.problem < g1) {
-        const KvSequence& ctx = s.k == 0 ? (*prompts)[s.problem - g0] : (*after)[s.problem - g0][s.k - 1];
-        cands.push_back(ctx.fork());
-        cand_ptrs.push_back(&cands.back());
-      }
+    for (size_t i : steps) {
+      const LabelledStep& s = set.steps[i];
+      const KvSequence& ctx = s.k == 0 ? (*prompts)[s.problem - g0] : (*after)[s.problem - g0][s.k - 1];
+      cands.push_back(ctx.fork());
+      cand_ptrs.push_back(&cands.back());
+    }
     if (cands.empty()) continue;
-    if (Status st = prefill_together(*lm.model, **kv, cand_ptrs, cand_tokens, pool, context_pass); !st.ok())
+    if (Status st = prefill_together(*lm.model, kv, cand_ptrs, cand_tokens, pool, context_pass); !st.ok())
       return make_error(st.error());
-    const std::vector<const KvSequence*> scored(cand_ptrs.begin(), cand_ptrs.end());
-    auto scores = kv_prm_score(*lm.model, **kv, scored, head, pool);
-    if (!scores.ok()) return make_error(scores.error());
-    out.n_features = scores->n_features;
-    out.logodds.insert(out.logodds.end(), scores->logodds.begin(), scores->logodds.end());
-    out.score.insert(out.score.end(), scores->score.begin(), scores->score.end());
-    out.features.insert(out.features.end(), scores->features.begin(), scores->features.end());
-    out.every_layer.insert(out.every_layer.end(), scores->every_layer.begin(), scores->every_layer.end());
+    const std::vector<const KvSequence*> contexts(cand_ptrs.begin(), cand_ptrs.end());
+    AGENTKV_TRY(visit(contexts, steps));
   }
+  return {};
+}
+
+Result<PrmScores> kv_score_labelled(const LoadedModel& lm, const StepSet& set, const VerifyHead& head,
+                                    ThreadPool& pool, int64_t kv_mem_bytes) {
+  KvManagerOptions ko;
+  ko.mem_bytes = kv_mem_bytes;
+  auto kv = KvManager::create(lm.config(), lm.fingerprint, ko);
+  if (!kv.ok()) return make_error(kv.error());
+  PrmScores out;
+  // A probe-only head reads block feature_layer - 1: the blocks above it are never needed, so these
+  // scoring-only contexts skip them.
+  const RowOutputs context_pass{nullptr, nullptr, 0, head.read_logits || head.every_layer ? 0 : head.feature_layer};
+  AGENTKV_TRY(for_each_step_group(lm, **kv, set, context_pass, pool,
+                                  [&](std::span<const KvSequence* const> contexts, std::span<const size_t>) -> Status {
+                                    auto scores = kv_prm_score(*lm.model, **kv, contexts, head, pool);
+                                    if (!scores.ok()) return scores.status_error();
+                                    out.n_features = scores->n_features;
+                                    auto append = [](auto& to, const auto& from) {
+                                      to.insert(to.end(), from.begin(), from.end());
+                                    };
+                                    append(out.logodds, scores->logodds);
+                                    append(out.score, scores->score);
+                                    append(out.features, scores->features);
+                                    append(out.every_layer, scores->every_layer);
+                                    return {};
+                                  }));
   return out;
 }
 

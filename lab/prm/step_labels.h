@@ -5,10 +5,12 @@
 // proposals of a group of problems from their caches in one batched forward.
 #pragma once
 
+#include <functional>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "kv/direct_prefill.h"
 #include "model/loaded_model.h"
 #include "lab/prm/arith_problem.h"
 #include "prm/kv_scorer.h"
@@ -50,7 +52,17 @@ Result<StepSet> sample_labelled_steps(const LoadedModel& lm, std::span<const Ari
 Result<StepSet> read_step_dump(const LoadedModel& lm, const std::string& path, ArithSplit split, int n_problems,
                                const ArithShape& shape = {});
 
-// The KV-PRM scores of set.steps, in order.
+// Writes the policy contexts of set.steps (prompt, the reference lines before the step, the proposed
+// line), eight problems at a time into `kv`, and hands each group's contexts to `visit` with the
+// indices into set.steps they belong to (ascending); a group's contexts are released after its visit.
+// context_pass is the RowOutputs of the context passes (its layer_end lets a probe-only reader stop
+// early).
+using StepGroupVisitor = std::function<Status(std::span<const KvSequence* const>, std::span<const size_t>)>;
+Status for_each_step_group(const LoadedModel& lm, KvManager& kv, const StepSet& set, const RowOutputs& context_pass,
+                           ThreadPool& pool, const StepGroupVisitor& visit);
+
+// The KV-PRM scores of set.steps, in the order of the problems they belong to (set.steps' order
+// when it lists them problem by problem, as sampling and read_step_dump do).
 Result<PrmScores> kv_score_labelled(const LoadedModel& lm, const StepSet& set, const VerifyHead& head,
                                     ThreadPool& pool, int64_t kv_mem_bytes = int64_t(1) << 30);
 

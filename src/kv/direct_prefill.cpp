@@ -67,7 +67,7 @@ Status reserve_all(std::span<KvSequence* const> seqs, std::span<const std::span<
 }  // namespace
 
 Status write_runs(const Model& model, std::span<const PrefillRun> runs, ThreadPool& pool, const RowOutputs& out,
-                  int64_t n_tile_tokens, int64_t chunk) {
+                  int64_t n_tile_tokens, int64_t chunk, const LoraAdapters* row_adapters) {
   const ModelConfig& c = model.config();
   const int end = out.layer_end > 0 ? out.layer_end : c.n_layer;
   if (end > c.n_layer) return make_error("layer_end " + std::to_string(end) + " exceeds " + std::to_string(c.n_layer));
@@ -105,6 +105,7 @@ Status write_runs(const Model& model, std::span<const PrefillRun> runs, ThreadPo
   auto flush = [&]() -> Status {
     if (batch.size() == 0) return {};
     batch.n_tile_tokens = n_tile_tokens;
+    batch.adapters = row_adapters;
     const RowDestinations dst{end == c.n_layer ? logits.data() + row * v : nullptr,
                               out.hidden ? out.hidden->data() + row * d : nullptr,
                               out.every_layer ? out.every_layer->data() + row * nl * d : nullptr};
@@ -145,7 +146,8 @@ Status prefill_together(const Model& model, KvManager& kv, std::span<KvSequence*
     AGENTKV_CHECK(&seqs[s]->manager() == &kv);
     if (!tokens[s].empty()) runs.push_back(PrefillRun{seqs[s], tokens[s], seqs[s]->n_tokens(), opt.rows_from});
   }
-  AGENTKV_TRY(write_runs(model, runs, pool, out, opt.n_tile_tokens));
+  AGENTKV_CHECK(!(opt.row_adapters && opt.commit));
+  AGENTKV_TRY(write_runs(model, runs, pool, out, opt.n_tile_tokens, 0, opt.row_adapters));
   if (opt.commit)
     for (size_t s = 0; s < seqs.size(); ++s) seqs[s]->commit(tokens[s]);
   return {};
@@ -173,7 +175,8 @@ Status prefill_sequence(const Model& model, KvManager& kv, KvSequence& seq, std:
   const std::span<const int32_t> all[] = {tokens};
   AGENTKV_TRY(reserve_all(one, all));
   const PrefillRun run{&seq, tokens, seq.n_tokens(), opt.rows_from};
-  AGENTKV_TRY(write_runs(model, std::span(&run, 1), pool, out, opt.n_tile_tokens, chunk));
+  AGENTKV_CHECK(!(opt.row_adapters && opt.commit));
+  AGENTKV_TRY(write_runs(model, std::span(&run, 1), pool, out, opt.n_tile_tokens, chunk, opt.row_adapters));
   if (opt.commit) seq.commit(tokens);
   return {};
 }

@@ -48,6 +48,9 @@ struct PrefillOptions {
   bool commit = true;
   // Which new tokens of each sequence get rows: -1 its last one; k >= 0 tokens [k, n) of its new ones.
   int64_t rows_from = -1;
+  // Low-rank adapters run on the tokens that get rows only (a verifier's verify token,
+  // model/batch.h); null: none. Such tokens' K/V carry the adapters: commit must be false.
+  const LoraAdapters* row_adapters = nullptr;
 };
 
 // Appends tokens[i] to *seqs[i] for every i in ONE forward pass (each pass repacks the weight
@@ -80,8 +83,9 @@ struct PrefillRun {
 // Writes the runs in passes of at most `chunk` tokens in all (0: one pass), runs in order; commits
 // nothing. Runs of one sequence share its block table in the pass, and each token attends to every
 // slot up to its own, including those written earlier in this call.
+// row_adapters as PrefillOptions'.
 Status write_runs(const Model& model, std::span<const PrefillRun> runs, ThreadPool& pool, const RowOutputs& out = {},
-                  int64_t n_tile_tokens = 0, int64_t chunk = 0);
+                  int64_t n_tile_tokens = 0, int64_t chunk = 0, const LoraAdapters* row_adapters = nullptr);
 
 // A KV manager of its own (no prefix caching) with room for n_slots token slots, for sequences
 // prefilled here.

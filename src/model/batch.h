@@ -6,6 +6,8 @@
 
 namespace agentkv {
 
+class LoraAdapters;
+
 // A sequence's view of the KV arena: its block table. Slot s of the sequence lives in block
 // table[s / block_size] at offset s % block_size.
 struct SeqBlocks {
@@ -28,6 +30,10 @@ struct Batch {
   // kernels, so each token's numerics are independent of the batch. The serving engine puts
   // generated tokens first and prompt tokens after; logit rows of the first group come first.
   int64_t n_tile_tokens = -1;
+  // Optional low-rank adapters (model/lora_adapters.h), applied to the logit-row tokens only: a
+  // verifier's verify tokens, whose outputs are the ones read. Every other token of the pass, and the
+  // K/V it writes, comes from the base weights. Null: none.
+  const LoraAdapters* adapters = nullptr;
 
   void clear() {
     tokens.clear();
@@ -37,6 +43,7 @@ struct Batch {
     seqs.clear();
     logit_rows.clear();
     n_tile_tokens = -1;
+    adapters = nullptr;
   }
   void add(int32_t token, int32_t pos, int32_t seq_index, int32_t slot, bool want_logits) {
     if (want_logits) logit_rows.push_back(int32_t(tokens.size()));

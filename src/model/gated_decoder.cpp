@@ -14,16 +14,10 @@ namespace {
 
 class GatedDecoder final : public Model {
  public:
-  GatedDecoder(ModelConfig cfg, std::vector<GatedDecoderLayer> layers, WeightView embd, WeightView head,
-               const float* out_norm)
-      : Model(std::move(cfg)),
-        layers_(std::move(layers)),
-        embd_(embd),
-        head_(head),
-        out_norm_(out_norm),
-        rope_(agentkv::layer_rope(cfg_, 0)) {}
+  GatedDecoder(ModelConfig cfg, DecoderWeights w) : Model(std::move(cfg)), w_(std::move(w)), rope_(agentkv::layer_rope(cfg_, 0)) {}
 
   const Rope& layer_rope(int) const override { return rope_; }
+  const DecoderWeights& weights() const override { return w_; }
 
  protected:
   void forward_layers_validated(const Batch& b, const KvArena& kv, int layer_begin, int layer_end, float* x,
@@ -33,27 +27,25 @@ class GatedDecoder final : public Model {
     const int d = c.n_embd;
     std::vector<float> h(n * d), gate(n * c.n_ff), up(n * c.n_ff);
     AttentionScratch scratch(c, n);
-    if (layer_begin == 0) embed_tokens(embd_, b, 1.0f, x, pool);
+    if (layer_begin == 0) embed_tokens(w_.embd, b, 1.0f, x, pool);
     for (int il = layer_begin; il < layer_end; ++il) {
-      const GatedDecoderLayer& L = layers_[il];
+      const DecoderLayer& L = w_.layers[il];
       norm_rows(x, L.attn_norm, h.data(), n, d, c.rms_eps, pool);
       attention_block(c, b, kv, il, L.attn, L.extras, rope_, 0, h.data(), h.data(), scratch, pool);
       add_inplace(x, h.data(), n * d);
 
       norm_rows(x, L.ffn_norm, h.data(), n, d, c.rms_eps, pool);
-      matmul(L.ffn.gate, h.data(), n, gate.data(), pool, b.n_tile_tokens);
-      matmul(L.ffn.up, h.data(), n, up.data(), pool, b.n_tile_tokens);
+      project(L.ffn.gate, b, il, LoraProj::kGate, h.data(), gate.data(), pool);
+      project(L.ffn.up, b, il, LoraProj::kUp, h.data(), up.data(), pool);
       silu_mul(gate.data(), up.data(), n * c.n_ff);
-      matmul(L.ffn.down, gate.data(), n, h.data(), pool, b.n_tile_tokens);
+      project(L.ffn.down, b, il, LoraProj::kDown, gate.data(), h.data(), pool);
       add_inplace(x, h.data(), n * d);
     }
-    if (layer_end == c.n_layer) lm_head(head_, out_norm_, c.rms_eps, b, x, d, logits, pool);
+    if (layer_end == c.n_layer) lm_head(w_.head, w_.out_norm, c.rms_eps, b, x, d, logits, pool);
   }
 
  private:
-  std::vector<GatedDecoderLayer> layers_;
-  WeightView embd_, head_;
-  const float* out_norm_;
+  DecoderWeights w_;
   Rope rope_;
 };
 
@@ -84,8 +76,8 @@ Status choose_longrope_factors(const GgufFile& f, ModelConfig& cfg) {
 }  // namespace
 
 Result<std::unique_ptr<Model>> load_gated_decoder(const GgufFile& f, ModelConfig cfg, GatedDecoderParts parts) {
-  WeightView embd;
-  AGENTKV_ASSIGN_OR_RETURN(embd, find_embedding(f, cfg));
+  DecoderWeights w;
+  AGENTKV_ASSIGN_OR_RETURN(w.embd, find_embedding(f, cfg));
   if (f.tensor("rope_factors_long.weight") || f.tensor("rope_factors_short.weight")) {
     if (!parts.phi3) return make_error("rope_factors_long/short.weight (LongRoPE) are read only for phi3 files");
     AGENTKV_TRY(choose_longrope_factors(f, cfg));
@@ -93,10 +85,11 @@ Result<std::unique_ptr<Model>> load_gated_decoder(const GgufFile& f, ModelConfig
     AGENTKV_ASSIGN_OR_RETURN(cfg.rope_freq_factors, read_freq_factors(f, "rope_freqs.weight", cfg));
   }
   const int d = cfg.n_embd;
-  std::vector<GatedDecoderLayer> layers(cfg.n_layer);
+  std::vector<DecoderLayer>& layers = w.layers;
+  layers.resize(size_t(cfg.n_layer));
   for (int il = 0; il < cfg.n_layer; ++il) {
     const std::string p = "blk." + std::to_string(il) + ".";
-    GatedDecoderLayer& L = layers[il];
+    DecoderLayer& L = layers[il];
     AGENTKV_ASSIGN_OR_RETURN(L.attn_norm, find_vector(f, p + "attn_norm.weight", d));
     if (parts.phi3 && f.tensor(p + "attn_qkv.weight")) {
       const int64_t q = cfg.q_dim(), kvd = cfg.kv_dim(), total = q + 2 * kvd;
@@ -128,15 +121,13 @@ Result<std::unique_ptr<Model>> load_gated_decoder(const GgufFile& f, ModelConfig
       AGENTKV_ASSIGN_OR_RETURN(L.ffn, find_ffn(f, p, cfg));
     }
   }
-  WeightView head;
-  const float* out_norm;
-  AGENTKV_ASSIGN_OR_RETURN(out_norm, find_vector(f, "output_norm.weight", d));
+  AGENTKV_ASSIGN_OR_RETURN(w.out_norm, find_vector(f, "output_norm.weight", d));
   if (f.tensor("output.weight")) {
-    AGENTKV_ASSIGN_OR_RETURN(head, find_matrix(f, "output.weight", d, cfg.n_vocab));
+    AGENTKV_ASSIGN_OR_RETURN(w.head, find_matrix(f, "output.weight", d, cfg.n_vocab));
   } else {
-    head = embd;  // tied embeddings
+    w.head = w.embd;  // tied embeddings
   }
-  return std::unique_ptr<Model>(new GatedDecoder(std::move(cfg), std::move(layers), embd, head, out_norm));
+  return std::unique_ptr<Model>(new GatedDecoder(std::move(cfg), std::move(w)));
 }
 
 }  // namespace agentkv

@@ -13,14 +13,6 @@
 
 namespace agentkv {
 
-struct GatedDecoderLayer {
-  const float* attn_norm = nullptr;
-  AttentionWeights attn;
-  AttentionExtras extras;  // Qwen2's biases, Qwen3's Q/K norms
-  const float* ffn_norm = nullptr;
-  FfnWeights ffn;
-};
-
 struct GatedDecoderParts {
   bool qkv_bias = false;  // blk.N.attn_{q,k,v}.bias
   bool qk_norm = false;   // blk.N.attn_{q,k}_norm.weight

@@ -12,29 +12,18 @@ namespace agentkv {
 
 namespace {
 
-struct GemmaLayer {
-  const float* attn_norm;
-  AttentionWeights attn;
-  AttentionExtras extras;  // Gemma 3's Q/K norms; Gemma 2's Q scale
-  const float* post_attn_norm;
-  const float* ffn_norm;
-  FfnWeights ffn;
-  const float* post_ffw_norm;
-};
-
 class GemmaDecoder final : public Model {
  public:
-  GemmaDecoder(ModelConfig cfg, std::vector<GemmaLayer> layers, WeightView embd, const float* out_norm)
+  GemmaDecoder(ModelConfig cfg, DecoderWeights w)
       : Model(std::move(cfg)),
-        layers_(std::move(layers)),
-        embd_(embd),
-        out_norm_(out_norm),
+        w_(std::move(w)),
         rope_global_(cfg_.head_dim, cfg_.n_rot, cfg_.rope_base, RopeStyle::kNeox, cfg_.rope_freq_factors,
                      cfg_.rope_freq_scale),
         rope_local_(cfg_.head_dim, cfg_.n_rot, cfg_.rope_base_swa, RopeStyle::kNeox, cfg_.rope_freq_factors,
                     cfg_.rope_freq_scale) {}
 
   const Rope& layer_rope(int il) const override { return cfg_.layer_is_swa[il] ? rope_local_ : rope_global_; }
+  const DecoderWeights& weights() const override { return w_; }
 
  protected:
   void forward_layers_validated(const Batch& b, const KvArena& kv, int layer_begin, int layer_end, float* x,
@@ -44,40 +33,40 @@ class GemmaDecoder final : public Model {
     const int d = c.n_embd;
     std::vector<float> h(n * d), gate(n * c.n_ff), up(n * c.n_ff);
     AttentionScratch scratch(c, n);
-    if (layer_begin == 0) embed_tokens(embd_, b, std::sqrt(float(d)), x, pool);
+    if (layer_begin == 0) embed_tokens(w_.embd, b, w_.embd_scale, x, pool);
     auto norm = [&](const float* src, const float* w, float* dst) { norm_rows(src, w, dst, n, d, c.rms_eps, pool); };
     for (int il = layer_begin; il < layer_end; ++il) {
-      const GemmaLayer& L = layers_[il];
-      const bool swa = c.layer_is_swa[il] != 0;
+      const DecoderLayer& L = w_.layers[il];
       norm(x, L.attn_norm, h.data());
       attention_block(c, b, kv, il, L.attn, L.extras, layer_rope(il),
-                      swa ? c.sliding_window : 0, h.data(), h.data(), scratch, pool);
+                      layer_window(c, il), h.data(), h.data(), scratch, pool);
       norm(h.data(), L.post_attn_norm, h.data());
       add_inplace(x, h.data(), n * d);
 
       norm(x, L.ffn_norm, h.data());
-      matmul(L.ffn.gate, h.data(), n, gate.data(), pool, b.n_tile_tokens);
-      matmul(L.ffn.up, h.data(), n, up.data(), pool, b.n_tile_tokens);
+      project(L.ffn.gate, b, il, LoraProj::kGate, h.data(), gate.data(), pool);
+      project(L.ffn.up, b, il, LoraProj::kUp, h.data(), up.data(), pool);
       gelu_tanh_mul(gate.data(), up.data(), n * c.n_ff);
-      matmul(L.ffn.down, gate.data(), n, h.data(), pool, b.n_tile_tokens);
-      norm(h.data(), L.post_ffw_norm, h.data());
+      project(L.ffn.down, b, il, LoraProj::kDown, gate.data(), h.data(), pool);
+      norm(h.data(), L.post_ffn_norm, h.data());
       add_inplace(x, h.data(), n * d);
     }
-    if (layer_end == c.n_layer) lm_head(embd_, out_norm_, c.rms_eps, b, x, d, logits, pool, c.final_softcap);
+    if (layer_end == c.n_layer) lm_head(w_.head, w_.out_norm, c.rms_eps, b, x, d, logits, pool, c.final_softcap);
   }
 
  private:
-  std::vector<GemmaLayer> layers_;
-  WeightView embd_;
-  const float* out_norm_;
+  DecoderWeights w_;
   Rope rope_global_, rope_local_;
 };
 
 }  // namespace
 
 Result<std::unique_ptr<Model>> load_gemma_decoder(const GgufFile& f, ModelConfig cfg, const GemmaParts& parts) {
-  WeightView embd;
-  AGENTKV_ASSIGN_OR_RETURN(embd, find_embedding(f, cfg));
+  DecoderWeights w;
+  AGENTKV_ASSIGN_OR_RETURN(w.embd, find_embedding(f, cfg));
+  w.head = w.embd;  // tied
+  w.embd_scale = std::sqrt(float(cfg.n_embd));
+  w.activation = FfnActivation::kGeluTanh;
   AGENTKV_ASSIGN_OR_RETURN(cfg.rope_base_swa,
                            read_positive_float(f, cfg.arch + ".rope.freq_base_swa",
                                                parts.default_swa_base > 0 ? parts.default_swa_base : cfg.rope_base, 1e30));
@@ -88,10 +77,10 @@ Result<std::unique_ptr<Model>> load_gemma_decoder(const GgufFile& f, ModelConfig
     for (int il = 0; il < cfg.n_layer; ++il) cfg.layer_is_swa[il] = (il % parts.swa_pattern) < parts.swa_pattern - 1;
   const int d = cfg.n_embd;
   const int hd = cfg.head_dim;
-  std::vector<GemmaLayer> layers(cfg.n_layer);
+  w.layers.resize(size_t(cfg.n_layer));
   for (int il = 0; il < cfg.n_layer; ++il) {
     const std::string p = "blk." + std::to_string(il) + ".";
-    GemmaLayer& L = layers[il];
+    DecoderLayer& L = w.layers[il];
     AGENTKV_ASSIGN_OR_RETURN(L.attn_norm, find_vector(f, p + "attn_norm.weight", d));
     AGENTKV_ASSIGN_OR_RETURN(L.attn, find_attention(f, p, cfg));
     if (parts.qk_norm) {
@@ -102,11 +91,10 @@ Result<std::unique_ptr<Model>> load_gemma_decoder(const GgufFile& f, ModelConfig
     AGENTKV_ASSIGN_OR_RETURN(L.post_attn_norm, find_vector(f, p + "post_attention_norm.weight", d));
     AGENTKV_ASSIGN_OR_RETURN(L.ffn_norm, find_vector(f, p + "ffn_norm.weight", d));
     AGENTKV_ASSIGN_OR_RETURN(L.ffn, find_ffn(f, p, cfg));
-    AGENTKV_ASSIGN_OR_RETURN(L.post_ffw_norm, find_vector(f, p + "post_ffw_norm.weight", d));
+    AGENTKV_ASSIGN_OR_RETURN(L.post_ffn_norm, find_vector(f, p + "post_ffw_norm.weight", d));
   }
-  const float* out_norm;
-  AGENTKV_ASSIGN_OR_RETURN(out_norm, find_vector(f, "output_norm.weight", d));
-  return std::unique_ptr<Model>(new GemmaDecoder(std::move(cfg), std::move(layers), embd, out_norm));
+  AGENTKV_ASSIGN_OR_RETURN(w.out_norm, find_vector(f, "output_norm.weight", d));
+  return std::unique_ptr<Model>(new GemmaDecoder(std::move(cfg), std::move(w)));
 }
 
 }  // namespace agentkv

@@ -4,6 +4,7 @@
 
 #include "gguf/gguf_file.h"
 #include "model/architectures.h"
+#include "model/lora_adapters.h"
 
 namespace agentkv {
 
@@ -47,6 +48,7 @@ Status Model::forward_layers(const Batch& b, const KvArena& kv, int layer_begin,
     for (size_t i = 1; i < b.logit_rows.size(); ++i)
       if (b.logit_rows[i - 1] >= b.n_tile_tokens && b.logit_rows[i] < b.n_tile_tokens)
         return make_error("forward: logit rows of tile tokens must precede the others");
+  if (b.adapters && !b.adapters->fits(cfg_)) return make_error("forward: the adapters were made for another model geometry");
   forward_layers_validated(b, kv, layer_begin, layer_end, hidden, logits, pool);
   return {};
 }

@@ -15,6 +15,7 @@
 namespace agentkv {
 
 class GgufFile;
+struct DecoderWeights;
 
 class Model {
  public:
@@ -43,6 +44,10 @@ class Model {
   // The rotation block il applies to Q and K (architectures differ in base per layer and pair
   // layout); K is cached after it, so moving cached K to another position uses the same one.
   virtual const Rope& layer_rope(int il) const = 0;
+
+  // The weights the forward pass runs on (model/transformer_parts.h), for a pass that must read the
+  // same ones another way (the verifier's training pass).
+  virtual const DecoderWeights& weights() const = 0;
 
  protected:
   virtual void forward_layers_validated(const Batch& batch, const KvArena& kv, int layer_begin, int layer_end,

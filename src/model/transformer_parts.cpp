@@ -108,6 +108,16 @@ void write_kv(const Batch& b, const KvArena& kv, int il, const float* k, const f
   }
 }
 
+int layer_window(const ModelConfig& cfg, int il) { return cfg.layer_is_swa[size_t(il)] ? cfg.sliding_window : 0; }
+
+int64_t first_attended_slot(int64_t slot, int window) {
+  return window > 0 ? std::max<int64_t>(0, slot - window + 1) : 0;
+}
+
+float attention_score_scale(const ModelConfig& c, const AttentionExtras& x) {
+  return x.q_scale > 0.0f ? 1.0f : 1.0f / std::sqrt(float(c.head_dim));
+}
+
 void attention(const ModelConfig& cfg, const Batch& b, const KvArena& kv, int il, const float* q,
                int window, float scale, float* out, ThreadPool& pool) {
   const PagedKvLayer l = kv.layer(il);
@@ -124,12 +134,17 @@ void attention(const ModelConfig& cfg, const Batch& b, const KvArena& kv, int il
       const int64_t t = i / cfg.n_head_kv;
       const int kvh = int(i % cfg.n_head_kv);
       const int32_t slot = b.slots[t];
-      const int64_t lo = window > 0 ? std::max<int64_t>(0, int64_t(slot) - window + 1) : 0;
+      const int64_t lo = first_attended_slot(slot, window);
       const int64_t off = (t * cfg.n_head + int64_t(kvh) * group) * hd;
       attend_group(q + off, group, l, b.seqs[b.seq[t]].table, lo, slot, kvh, hd, scale, out + off, scratch.data(),
                    cfg.attn_softcap);
     }
   });
+}
+
+void project(const WeightView& w, const Batch& b, int il, LoraProj p, const float* x, float* y, ThreadPool& pool) {
+  matmul(w, x, b.size(), y, pool, b.n_tile_tokens);
+  if (b.adapters) b.adapters->add_delta(il, p, x, b.logit_rows, y, pool);
 }
 
 namespace {
@@ -146,9 +161,9 @@ void attention_block(const ModelConfig& c, const Batch& b, const KvArena& kv, in
                      AttentionScratch& s, ThreadPool& pool) {
   const int64_t n = b.size();
   const int hd = c.head_dim;
-  matmul(w.wq, h, n, s.q.data(), pool, b.n_tile_tokens);
-  matmul(w.wk, h, n, s.k.data(), pool, b.n_tile_tokens);
-  matmul(w.wv, h, n, s.v.data(), pool, b.n_tile_tokens);
+  project(w.wq, b, il, LoraProj::kQ, h, s.q.data(), pool);
+  project(w.wk, b, il, LoraProj::kK, h, s.k.data(), pool);
+  project(w.wv, b, il, LoraProj::kV, h, s.v.data(), pool);
   if (x.bq) add_bias(s.q.data(), x.bq, n, c.q_dim());
   if (x.bk) add_bias(s.k.data(), x.bk, n, c.kv_dim());
   if (x.bv) add_bias(s.v.data(), x.bv, n, c.kv_dim());
@@ -166,8 +181,8 @@ void attention_block(const ModelConfig& c, const Batch& b, const KvArena& kv, in
     }
   });
   write_kv(b, kv, il, s.k.data(), s.v.data());
-  attention(c, b, kv, il, s.q.data(), window, x.q_scale > 0.0f ? 1.0f : 1.0f / std::sqrt(float(hd)), s.att.data(), pool);
-  matmul(w.wo, s.att.data(), n, out, pool, b.n_tile_tokens);
+  attention(c, b, kv, il, s.q.data(), window, attention_score_scale(c, x), s.att.data(), pool);
+  project(w.wo, b, il, LoraProj::kO, s.att.data(), out, pool);
 }
 
 void lm_head(const WeightView& head, const float* out_norm, float eps, const Batch& b, const float* x,

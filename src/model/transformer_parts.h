@@ -7,6 +7,7 @@
 
 #include "model/batch.h"
 #include "model/kv_arena.h"
+#include "model/lora_adapters.h"
 #include "model/model_config.h"
 #include "ops/rope.h"
 #include "ops/matmul.h"
@@ -49,6 +50,11 @@ void norm_rows(const float* src, const float* w, float* dst, int64_t n_tokens, i
 // Writes each token's K and V ([n_tokens][kv_dim]) into its slot of layer il.
 void write_kv(const Batch& b, const KvArena& kv, int il, const float* k, const float* v);
 
+// The sliding window layer il attends within (0: every earlier slot).
+int layer_window(const ModelConfig& cfg, int il);
+// The first slot a token at `slot` attends to under `window`.
+int64_t first_attended_slot(int64_t slot, int window);
+
 // out[t][n_head*head_dim] = attention of q[t] over slots [lo, slot_t] of the token's sequence, where
 // lo = slot_t - window + 1 for a sliding-window layer (window > 0) and 0 otherwise.
 void attention(const ModelConfig& cfg, const Batch& b, const KvArena& kv, int il, const float* q,
@@ -66,6 +72,38 @@ struct AttentionExtras {
   // (llama.cpp's order for those families; 0: scores scaled by 1/sqrt(head_dim)).
   float q_scale = 0.0f;
 };
+
+// One block of a pre-norm decoder, as every supported architecture has it; the sandwich norms after
+// attention and FFN are Gemma's (null: absent).
+struct DecoderLayer {
+  const float* attn_norm = nullptr;
+  AttentionWeights attn;
+  AttentionExtras extras;
+  const float* post_attn_norm = nullptr;
+  const float* ffn_norm = nullptr;
+  FfnWeights ffn;
+  const float* post_ffn_norm = nullptr;
+};
+
+enum class FfnActivation { kSilu, kGeluTanh };  // act(gate) * up
+
+// Everything a pass needs beyond the config: what the decoders run on, and what a second pass over
+// the same weights (the verifier's training pass, src/prm/) reads instead of a copy.
+struct DecoderWeights {
+  std::vector<DecoderLayer> layers;
+  WeightView embd;
+  float embd_scale = 1.0f;  // Gemma: sqrt(n_embd)
+  FfnActivation activation = FfnActivation::kSilu;
+  const float* out_norm = nullptr;
+  WeightView head;  // the embedding when tied
+};
+
+// y = W x for the batch's tokens, plus the batch's adapters for projection p of layer il on its
+// logit-row tokens (model/batch.h).
+void project(const WeightView& w, const Batch& b, int il, LoraProj p, const float* x, float* y, ThreadPool& pool);
+
+// What attention multiplies Q.K by: 1 when Q was scaled after RoPE (q_scale > 0), else 1/sqrt(head_dim).
+float attention_score_scale(const ModelConfig& c, const AttentionExtras& x);
 
 // The per-forward buffers of attention_block for n tokens.
 struct AttentionScratch {

@@ -19,6 +19,15 @@ void rms_norm(const float* x, const float* w, float* y, int64_t n, float eps) {
   }
 }
 
+void rms_norm_backward(const float* x, const float* w, const float* dy, float* dx, int64_t n, float eps) {
+  double sum = 0.0, dot = 0.0;
+  for (int64_t i = 0; i < n; ++i) sum += double(x[i]) * double(x[i]);
+  const double s = 1.0 / std::sqrt(sum / double(n) + double(eps));
+  for (int64_t i = 0; i < n; ++i) dot += double(w ? w[i] : 1.0f) * double(dy[i]) * double(x[i]);
+  const double c = s * s * s * dot / double(n);
+  for (int64_t i = 0; i < n; ++i) dx[i] += float(s * double(w ? w[i] : 1.0f) * double(dy[i]) - c * double(x[i]));
+}
+
 void silu_mul(float* gate, const float* up, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
     float g = gate[i];

@@ -9,6 +9,9 @@ namespace agentkv {
 // The sum of squares is accumulated in double, as ggml does, so long rows match its rounding.
 void rms_norm(const float* x, const float* w, float* y, int64_t n, float eps);
 
+// The gradient of rms_norm: dx += d(rms_norm(x) * w)/dx transposed times dy (w may be null).
+void rms_norm_backward(const float* x, const float* w, const float* dy, float* dx, int64_t n, float eps);
+
 // x[i] = silu(gate[i]) * up[i], in place over gate.
 void silu_mul(float* gate, const float* up, int64_t n);
 

@@ -26,6 +26,9 @@ class Rope {
   void apply(float* x, int n_heads, int64_t pos) const { rotate_scaled(x, n_heads, pos, attn_factor_); }
   // The inverse of apply at pos: un-rotated and divided by attn_factor (K back to the projection's output).
   void unapply(float* x, int n_heads, int64_t pos) const { rotate_scaled(x, n_heads, -pos, 1.0f / attn_factor_); }
+  // The transpose of apply at pos (rotated back and scaled by attn_factor): carries a gradient with
+  // respect to apply's output to its input.
+  void apply_transposed(float* x, int n_heads, int64_t pos) const { rotate_scaled(x, n_heads, -pos, attn_factor_); }
   // Rotation by delta positions only (delta may be negative): moves cached K, already scaled, between positions.
   void shift(float* x, int n_heads, int64_t delta) const { rotate_scaled(x, n_heads, delta, 1.0f); }
   int n_rot() const { return n_rot_; }

@@ -55,7 +55,7 @@ Status score_group(const Model& model, KvManager& kv, std::span<const KvSequence
   // go out of scope uncommitted: their private blocks return to the pool and the verify tokens never
   // enter the prefix index.
   AGENTKV_TRY(prefill_together(model, kv, seqs, tokens, pool, row_outputs(head, logits, features, every_layer),
-                               PrefillOptions{.commit = false}));
+                               PrefillOptions{.commit = false, .row_adapters = head.adapters.get()}));
   add_scores(out, head, forks.size(), logits, features, every_layer, model.config());
   return {};
 }
@@ -86,8 +86,10 @@ Result<PrmScores> text_prm_score(const Model& model, KvManager& scratch_kv,
     tokens = traj;
     tokens.insert(tokens.end(), head.tokens.begin(), head.tokens.end());
     KvSequence seq(scratch_kv);
+    // Adapted K/V of the verify token never enter the scratch manager's prefix index.
+    const PrefillOptions opt{.commit = head.adapters == nullptr, .row_adapters = head.adapters.get()};
     if (Status st = prefill_sequence(model, scratch_kv, seq, tokens, pool,
-                                     row_outputs(head, logits, features, every_layer));
+                                     row_outputs(head, logits, features, every_layer), opt);
         !st.ok())
       return st.status_error();
     add_scores(out, head, 1, logits, features, every_layer, model.config());

@@ -5,6 +5,8 @@
 //   text PRM: the whole trajectory plus the verify tokens is encoded from scratch for each score
 //             (a verifier that cannot read the policy's cache): O(L) tokens per score, O(L^2) for
 //             all steps of a trajectory.
+// With VerifyHead::adapters both run the last verify token with the verifier's low-rank adapters on
+// and every other token (the policy's cache included) on the base weights.
 // Both run in batch-invariant mode with the prefill kernels (kv/direct_prefill.h), so when the
 // contexts' K/V were also written by prefill_sequence the two give bit-identical log-odds,
 // features and scores.

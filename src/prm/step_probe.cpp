@@ -6,10 +6,11 @@
 #include "util/status.h"
 
 namespace agentkv::prm {
-namespace {
 
 double sigmoid(double z) { return z >= 0 ? 1 / (1 + std::exp(-z)) : std::exp(z) / (1 + std::exp(z)); }
 double softplus(double z) { return z > 0 ? z + std::log1p(std::exp(-z)) : std::log1p(std::exp(z)); }
+
+namespace {
 
 // Solves A x = b for symmetric positive definite A ([m][m], overwritten by its Cholesky factor).
 // Returns false when A is not positive definite (cannot happen with l2 > 0, checked anyway).

@@ -24,6 +24,10 @@ struct StepProbe {
   double apply(const float* features) const;
 };
 
+// The logistic function and log(1 + e^z), both without overflow: a probe's and a verifier's loss.
+double sigmoid(double z);
+double softplus(double z);
+
 // Divides each row of x ([n][d]) by its RMS, in place (eps as in the model's RMS norm).
 void rms_normalize_rows(float* x, int64_t n, int64_t d, float eps = 1e-5f);
 

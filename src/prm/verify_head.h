@@ -6,10 +6,12 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "model/lora_adapters.h"
 #include "prm/step_probe.h"
 #include "tokenizer/tokenizer.h"
 #include "util/status.h"
@@ -39,6 +41,10 @@ struct VerifyHead {
   bool read_logits = true;
   // fit-prm's layer sweep: the scorers also return the features after every block.
   bool every_layer = false;
+  // The verifier's low-rank adapters (KV-PRM, arXiv 2607.09153): on for the last verify token only,
+  // whose logits are read; the earlier verify tokens and the policy's cache stay the base model's.
+  // Null: the base model answers.
+  std::shared_ptr<const LoraAdapters> adapters;
 
   // The step's score (a log-odds of being correct) from the last verify token's logits and features.
   double score(float logodds, const float* features) const {

@@ -1,0 +1,59 @@
+#include "lab/prm/fit_lora.h"
+
+#include <algorithm>
+#include <cstdio>
+
+namespace agentkv::prm {
+
+Result<LoraFitFigures> fit_lora_adapters(const LoadedModel& lm, const StepSet& set, const VerifyHead& head,
+                                         LoraAdapters& adapters, const FitLoraOptions& opt, ThreadPool& pool,
+                                         const std::function<void(const std::string&)>& progress) {
+  if (opt.epochs < 1 || opt.batch < 1) return make_error("fit-prm --lora: epochs and batch must be >= 1");
+  if (set.steps.empty()) return make_error("fit-prm --lora: no labelled steps to train on");
+  KvManagerOptions ko;
+  ko.mem_bytes = opt.kv_mem_bytes;
+  ko.prefix_caching = false;
+  auto kv = KvManager::create(lm.config(), lm.fingerprint, ko);
+  if (!kv.ok()) return make_error(kv.error());
+  LoraFitFigures fig;
+  OptimizerState state;
+  uint64_t shuffle = opt.seed;
+  for (int epoch = 0; epoch < opt.epochs; ++epoch) {
+    double loss_sum = 0;
+    int64_t n = 0;
+    AGENTKV_TRY(for_each_step_group(
+        lm, **kv, set, RowOutputs{}, pool,
+        [&](std::span<const KvSequence* const> contexts, std::span<const size_t> steps) -> Status {
+          auto ready = prepare_verify_contexts(*lm.model, **kv, contexts, head, pool);
+          if (!ready.ok()) return ready.status_error();
+          // A fixed shuffle of the group's examples, so batches mix problems and labels.
+          std::vector<size_t> order(steps.size());
+          for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+          for (size_t i = order.size(); i > 1; --i) {
+            shuffle = shuffle * 6364136223846793005ull + 1442695040888963407ull;
+            std::swap(order[i - 1], order[size_t(shuffle >> 33) % i]);
+          }
+          for (size_t b0 = 0; b0 < order.size(); b0 += size_t(opt.batch)) {
+            std::vector<VerifyExample> batch;
+            for (size_t j = b0; j < std::min(order.size(), b0 + size_t(opt.batch)); ++j)
+              batch.push_back(VerifyExample{&(*ready)[order[j]], double(set.steps[steps[order[j]]].label)});
+            auto r = train_step(*lm.model, batch, head, adapters, opt.loss, opt.optimizer, state, pool);
+            if (!r.ok()) return r.status_error();
+            loss_sum += r->mean_loss * double(batch.size());
+            n += int64_t(batch.size());
+          }
+          return {};
+        }));
+    fig.epoch_loss.push_back(n ? loss_sum / double(n) : 0.0);
+    fig.n_examples = n;
+    if (progress) {
+      char line[128];
+      std::snprintf(line, sizeof line, "lora epoch %d: %lld examples, mean loss %.5f", epoch + 1, (long long)n,
+                    fig.epoch_loss.back());
+      progress(line);
+    }
+  }
+  return fig;
+}
+
+}  // namespace agentkv::prm

@@ -1,0 +1,39 @@
+// Fitting the verifier's LoRA adapters on labelled steps (KV-PRM, arXiv 2607.09153): for every
+// proposed step the policy's context is written with the base weights, the verify question after it
+// too, and only the verify token runs with the adapters on; its P("+") is pulled towards the step's
+// label by SGD or Adam over the adapters (prm/verify_training.h). The trajectory is never re-encoded.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "lab/prm/step_labels.h"
+#include "prm/verify_training.h"
+
+namespace agentkv::prm {
+
+struct FitLoraOptions {
+  int rank = 8;
+  float alpha = 16.0f;  // scale = alpha / rank
+  int epochs = 1;
+  int batch = 8;        // examples per optimizer step
+  VerifyLoss loss = VerifyLoss::kSquaredError;
+  OptimizerOptions optimizer;
+  uint64_t seed = 1;    // A's initialisation and the order of examples
+  int64_t kv_mem_bytes = int64_t(1) << 30;
+};
+
+struct LoraFitFigures {
+  std::vector<double> epoch_loss;  // mean training loss per epoch (before each step's update)
+  int64_t n_examples = 0;
+};
+
+// Trains `adapters` (LoraAdapters::create's, or resumed) on set.steps, target = the checker's label.
+// progress (may be empty) hears one line per epoch.
+Result<LoraFitFigures> fit_lora_adapters(const LoadedModel& lm, const StepSet& set, const VerifyHead& head,
+                                         LoraAdapters& adapters, const FitLoraOptions& opt, ThreadPool& pool,
+                                         const std::function<void(const std::string&)>& progress = {});
+
+}  // namespace agentkv::prm

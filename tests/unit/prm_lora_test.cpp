@@ -1,0 +1,176 @@
+// The verifier's LoRA adapters on tiny synthetic decoders of each family (no real model):
+// - the training pass's gradient against central finite differences of its own loss;
+// - zero-initialised adapters (B = 0) score bit for bit as the base model;
+// - scoring with adapters leaves the policy's cache, and its next-token logits, bit for bit as they were;
+// - the training pass computes what the served scorer computes (up to the serving kernels' f16 rounding);
+// - a few Adam steps lower the loss.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <memory>
+
+#include "kv/direct_prefill.h"
+#include "prm/kv_scorer.h"
+#include "prm/verify_pass.h"
+#include "prm/verify_training.h"
+#include "lora_gradient_check.h"
+#include "synthetic_decoder.h"
+
+namespace agentkv::prm {
+namespace {
+
+using agentkv::testing::synthetic_decoder;
+
+// Contexts of 9 and 6 tokens: with the two verify-prefix tokens the verify token sits at slot 11 or
+// 8, past gemma's sliding window of 4, so the window's lower edge is exercised.
+const std::vector<std::vector<int32_t>> kContexts = {{1, 5, 9, 2, 14, 3, 3, 8, 11}, {2, 7, 0, 13, 6, 4}};
+
+VerifyHead synthetic_head() {
+  VerifyHead h;
+  h.tokens = {12, 10, 15};
+  h.pos_token = 6;
+  h.neg_token = 9;
+  return h;
+}
+
+struct LoraSetup {
+  agentkv::testing::SyntheticModel m;
+  ThreadPool pool{1};
+  std::unique_ptr<KvManager> kv;
+  std::vector<KvSequence> contexts;
+
+  explicit LoraSetup(const std::string& arch) : m(synthetic_decoder(arch)) {
+    auto k = private_kv_manager(m.model->config(), 42, 256, 4);
+    EXPECT_TRUE(k.ok()) << k.error();
+    kv = std::move(*k);
+    std::vector<std::span<const int32_t>> toks(kContexts.begin(), kContexts.end());
+    auto seqs = prefill_new(*m.model, *kv, toks, pool);
+    EXPECT_TRUE(seqs.ok()) << seqs.error();
+    contexts = std::move(*seqs);
+  }
+  std::vector<const KvSequence*> context_ptrs() const {
+    std::vector<const KvSequence*> out;
+    for (const KvSequence& s : contexts) out.push_back(&s);
+    return out;
+  }
+  Result<PrmScores> score(const VerifyHead& head) {
+    const auto ptrs = context_ptrs();
+    return kv_prm_score(*m.model, *kv, ptrs, head, pool);
+  }
+};
+
+class PrmLoraTest : public ::testing::TestWithParam<std::string> {};
+
+// Bound: relative error <= 5e-3 along a random +-1 direction (step of L2 length 5e-2) and along the
+// gradient itself (2e-3), over each of the 28 adapter tensors (A and B of seven projections in two
+// blocks) and over all parameters, for each loss. Measured: at most 1.5e-3 and 7.8e-4. The pass keeps
+// activations in float, whose rounding (~1e-8 of the loss) over a shorter step, or the stencil's
+// Taylor error over a longer one, would dominate.
+TEST_P(PrmLoraTest, AdapterGradientMatchesCentralFiniteDifferences) {
+  LoraSetup s(GetParam());
+  const VerifyHead head = synthetic_head();
+  auto ctxs = prepare_verify_contexts(*s.m.model, *s.kv, s.context_ptrs(), head, s.pool);
+  ASSERT_TRUE(ctxs.ok()) << ctxs.error();
+  LoraAdapters ad = lora_check::random_adapters(s.m.model->config(), 3, 7);
+  const int layers[] = {0, 1};
+  double worst[2] = {0, 0};
+  using Direction = lora_check::GradientCheck::Direction;
+  for (VerifyLoss loss : {VerifyLoss::kSquaredError, VerifyLoss::kCrossEntropy})
+    for (Direction dir : {Direction::kRandomSigns, Direction::kAlongGradient}) {
+      const bool mse = loss == VerifyLoss::kSquaredError;
+      double& w = worst[dir == Direction::kAlongGradient];
+      w = std::max(w, lora_check::check_adapter_gradient(*s.m.model, (*ctxs)[mse ? 0 : 1], head, ad, mse ? 0.8 : 0.3,
+                                                         loss, lora_check::a_and_b_of_every_projection(ad, layers),
+                                                         lora_check::GradientCheck{.direction = dir, .step = dir == Direction::kAlongGradient ? 2e-3 : 5e-2},
+                                                         s.pool));
+    }
+  std::printf("[ %s ] gradient check: max relative error %.3g along random directions, %.3g along the gradient\n",
+              GetParam().c_str(), worst[0], worst[1]);
+}
+
+TEST_P(PrmLoraTest, ZeroInitialisedAdaptersScoreBitForBitAsTheBaseModel) {
+  LoraSetup s(GetParam());
+  VerifyHead head = synthetic_head();
+  auto base = s.score(head);
+  ASSERT_TRUE(base.ok()) << base.error();
+  head.adapters = std::make_shared<LoraAdapters>(LoraAdapters::create(s.m.model->config(), 4, 8.0f, 3));
+  auto adapted = s.score(head);
+  ASSERT_TRUE(adapted.ok()) << adapted.error();
+  ASSERT_EQ(base->logodds.size(), kContexts.size());
+  ASSERT_EQ(adapted->logodds.size(), kContexts.size());
+  EXPECT_EQ(0, std::memcmp(base->logodds.data(), adapted->logodds.data(), base->logodds.size() * sizeof(float)));
+  EXPECT_EQ(base->score, adapted->score);
+}
+
+// Next-token logits of each context, from a fork given `next` (the fork is dropped).
+std::vector<float> next_logits(LoraSetup& s, int32_t next) {
+  std::vector<float> all;
+  for (const KvSequence& ctx : s.contexts) {
+    KvSequence f = ctx.fork();
+    std::vector<float> logits;
+    const int32_t tok[] = {next};
+    EXPECT_TRUE(prefill_sequence(*s.m.model, *s.kv, f, tok, s.pool, RowOutputs{&logits}).ok());
+    all.insert(all.end(), logits.begin(), logits.end());
+  }
+  return all;
+}
+
+TEST_P(PrmLoraTest, ScoringWithAdaptersLeavesThePolicyLogitsBitForBit) {
+  LoraSetup s(GetParam());
+  const std::vector<float> before = next_logits(s, 5);
+  VerifyHead head = synthetic_head();
+  auto base = s.score(head);
+  head.adapters = std::make_shared<LoraAdapters>(lora_check::random_adapters(s.m.model->config(), 4, 11));
+  auto adapted = s.score(head);
+  ASSERT_TRUE(base.ok() && adapted.ok());
+  for (size_t i = 0; i < kContexts.size(); ++i)
+    EXPECT_NE(base->logodds[i], adapted->logodds[i]) << "the adapters changed nothing: the test would be vacuous";
+  const std::vector<float> after = next_logits(s, 5);
+  ASSERT_EQ(before.size(), after.size());
+  EXPECT_EQ(0, std::memcmp(before.data(), after.data(), before.size() * sizeof(float)));
+  for (size_t i = 0; i < kContexts.size(); ++i) EXPECT_EQ(s.contexts[i].tokens(), kContexts[i]);
+}
+
+// Bound: 0.05 in log-odds. The served scorer rounds the verify token's own K/V, its Q (for the K dot)
+// and the softmax weights to f16 and evaluates GELU through an f16 table; the training pass does not.
+TEST_P(PrmLoraTest, TrainingPassAgreesWithTheServedScore) {
+  LoraSetup s(GetParam());
+  VerifyHead head = synthetic_head();
+  auto ad = std::make_shared<LoraAdapters>(lora_check::random_adapters(s.m.model->config(), 4, 5));
+  head.adapters = ad;
+  auto served = s.score(head);
+  ASSERT_TRUE(served.ok()) << served.error();
+  auto ctxs = prepare_verify_contexts(*s.m.model, *s.kv, s.context_ptrs(), head, s.pool);
+  ASSERT_TRUE(ctxs.ok()) << ctxs.error();
+  for (size_t i = 0; i < ctxs->size(); ++i) {
+    auto r = verify_pass(*s.m.model, (*ctxs)[i], head, *ad, 1.0, VerifyLoss::kSquaredError, nullptr, s.pool);
+    ASSERT_TRUE(r.ok()) << r.error();
+    EXPECT_NEAR(r->logodds, served->logodds[i], 0.05) << "context " << i;
+    EXPECT_GT(std::abs(served->logodds[i]), 1e-3);
+  }
+}
+
+TEST_P(PrmLoraTest, AdamStepsLowerTheLoss) {
+  LoraSetup s(GetParam());
+  VerifyHead head = synthetic_head();
+  auto ctxs = prepare_verify_contexts(*s.m.model, *s.kv, s.context_ptrs(), head, s.pool);
+  ASSERT_TRUE(ctxs.ok()) << ctxs.error();
+  LoraAdapters ad = LoraAdapters::create(s.m.model->config(), 4, 8.0f, 9);
+  const std::vector<VerifyExample> batch = {{&(*ctxs)[0], 1.0}, {&(*ctxs)[1], 0.0}};
+  OptimizerState state;
+  const OptimizerOptions opt{.kind = OptimizerOptions::Kind::kAdam, .lr = 1e-2};
+  double first = 0, last = 0;
+  for (int step = 0; step < 30; ++step) {
+    auto r = train_step(*s.m.model, batch, head, ad, VerifyLoss::kSquaredError, opt, state, s.pool);
+    ASSERT_TRUE(r.ok()) << r.error();
+    (step == 0 ? first : last) = r->mean_loss;
+  }
+  EXPECT_LT(last, 0.25 * first) << "first " << first << ", last " << last;
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, PrmLoraTest, ::testing::Values("llama", "gemma3", "gemma2"));
+
+}  // namespace
+}  // namespace agentkv::prm
