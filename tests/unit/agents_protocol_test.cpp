@@ -246,8 +246,13 @@ TEST(AgentsProtocol, ParsesTransferRequestsNamingTheBadField) {
   EXPECT_EQ(r.native_last, 32);
   AgentTransferRequest d;
   ASSERT_FALSE(parse_agent_transfer(body(R"({"model":"gemma3","native_last":null})"), &d));
-  EXPECT_EQ(d.native_last, 0);
+  EXPECT_EQ(d.native_last, kDefaultNativeLast);  // the measured default hybrid, 128
+  EXPECT_EQ(d.recompute, 0.0);
   EXPECT_TRUE(d.name.empty());
+  AgentTransferRequest dev;
+  ASSERT_FALSE(parse_agent_transfer(body(R"({"model":"gemma3","native_last":0,"recompute":0.25})"), &dev));
+  EXPECT_EQ(dev.native_last, 0);
+  EXPECT_EQ(dev.recompute, 0.25);
   const std::pair<const char*, const char*> bad[] = {
       {R"({})", "model"},
       {R"({"model":""})", "model"},
@@ -257,6 +262,9 @@ TEST(AgentsProtocol, ParsesTransferRequestsNamingTheBadField) {
       {R"({"model":"gemma3","native_last":"all"})", "native_last"},
       {R"({"model":"gemma3","native_last":16777217})", "native_last"},
       {R"({"model":"gemma3","name":7})", "name"},
+      {R"({"model":"gemma3","recompute":1.01})", "recompute"},
+      {R"({"model":"gemma3","recompute":-0.1})", "recompute"},
+      {R"({"model":"gemma3","recompute":"all"})", "recompute"},
       {R"({"model":"gemma3","ttl_seconds":60})", "ttl_seconds"},
       {R"([])", ""},
   };
