@@ -52,7 +52,9 @@ class CompactContext : public SegmentStore::Detached {
   // new ones (same masters). A diff keeps exactly the rows where `dense` differs from the master
   // re-rotated (SegmentDiff::differing_rows: the recomputed ones, less any that came out equal, and
   // any rewritten after the blend), stored in `format` (kv/kv_diff_codec.h), so expand() gives
-  // `dense` back bit for bit with a lossless format and within the format's bound with a lossy one.
+  // `dense` back bit for bit with a lossless format and within the format's bound with a lossy one
+  // (an inherited diff's rows, restored, are encoded again: each compaction's bound holds against the
+  // context it was given).
   // nullopt when the pool cannot hold the packed rows or the scratch re-rotation, or a run is malformed.
   static std::optional<CompactContext> compact(const KvSequence& dense, const std::vector<BlendedRun>& runs,
                                                const Model& model, ThreadPool& pool,
