@@ -10,7 +10,7 @@ add_test(NAME cli.bench_agents_debate_smollm2
            head -c 8 ba_debate.png | od -An -tx1 | grep -q '89 50 4e 47 0d 0a 1a 0a'; grep -q '^prefix' ba_debate.txt")
 set_tests_properties(cli.bench_agents_debate_smollm2 PROPERTIES LABELS model)
 
-foreach(bad "--workload nope" "--mode turbo" "--kv-mem 12Q" "--kv-mem 1" "--agents 3 --workload debate")
+foreach(bad "--workload nope" "--mode turbo" "--kv-mem 12Q" "--kv-mem 1" "--agents 3 --workload debate" "--diff-format int3")
   string(REPLACE " " "_" name "${bad}")
   string(REPLACE "-" "" name "${name}")
   add_test(NAME cli.bench_agents_rejects_${name}

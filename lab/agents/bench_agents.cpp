@@ -92,6 +92,8 @@ RoundStats tokendance_stats(const TokendanceRoundOut& t, int round, int64_t bpb,
   }
   if (rs.quality_agents) rs.greedy_agreement /= rs.quality_agents;
   rs.segment_tokens = t.segment_tokens;
+  rs.diff_bytes_per_agent = double(t.diff_bytes) / std::max(1, rs.agents);
+  rs.diff_block_bytes_per_agent = double(t.diff_blocks * bpb) / std::max(1, rs.agents);
   rs.collector_seconds = t.collector_seconds;
   rs.collector_per_agent_seconds = t.collector_per_agent_seconds;
   rs.prefill_computed = t.prefill_computed;
@@ -111,14 +113,15 @@ RoundStats tokendance_stats(const TokendanceRoundOut& t, int round, int64_t bpb,
   return rs;
 }
 
-std::string ratio_label(double r) {
-  char buf[32];
+std::string ratio_label(double r, DiffFormat f) {
+  char buf[48];
   std::snprintf(buf, sizeof buf, "td@%g", r);
-  return buf;
+  return diff_format_lossless(f) ? buf : std::string(buf) + "/" + std::string(diff_format_name(f));
 }
 
 Result<ModeReport> run_mode(const LoadedModel& lm, ThreadPool& pool, const BenchAgentsOptions& opt,
-                            const std::string& mode, double ratio, int64_t* budget_bytes, int64_t* bytes_per_block) {
+                            const std::string& mode, double ratio, DiffFormat format, int64_t* budget_bytes,
+                            int64_t* bytes_per_block) {
   if (mode != "nocache" && mode != "prefix" && mode != "tokendance")
     return make_error("unknown mode '" + mode + "' (choose nocache, prefix, tokendance)");
   const bool tokendance = mode == "tokendance";
@@ -127,6 +130,7 @@ Result<ModeReport> run_mode(const LoadedModel& lm, ThreadPool& pool, const Bench
   eo.kv.mem_bytes = opt.kv_mem;
   eo.kv.prefix_caching = mode != "nocache";
   eo.scheduler.max_batch_tokens = opt.max_batch_tokens;
+  eo.diff_format = format;
   std::unique_ptr<Engine> engine;
   AGENTKV_ASSIGN_OR_RETURN(engine, Engine::create(lm, eo, pool));
   std::unique_ptr<Workload> wl;
@@ -137,7 +141,7 @@ Result<ModeReport> run_mode(const LoadedModel& lm, ThreadPool& pool, const Bench
   const int64_t budget_blocks = engine->kv().pool().n_blocks();
 
   ModeReport rep;
-  rep.mode = tokendance ? ratio_label(ratio) : mode;
+  rep.mode = tokendance ? ratio_label(ratio, format) : mode;
   TokendanceOptions td;
   td.recompute.ratio = ratio;
   td.measure_quality = opt.quality;
@@ -247,6 +251,8 @@ Result<ModeReport> run_mode(const LoadedModel& lm, ThreadPool& pool, const Bench
     o.segment_recomputed += rs.segment_recomputed;
     o.collector_seconds += rs.collector_seconds;
     o.collector_per_agent_seconds += rs.collector_per_agent_seconds;
+    o.diff_bytes_per_agent = std::max(o.diff_bytes_per_agent, rs.diff_bytes_per_agent);
+    o.diff_block_bytes_per_agent = std::max(o.diff_block_bytes_per_agent, rs.diff_block_bytes_per_agent);
     if (rs.quality_agents) {
       // Weighted by agents; the per-round values are already means over their answers.
       o.kl_mean += rs.kl_mean * rs.quality_agents;
@@ -293,6 +299,8 @@ Json round_json(const RoundStats& s, bool with_replies) {
     j["segment_tokens_recomputed"] = s.segment_recomputed;
     j["collector_seconds"] = s.collector_seconds;
     j["collector_agent_by_agent_seconds"] = s.collector_per_agent_seconds;
+    j["diff_bytes_per_agent"] = s.diff_bytes_per_agent;
+    j["diff_block_bytes_per_agent"] = s.diff_block_bytes_per_agent;
     j["quality_agents"] = s.quality_agents;
     j["kl_mean"] = s.kl_mean;
     j["kl_p95"] = s.kl_p95;
@@ -323,13 +331,17 @@ Result<BenchAgentsReport> run_bench_agents(const LoadedModel& lm, ThreadPool& po
   rep.threads = pool.size();
   for (const std::string& mode : opt.modes) {
     const std::vector<double> ratios = mode == "tokendance" ? opt.recompute : std::vector<double>{0};
+    const std::vector<DiffFormat> formats = mode == "tokendance" ? opt.diff_formats : std::vector<DiffFormat>{DiffFormat::kF16};
     for (double ratio : ratios) {
       if (!(ratio >= 0 && ratio <= 1)) return make_error("recompute ratio must be in [0, 1]");
-      ModeReport mr;
-      AGENTKV_ASSIGN_OR_RETURN(mr, run_mode(lm, pool, opt, mode, ratio, &rep.kv_budget_bytes, &rep.bytes_per_block));
-      rep.n_rounds = int(mr.rounds.size());
-      rep.n_agents = mr.overall.agents;
-      rep.modes.push_back(std::move(mr));
+      for (DiffFormat format : formats) {
+        ModeReport mr;
+        AGENTKV_ASSIGN_OR_RETURN(mr, run_mode(lm, pool, opt, mode, ratio, format, &rep.kv_budget_bytes,
+                                              &rep.bytes_per_block));
+        rep.n_rounds = int(mr.rounds.size());
+        rep.n_agents = mr.overall.agents;
+        rep.modes.push_back(std::move(mr));
+      }
     }
   }
   return rep;
@@ -359,13 +371,13 @@ std::string bench_agents_table(const BenchAgentsReport& r) {
                 r.model.c_str(), r.workload.c_str(), r.n_agents, r.n_rounds, r.threads,
                 human_bytes(double(r.kv_budget_bytes)).c_str());
   out += line;
-  std::snprintf(line, sizeof line, "%-8s %6s %9s %9s %9s %8s %9s %9s %9s %11s %11s %6s %8s %9s\n", "mode", "round",
+  std::snprintf(line, sizeof line, "%-13s %6s %9s %9s %9s %8s %9s %9s %9s %11s %11s %6s %8s %9s\n", "mode", "round",
                 "prompt", "computed", "reused", "hit", "prefill_s", "round_s", "ttft_p50", "kv/agent", "peak/agent",
                 "preem", "gen_tok", "max_agents");
   out += line;
   for (const ModeReport& m : r.modes) {
     auto row = [&](const RoundStats& s, const std::string& label) {
-      std::snprintf(line, sizeof line, "%-8s %6s %9lld %9lld %9lld %7.1f%% %9.2f %9.2f %9.3f %11s %11s %6lld %8lld %9lld\n",
+      std::snprintf(line, sizeof line, "%-13s %6s %9lld %9lld %9lld %7.1f%% %9.2f %9.2f %9.3f %11s %11s %6lld %8lld %9lld\n",
                     m.mode.c_str(), label.c_str(), (long long)s.prompt_tokens, (long long)s.prefill_computed,
                     (long long)s.prefill_reused, s.hit_rate * 100, s.prefill_seconds, s.round_seconds, s.ttft_p50,
                     human_bytes(s.kv_bytes_per_agent_resident).c_str(), human_bytes(s.kv_bytes_per_agent_peak).c_str(),
@@ -379,18 +391,21 @@ std::string bench_agents_table(const BenchAgentsReport& r) {
   for (const ModeReport& m : r.modes) any_td = any_td || m.overall.segment_tokens > 0;
   if (!any_td) return out;
   out += "\ntokendance: shared segment, its recompute, the collector, and quality against the exact context\n";
-  std::snprintf(line, sizeof line, "%-8s %6s %8s %8s %11s %11s %9s %9s %7s %7s %9s %9s\n", "mode", "round", "segment",
-                "recomp", "collector_s", "1-by-1_s", "kl_mean", "kl_p95", "top1", "greedy", "ppl_exact", "ppl_td");
+  std::snprintf(line, sizeof line, "%-13s %6s %8s %8s %11s %11s %10s %10s %9s %9s %7s %7s %9s %9s\n", "mode", "round",
+                "segment", "recomp", "collector_s", "1-by-1_s", "diff/agent", "blocks/ag", "kl_mean", "kl_p95", "top1",
+                "greedy", "ppl_exact", "ppl_td");
   out += line;
   for (const ModeReport& m : r.modes) {
     if (m.overall.segment_tokens == 0) continue;
     auto row = [&](const RoundStats& s, const std::string& label) {
       const double seg_all = s.round ? double(s.segment_tokens * s.agents) : double(s.segment_tokens);
-      std::snprintf(line, sizeof line, "%-8s %6s %8lld %7.1f%% %11.3f %11.3f %9.4f %9.4f %7.3f %7.3f %9.3f %9.3f\n",
+      std::snprintf(line, sizeof line,
+                    "%-13s %6s %8lld %7.1f%% %11.3f %11.3f %10s %10s %9.4f %9.4f %7.3f %7.3f %9.3f %9.3f\n",
                     m.mode.c_str(), label.c_str(), (long long)(s.round ? s.segment_tokens : s.segment_tokens),
                     seg_all > 0 ? 100.0 * double(s.segment_recomputed) / seg_all : 0.0, s.collector_seconds,
-                    s.collector_per_agent_seconds, s.kl_mean, s.kl_p95, s.top1_agreement, s.greedy_agreement,
-                    s.ppl_exact, s.ppl_approx);
+                    s.collector_per_agent_seconds, human_bytes(s.diff_bytes_per_agent).c_str(),
+                    human_bytes(s.diff_block_bytes_per_agent).c_str(), s.kl_mean, s.kl_p95, s.top1_agreement,
+                    s.greedy_agreement, s.ppl_exact, s.ppl_approx);
       out += line;
     };
     for (const RoundStats& s : m.rounds) row(s, std::to_string(s.round));

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "kv/kv_diff_codec.h"
 #include "model/loaded_model.h"
 #include "util/json.h"
 #include "util/status.h"
@@ -22,6 +23,9 @@ struct BenchAgentsOptions {
   // tokendance: selective-recompute ratios, one run per ratio (reported as td@R), and whether to
   // measure quality against the exact context (untimed extra work).
   std::vector<double> recompute{0.15};
+  // tokendance: how each agent's diff rows are stored (EngineOptions::diff_format), one run per format
+  // and ratio (reported as td@R, td@R/int8, ...); quality is measured on the stored context.
+  std::vector<DiffFormat> diff_formats{DiffFormat::kF16};
   bool quality = true;
   int64_t kv_mem = 0;                        // 0: default share of RAM
   int block_size = 16;
@@ -49,6 +53,8 @@ struct RoundStats {
   int64_t segment_recomputed = 0; // segment tokens recomputed, all agents
   double collector_seconds = 0;   // the collective step (re-rotation + selective recompute of all agents)
   double collector_per_agent_seconds = 0;  // the same reuse done agent by agent
+  double diff_bytes_per_agent = 0;        // an agent's diff rows in their format (records, not blocks)
+  double diff_block_bytes_per_agent = 0;  // the blocks those rows take
   int quality_agents = 0;         // answers scored against the exact context
   double kl_mean = 0, kl_p95 = 0; // KL(exact || tokendance) of the next-token distribution over answers, nats
   double top1_agreement = 0;      // teacher-forced argmax agreement over answers

@@ -139,7 +139,7 @@ Result<TokendanceRoundOut> run_tokendance_round(Engine& engine, ThreadPool& pool
   // Quality against the exact context (not timed), as the start-up gate measures it.
   if (opt.measure_quality && !who.empty()) {
     std::vector<TurnQuality> q;
-    AGENTKV_ASSIGN_OR_RETURN(q, measure_round_quality(engine, rt, res, opt.greedy_tokens));
+    AGENTKV_ASSIGN_OR_RETURN(q, measure_round_quality(engine, rt, res, opt.greedy_tokens, opt.quality_of));
     for (size_t i = 0; i < n; ++i) {
       if (!q[i].measured) continue;
       out.agents[i].has_quality = true;
@@ -157,6 +157,9 @@ Result<TokendanceRoundOut> run_tokendance_round(Engine& engine, ThreadPool& pool
   const auto [used, shared] = resident_blocks(engine.kv().pool());
   out.resident_blocks = used;
   out.shared_blocks = shared;
+  const EngineMetrics m2 = engine.metrics();
+  out.diff_blocks = m2.retained_diff_blocks;
+  out.diff_bytes = m2.retained_diff_bytes;
   return out;
 }
 

@@ -5,7 +5,8 @@
 // its copy and each new context is compacted to master + diff. This file only builds the turns from
 // the workload's plain-text prompts and measures: time, KV, and (optional, not timed) quality:
 // every agent's answer scored under its blended context and under the exact one (full prefill),
-// and the exact context's own greedy answer compared with it.
+// and the exact context's own greedy answer compared with it; or, for a diff format's cost, the
+// agent's new context as stored (master + diff restored) with a greedy answer generated from it.
 #pragma once
 
 #include <cstdint>
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "engine/engine.h"
+#include "engine/round_quality.h"
 #include "share/continuation_quality.h"
 #include "share/selective_recompute.h"
 #include "workload.h"
@@ -32,6 +34,7 @@ TurnTokens turn_tokens(const Tokenizer& tok, const AgentTurn& t);
 struct TokendanceOptions {
   RecomputeOptions recompute;
   bool measure_quality = true;
+  ApproxContext quality_of = ApproxContext::kStored;
   int greedy_tokens = 32;   // free-running agreement is compared over this many tokens
 };
 
@@ -57,6 +60,8 @@ struct TokendanceRoundOut {
   double collector_per_agent_seconds = 0;  // the same reuse done agent by agent (measured when asked)
   double round_seconds = 0;
   int64_t resident_blocks = 0;       // pool blocks after master–diff conversion (all agents)
+  int64_t diff_blocks = 0;           // of those, the diffs' packed rows (all agents)
+  int64_t diff_bytes = 0;            // the diffs' row records, not rounded to blocks (all agents)
   int64_t shared_blocks = 0;         // of those, held for more than one agent (masters, common prefixes)
   int64_t peak_blocks = 0;
   int64_t preemptions = 0;

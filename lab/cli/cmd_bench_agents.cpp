@@ -15,7 +15,7 @@ namespace agentkv {
 
 int cmd_bench_agents(int argc, char** argv) {
   std::string model = "smollm2", workload = "generative-agents", modes = "prefix", json_out, plot_out;
-  std::string recompute = "0.15";
+  std::string recompute = "0.15", diff_formats = "f16";
   bool no_quality = false;
   int64_t agents = 0, rounds = 0, seed = 1, threads = 0, block_size = 16, batch_tokens = 512, kv_mem = 0;
   bool quiet = false;
@@ -31,6 +31,9 @@ int cmd_bench_agents(int argc, char** argv) {
   p.add_string("--mode", &modes, "KV mode, or a comma list run one after another: nocache, prefix, tokendance");
   p.add_string("--recompute", &recompute,
                "tokendance: share of the shared segment recomputed per agent, or a comma list (one run each)");
+  p.add_string("--diff-format", &diff_formats,
+               "tokendance: how each agent's diff rows are stored (f16 bit for bit, int8, int4), or a comma list (one "
+               "run each); quality is measured on the context as stored");
   p.add_flag("--no-quality", &no_quality, "tokendance: skip the quality comparison with the exact context");
   p.add_kv_mem(&kv_mem, "KV budget in bytes, e.g. 2G (default: a quarter of RAM)");
   p.add_int("--block-size", &block_size, "tokens per KV block", 1, 1024);
@@ -61,6 +64,12 @@ int cmd_bench_agents(int argc, char** argv) {
     if (r.empty() || end != r.c_str() + r.size() || !(v >= 0 && v <= 1))
       return cli_fail("--recompute: '" + r + "' is not a ratio in [0, 1]");
     opt.recompute.push_back(v);
+  }
+  opt.diff_formats.clear();
+  for (const std::string& f : split_commas(diff_formats)) {
+    auto format = parse_diff_format(f);
+    if (!format.ok()) return cli_fail("--diff-format: " + format.error());
+    opt.diff_formats.push_back(*format);
   }
   opt.kv_mem = kv_mem;
   // Check the workload before loading the model: a typo should not cost a model load.

@@ -17,6 +17,7 @@
 
 #include "cli/arg_parser.h"
 #include "cli/commands.h"
+#include "kv/kv_diff_codec.h"
 #include "kv/kv_manager.h"
 #include "engine/chat_sharing_gate.h"
 #include "engine/sharing_gate.h"
@@ -164,6 +165,12 @@ int cmd_serve(int argc, char** argv) {
                "on | off: whether chat sharing stores a context's blended messages as master + diff (the master's "
                "blocks and only the rows that differ, rebuilt bit for bit when a request reuses them) instead of a "
                "dense copy; it changes the KV held, never a reply");
+  std::string diff_format = "f16";
+  p.add_string("--diff-format", &diff_format,
+               "f16 | int8 | int4: how master + diff storage (rounds and chat) keeps the rows that differ from the "
+               "master: f16 bit for bit; int8 / int4 their difference from the master within a stated bound, in "
+               "about a half / a quarter of the bytes (BENCHMARKS.md, \"Smaller diffs\"); the quality gates measure "
+               "the format given");
   p.add_float("--recompute", &recompute,
               "share of a round's shared block recomputed per agent (/v1/rounds; a request's \"recompute\" overrides it)",
               0.0, 1.0);
@@ -192,6 +199,8 @@ int cmd_serve(int argc, char** argv) {
     return cli_fail("--chat-sharing: '" + chat_sharing + "' is not on or off");
   if (chat_compact != "on" && chat_compact != "off")
     return cli_fail("--chat-compact: '" + chat_compact + "' is not on or off");
+  auto format = parse_diff_format(diff_format);
+  if (!format.ok()) return cli_fail("--diff-format: " + format.error());
   ServeOptions opt;
   opt.host = host;
   opt.port = int(port);
@@ -228,17 +237,21 @@ int cmd_serve(int argc, char** argv) {
   opt.transfer_maps = transfer_maps;
   opt.round_sharing = round_sharing == "on";
   opt.recompute = recompute;
-  opt.sharing_gate = [recompute](const LoadedModel& lm, ThreadPool& pool) -> Result<std::pair<bool, std::string>> {
-    auto g = run_sharing_gate(lm, pool, recompute, kSharingGateThresholds, default_sharing_gate_cache_dir());
+  const DiffFormat diffs = *format;
+  opt.sharing_gate = [recompute, diffs](const LoadedModel& lm, ThreadPool& pool) -> Result<std::pair<bool, std::string>> {
+    auto g = run_sharing_gate(lm, pool, recompute, kSharingGateThresholds, default_sharing_gate_cache_dir(), diffs);
     if (!g.ok()) return g.status_error();
     std::fprintf(stderr, "agentkv: KV-sharing quality gate for %s: %s\n", lm.name.c_str(), g->summary().c_str());
     return std::make_pair(g->pass, g->summary());
   };
   opt.chat_sharing = chat_sharing == "on";
   opt.chat_compact = chat_compact == "on";
+  opt.diff_format = *format;
   opt.chat_recompute = chat_recompute;
-  opt.chat_sharing_gate = [chat_recompute](const LoadedModel& lm, ThreadPool& pool) -> Result<std::pair<bool, std::string>> {
-    auto g = run_chat_sharing_gate(lm, pool, chat_recompute, kSharingGateThresholds, default_sharing_gate_cache_dir());
+  opt.chat_sharing_gate = [chat_recompute, diffs](const LoadedModel& lm,
+                                                  ThreadPool& pool) -> Result<std::pair<bool, std::string>> {
+    auto g = run_chat_sharing_gate(lm, pool, chat_recompute, kSharingGateThresholds, default_sharing_gate_cache_dir(),
+                                   diffs);
     if (!g.ok()) return g.status_error();
     std::fprintf(stderr, "agentkv: chat-sharing quality gate for %s: %s\n", lm.name.c_str(), g->summary().c_str());
     return std::make_pair(g->pass, g->summary());

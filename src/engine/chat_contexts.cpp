@@ -53,7 +53,7 @@ void store_chat_context(Engine& e, std::shared_ptr<const KvSequence> ctx,
     if (from)
       for (const CompactContext::PlacedDiff& d : from->diffs())
         if (d.first + d.second->master()->n_tokens() <= resumed_tokens) inherited.push_back(d);
-    auto c = CompactContext::compact(*ctx, runs, *e.model().model, e.pool(), std::move(inherited));
+    auto c = CompactContext::compact(*ctx, runs, *e.model().model, e.pool(), e.diff_format(), std::move(inherited));
     if (c && !c->diffs().empty()) {
       auto compact = std::make_shared<const CompactContext>(std::move(*c));
       e.segments().add(compact->kept(), segments, compact, std::move(blended));

@@ -300,8 +300,7 @@ void ChatJob::blended(Result<BlendedCopy> copy) {
   rep_.segments += run.segments;
   // A run blended from an expansion stays dense in the stored context (its master is a transient copy).
   if (!run.expanded)
-    blends_.push_back(BlendedRun{run.begin, run.end - run.begin, run.master.context, int32_t(run.begin + run.offset),
-                                 std::move(copy->recomputed_slots)});
+    blends_.push_back(BlendedRun{run.begin, run.end - run.begin, run.master.context, int32_t(run.begin + run.offset)});
   e_.note_sharing(0, 0, uint64_t(run.end - run.begin - recomputed), uint64_t(recomputed));
   set_cur(e_.adopt_retained(std::move(copy->seq)));
   ++next_run_;

@@ -40,9 +40,10 @@ std::vector<ChatMessage> request_messages(size_t agent, const std::vector<std::s
   return msgs;
 }
 
-Result<GateMeasurement> measure_chat_gate(const LoadedModel& lm, ThreadPool& pool, double recompute) {
+Result<GateMeasurement> measure_chat_gate(const LoadedModel& lm, ThreadPool& pool, double recompute,
+                                          DiffFormat format) {
   std::unique_ptr<Engine> engine;
-  AGENTKV_ASSIGN_OR_RETURN(engine, make_gate_engine(lm, pool));
+  AGENTKV_ASSIGN_OR_RETURN(engine, make_gate_engine(lm, pool, format));
   const Tokenizer& tok = *lm.tokenizer;
   std::vector<std::string> transcript{kOpening};
   // Templates that want alternating roles (Gemma's) get user/assistant by position, the same for
@@ -104,8 +105,9 @@ Result<GateMeasurement> measure_chat_gate(const LoadedModel& lm, ThreadPool& poo
 }  // namespace
 
 Result<SharingGateResult> run_chat_sharing_gate(const LoadedModel& lm, ThreadPool& pool, double recompute,
-                                                const SharingGateThresholds& th, const std::string& cache_dir) {
-  return run_gate_cached(lm, pool, recompute, th, cache_dir, "chat-", kChatGateVersion, measure_chat_gate);
+                                                const SharingGateThresholds& th, const std::string& cache_dir,
+                                                DiffFormat format) {
+  return run_gate_cached(lm, pool, recompute, th, cache_dir, "chat-", kChatGateVersion, measure_chat_gate, format);
 }
 
 }  // namespace agentkv

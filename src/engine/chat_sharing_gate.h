@@ -13,7 +13,10 @@
 
 namespace agentkv {
 
+// Stored contexts keep their diff rows in `format` (EngineOptions::diff_format): later turns resume
+// from them, so a lossy format's error is in what is measured.
 Result<SharingGateResult> run_chat_sharing_gate(const LoadedModel& lm, ThreadPool& pool, double recompute,
-                                                const SharingGateThresholds& th, const std::string& cache_dir);
+                                                const SharingGateThresholds& th, const std::string& cache_dir,
+                                                DiffFormat format = DiffFormat::kF16);
 
 }  // namespace agentkv

@@ -54,7 +54,6 @@ class CollectiveRound : public std::enable_shared_from_this<CollectiveRound> {
   std::vector<Group> groups_;
   std::vector<int> group_of_;                  // per turn: its group, or -1
   std::vector<uint64_t> prefix_, blended_;     // per turn: snapshots the job owns until it ends
-  std::vector<std::vector<int32_t>> rows_;     // per turn: block-relative rows the collector recomputed
   std::vector<uint64_t> live_;                 // request ids in flight
   int pending_ = 0;
   bool submitting_ = false;
@@ -116,7 +115,6 @@ void CollectiveRound::start() {
   group_of_.assign(n, -1);
   prefix_.assign(n, 0);
   blended_.assign(n, 0);
-  rows_.assign(n, {});
   RoundSharingReport& rep = res_.sharing;
   if (opt_.recompute) rep.recompute = *opt_.recompute;
   // Groups: one per block (the same tokens; a block tokenized on its own is the same in every context).
@@ -202,9 +200,8 @@ void CollectiveRound::collect() {
     for (size_t k = 0; k < g.members.size(); ++k) {
       const size_t i = g.members[k];
       blended_[i] = (*copies)[k].handle;
-      for (int32_t slot : (*copies)[k].recomputed_slots) rows_[i].push_back(slot - int32_t(turns_[i].segment.first));
       res_.turns[i].shared = true;
-      res_.turns[i].recomputed = int64_t(rows_[i].size());
+      res_.turns[i].recomputed = int64_t((*copies)[k].recomputed_slots.size());
       rep.recomputed_tokens += res_.turns[i].recomputed;
     }
     rep.agents += int(g.members.size());
@@ -240,7 +237,7 @@ void CollectiveRound::finish() {
     const int g = group_of_[i];
     if (g < 0 || !blended_[i]) continue;
     e_.compact_retained(res_.turns[i].answer.retained_kv, turns_[i].segment.first, groups_[size_t(g)].master,
-                        groups_[size_t(g)].master_start, std::move(rows_[i]));
+                        groups_[size_t(g)].master_start);
   }
   if (opt_.keep_blended) {
     res_.masters.assign(turns_.size(), {0, 0});

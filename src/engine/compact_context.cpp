@@ -1,7 +1,6 @@
 #include "engine/compact_context.h"
 
 #include <algorithm>
-#include <iterator>
 
 #include "util/status.h"
 
@@ -21,7 +20,7 @@ std::pair<int64_t, int64_t> droppable_blocks(int64_t begin, int64_t n, int block
 }
 
 std::optional<CompactContext> CompactContext::compact(const KvSequence& dense, const std::vector<BlendedRun>& runs,
-                                                      const Model& model, ThreadPool& pool,
+                                                      const Model& model, ThreadPool& pool, DiffFormat format,
                                                       std::vector<PlacedDiff> inherited) {
   const int bs = dense.manager().block_size();
   const auto& toks = dense.tokens();
@@ -38,7 +37,7 @@ std::optional<CompactContext> CompactContext::compact(const KvSequence& dense, c
       return std::nullopt;
     kept->drop_blocks(d.first / bs, (d.first + n) / bs);
     begins.push_back(d.first);
-    specs.push_back(SegmentDiff::Spec{d.second->master(), slots_of(dense, d.first), d.second->pos0(), d.second->rows()});
+    specs.push_back(SegmentDiff::Spec{d.second->master(), slots_of(dense, d.first), d.second->pos0(), {}});
   }
   for (const BlendedRun& r : runs) {
     if (!r.master || r.begin < 0 || r.n <= 0 || r.begin + r.n > dense.n_tokens() || r.master_start < 0 ||
@@ -50,22 +49,19 @@ std::optional<CompactContext> CompactContext::compact(const KvSequence& dense, c
     // A run with no whole block, or one whose slots are no longer dense (not this context's K/V), stays as it is.
     if (n == 0 || !dense.has_kv(s0, s0 + n) || !r.master->has_kv(r.master_start + (s0 - r.begin), r.master_start + (s0 - r.begin) + n))
       continue;
-    std::vector<int32_t> rows;
-    for (int32_t slot : r.recomputed)
-      if (slot >= s0 && slot < s0 + n) rows.push_back(int32_t(slot - s0));
     kept->drop_blocks(first, last);
     begins.push_back(s0);
     specs.push_back(SegmentDiff::Spec{MasterSegment::slice(*r.master, int32_t(r.master_start + (s0 - r.begin)), n),
-                                      slots_of(dense, s0), int32_t(s0), std::move(rows)});
+                                      slots_of(dense, s0), int32_t(s0), {}});
   }
+  // The rows to keep are those that differ from the re-rotated master: a recomputed row that came out
+  // equal to it (or an inherited one) is not stored.
   for (SegmentDiff::Spec& sp : specs) {
     auto differ = SegmentDiff::differing_rows(model, *sp.master, sp.dense, sp.pos0, pool);
     if (!differ) return std::nullopt;
-    std::vector<int32_t> rows;
-    std::set_union(sp.rows.begin(), sp.rows.end(), differ->begin(), differ->end(), std::back_inserter(rows));
-    sp.rows = std::move(rows);
+    sp.rows = std::move(*differ);
   }
-  auto extracted = SegmentDiff::extract_packed(dense.manager(), std::move(specs));
+  auto extracted = SegmentDiff::extract_packed(dense.manager(), std::move(specs), DiffPacking{format, &model, &pool});
   if (!extracted) return std::nullopt;
   std::vector<PlacedDiff> diffs;
   for (size_t i = 0; i < begins.size(); ++i)
@@ -98,5 +94,9 @@ void CompactContext::add_block_refs(std::vector<int32_t>& out) const {
 }
 
 int64_t CompactContext::diff_blocks() const { return diffs_.empty() ? 0 : diffs_.front().second->n_blocks(); }
+
+int64_t CompactContext::diff_payload_bytes() const {
+  return diffs_.empty() ? 0 : diffs_.front().second->packed_rows()->payload_bytes();
+}
 
 }  // namespace agentkv

@@ -29,14 +29,13 @@
 namespace agentkv {
 
 // One blended run of a dense context: its slots [begin, begin + n) hold the master's slots
-// [master_start, master_start + n) re-rotated to positions begin.., then `recomputed` (slots of the
-// context, ascending) recomputed (other slots may have been rewritten since: compact() finds them).
+// [master_start, master_start + n) re-rotated to positions begin.., then some of them recomputed or
+// rewritten (compact() finds which by comparing with the re-rotated master).
 struct BlendedRun {
   int64_t begin = 0;
   int64_t n = 0;
   std::shared_ptr<const KvSequence> master;
   int32_t master_start = 0;
-  std::vector<int32_t> recomputed;
 };
 
 // The block range [first, last) wholly inside slots [begin, begin + n): what a run's compact form
@@ -50,12 +49,16 @@ class CompactContext : public SegmentStore::Detached {
 
   // dense: the context; runs: its blended runs (ascending, disjoint, inside it; each run's slots must
   // hold the master's tokens). inherited: diffs of a context `dense` resumed from, re-packed with the
-  // new ones (same masters). A diff keeps its recomputed rows and every other row where `dense`
-  // differs from the master re-rotated (SegmentDiff::differing_rows), so expand() gives `dense` back
-  // bit for bit whatever was rewritten after the blend. nullopt when the pool cannot hold the packed
-  // rows or the scratch re-rotation, or a run is malformed.
+  // new ones (same masters). A diff keeps exactly the rows where `dense` differs from the master
+  // re-rotated (SegmentDiff::differing_rows: the recomputed ones, less any that came out equal, and
+  // any rewritten after the blend), stored in `format` (kv/kv_diff_codec.h), so expand() gives
+  // `dense` back bit for bit with a lossless format and within the format's bound with a lossy one
+  // (an inherited diff's rows, restored, are encoded again: each compaction's bound holds against the
+  // context it was given).
+  // nullopt when the pool cannot hold the packed rows or the scratch re-rotation, or a run is malformed.
   static std::optional<CompactContext> compact(const KvSequence& dense, const std::vector<BlendedRun>& runs,
                                                const Model& model, ThreadPool& pool,
+                                               DiffFormat format = DiffFormat::kF16,
                                                std::vector<PlacedDiff> inherited = {});
 
   // A dense copy to resume from (approximate from where the dense context was). nullopt when the pool
@@ -75,6 +78,8 @@ class CompactContext : public SegmentStore::Detached {
   // SegmentStore::Detached: the diffs' blocks and the master blocks they pin.
   void add_block_refs(std::vector<int32_t>& out) const override;
   int64_t diff_blocks() const override;
+  // The bytes of the diffs' row records (diff_blocks() rounds them up to whole blocks).
+  int64_t diff_payload_bytes() const;
 
  private:
   CompactContext(std::shared_ptr<const KvSequence> kept, std::vector<PlacedDiff> diffs)

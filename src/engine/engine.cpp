@@ -544,6 +544,8 @@ EngineMetrics Engine::metrics() const {
   for (const auto& [h, c] : compact_) {
     m.retained_tokens += c->n_tokens();
     m.retained_compact_blocks += c->own_blocks();
+    m.retained_diff_blocks += c->diff_blocks();
+    m.retained_diff_bytes += c->diff_payload_bytes();
   }
   m.retained_compact = int64_t(compact_.size());
   m.segment_contexts = int64_t(segments_.n_contexts());
@@ -578,8 +580,7 @@ uint64_t Engine::fork_retained(uint64_t handle) {
   return h;
 }
 
-bool Engine::compact_retained(uint64_t handle, int64_t seg_begin, uint64_t master, int32_t master_start,
-                              std::vector<int32_t> rows) {
+bool Engine::compact_retained(uint64_t handle, int64_t seg_begin, uint64_t master, int32_t master_start) {
   auto it = retained_.find(handle);
   auto mi = retained_.find(master);
   if (it == retained_.end() || mi == retained_.end()) return false;
@@ -590,9 +591,8 @@ bool Engine::compact_retained(uint64_t handle, int64_t seg_begin, uint64_t maste
   if (!std::equal(dense.tokens().begin() + seg_begin, dense.tokens().begin() + seg_begin + seg_len,
                   mi->second->tokens().begin() + master_start))
     return false;
-  for (int32_t& r : rows) r += int32_t(seg_begin);  // segment-relative → the context's slots
-  auto c = CompactContext::compact(dense, {BlendedRun{seg_begin, seg_len, mi->second, master_start, std::move(rows)}},
-                                   *lm_.model, pool_);
+  auto c = CompactContext::compact(dense, {BlendedRun{seg_begin, seg_len, mi->second, master_start}}, *lm_.model,
+                                   pool_, opt_.diff_format);
   if (!c) return false;
   compact_.emplace(handle, std::make_unique<CompactContext>(std::move(*c)));
   retained_.erase(it);

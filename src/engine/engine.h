@@ -19,6 +19,7 @@
 #include "engine/request.h"
 #include "engine/scheduler.h"
 #include "engine/sequence.h"
+#include "kv/kv_diff_codec.h"
 #include "kv/kv_manager.h"
 #include "kv/segment_store.h"
 #include "model/loaded_model.h"
@@ -43,6 +44,10 @@ struct EngineOptions {
   // from the context that computed it. Off by default: it costs prefill (BENCHMARKS.md, "Master + diff
   // for blended chat contexts": 44% of exact prefill instead of 35% at R = 0.15).
   bool chat_original_masters = false;
+  // How a compact context stores its diff rows (kv/kv_diff_codec.h): f16 keeps them bit for bit;
+  // int8 / int4 keep their difference from the re-rotated master within a stated bound, in about a
+  // half / a quarter of the bytes (BENCHMARKS.md, "Smaller diffs"). Retained and chat contexts alike.
+  DiffFormat diff_format = DiffFormat::kF16;
 };
 
 // The one context-length check (the engine's, the server's and generate's): `what`, of `tokens`
@@ -96,6 +101,7 @@ class Engine {
   SegmentStore& segments() { return segments_; }
   bool chat_compact() const { return opt_.chat_compact; }
   bool chat_original_masters() const { return opt_.chat_original_masters; }
+  DiffFormat diff_format() const { return opt_.diff_format; }
   // Counts chat sharing's work into the metrics: segments looked up, their tokens found with KV,
   // tokens whose KV was reused approximately (not recomputed), tokens selectively recomputed.
   void note_sharing(uint64_t lookups, uint64_t hit_tokens, uint64_t reused, uint64_t recomputed);
@@ -138,12 +144,11 @@ class Engine {
   size_t n_retained() const { return retained_.size() + compact_.size(); }
   // Master–diff storage (engine/compact_context.h): replaces the dense snapshot `handle`, whose
   // slots [seg_begin, …) hold the segment the KV collector built from the snapshot `master`
-  // (segment at master_start..) with the segment-relative `rows` recomputed, by the compact form;
+  // (segment at master_start..), by the compact form, its diff rows in EngineOptions::diff_format;
   // the handle stays valid. A request resuming from it (kv_from), or a fork, gets a dense copy
-  // rebuilt bit for bit. False (the snapshot stays dense) when the pool is short or a handle is
-  // unknown.
-  bool compact_retained(uint64_t handle, int64_t seg_begin, uint64_t master, int32_t master_start,
-                        std::vector<int32_t> rows);
+  // rebuilt (bit for bit with the lossless format). False (the snapshot stays dense) when the pool
+  // is short or a handle is unknown.
+  bool compact_retained(uint64_t handle, int64_t seg_begin, uint64_t master, int32_t master_start);
   bool is_compact(uint64_t handle) const { return compact_.count(handle) != 0; }
 
  private:

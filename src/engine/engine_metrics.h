@@ -70,6 +70,8 @@ struct EngineMetrics {
   int64_t retained_tokens = 0;
   int64_t retained_compact = 0;         // of those, in master–diff form
   int64_t retained_compact_blocks = 0;  // blocks they hold on their own (diff rows, own turns)
+  int64_t retained_diff_blocks = 0;     // of those, the blocks of their diff rows
+  int64_t retained_diff_bytes = 0;      // the diff rows' records (kv/kv_diff_codec.h), not rounded to blocks
   int64_t segment_contexts = 0;         // contexts in the segment cache (masters of chat sharing)
   int64_t segment_blocks = 0;           // distinct blocks they reference
   int64_t segment_compact = 0;          // of those contexts, in master–diff form

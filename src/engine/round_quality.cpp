@@ -18,21 +18,25 @@ Status submit(Engine& e, RequestParams p, RequestOutcome* o) {
 }  // namespace
 
 Result<std::vector<TurnQuality>> measure_round_quality(Engine& engine, const std::vector<RoundTurn>& turns,
-                                                       const CollectiveRoundResult& result, int greedy_tokens) {
+                                                       const CollectiveRoundResult& result, int greedy_tokens,
+                                                       ApproxContext approx) {
   const size_t n = turns.size();
   if (result.turns.size() != n) return make_error("round quality: the result does not match the turns");
   std::vector<TurnQuality> out(n);
   std::vector<size_t> who;
   for (size_t i = 0; i < n; ++i)
     if (result.turns[i].shared && result.turns[i].blended && !result.turns[i].answer.tokens.empty()) who.push_back(i);
-  std::vector<RequestOutcome> exact(n), greedy(n);
+  std::vector<RequestOutcome> exact(n), greedy(n), stored_greedy(n);
+  std::vector<uint64_t> stored(n, 0);  // kStored: a dense copy of each turn's stored context
   struct Release {
     Engine& e;
     std::vector<RequestOutcome>& d;
+    std::vector<uint64_t>& s;
     ~Release() {
       for (const RequestOutcome& x : d) e.release_retained(x.retained_kv);
+      for (uint64_t h : s) e.release_retained(h);
     }
-  } release{engine, exact};
+  } release{engine, exact, stored};
   // The exact context: [prefix][block] prefilled in full (the prefix cache holds only exact KV).
   for (size_t i : who) {
     const auto& prompt = turns[i].params.prompt;
@@ -51,27 +55,40 @@ Result<std::vector<TurnQuality>> measure_round_quality(Engine& engine, const std
     p.min_tokens = std::min(turns[i].params.min_tokens, greedy_tokens);
     p.kv_from = exact[i].retained_kv;
     p.retain_kv = false;
+    if (approx == ApproxContext::kStored) {
+      // Restored from master + diff when compact: the greedy answer a later turn would give from it.
+      stored[i] = engine.fork_retained(result.turns[i].answer.retained_kv);
+      if (!stored[i]) return make_error(ErrorCode::kResourceExhausted, "round quality: cannot restore a stored context");
+      RequestParams q = p;
+      q.kv_from = stored[i];
+      AGENTKV_TRY(submit(engine, std::move(q), &stored_greedy[i]));
+    }
     AGENTKV_TRY(submit(engine, std::move(p), &greedy[i]));
   }
   AGENTKV_TRY(engine.run_until_idle());
   const LoadedModel& lm = engine.model();
   for (size_t i : who) {
     const RoundTurnOutcome& o = result.turns[i];
+    if (stored_greedy[i].error) return *stored_greedy[i].error;
     const auto& prompt = turns[i].params.prompt;
     std::vector<int32_t> cont(prompt.begin() + turns[i].segment.second, prompt.end());
     const size_t own = cont.size();
     cont.insert(cont.end(), o.answer.tokens.begin(), o.answer.tokens.end());
     const KvSequence* ex = engine.retained(exact[i].retained_kv);
-    const KvSequence* bl = engine.retained(o.blended);
-    if (!ex || !bl) return make_error("round quality: a context to compare was not retained");
-    auto q = compare_continuation(*lm.model, engine.kv(), *ex, *bl, cont, engine.pool(), own);
+    const KvSequence* ap = engine.retained(approx == ApproxContext::kStored ? stored[i] : o.blended);
+    if (!ex || !ap) return make_error("round quality: a context to compare was not retained");
+    // The stored context goes on past the block (own prompt, answer): compared up to the block's end.
+    KvSequence upto = ap->fork();
+    upto.truncate(ex->n_tokens());
+    auto q = compare_continuation(*lm.model, engine.kv(), *ex, upto, cont, engine.pool(), own);
     if (!q.ok()) return q.status_error();
     TurnQuality& t = out[i];
     t.quality = std::move(*q);
     t.measured = true;
-    const size_t cmp = std::min({size_t(greedy_tokens), o.answer.tokens.size(), greedy[i].tokens.size()});
+    const std::vector<int32_t>& answer = approx == ApproxContext::kStored ? stored_greedy[i].tokens : o.answer.tokens;
+    const size_t cmp = std::min({size_t(greedy_tokens), answer.size(), greedy[i].tokens.size()});
     size_t same = 0;
-    while (same < cmp && o.answer.tokens[same] == greedy[i].tokens[same]) ++same;
+    while (same < cmp && answer[same] == greedy[i].tokens[same]) ++same;
     t.greedy_agreement = cmp ? double(same) / double(cmp) : 1.0;
   }
   return out;

@@ -56,9 +56,9 @@ constexpr const char* kGateInstruction = "What do you say to the others? Answer 
 
 // The workload through the collective-round job on an engine of its own (the server's engine
 // options: block size 16, prefix caching on), every agent resuming from its resident context.
-Result<GateMeasurement> measure_gate(const LoadedModel& lm, ThreadPool& pool, double recompute) {
+Result<GateMeasurement> measure_gate(const LoadedModel& lm, ThreadPool& pool, double recompute, DiffFormat format) {
   std::unique_ptr<Engine> engine;
-  AGENTKV_ASSIGN_OR_RETURN(engine, make_gate_engine(lm, pool));
+  AGENTKV_ASSIGN_OR_RETURN(engine, make_gate_engine(lm, pool, format));
   const Tokenizer& tok = *lm.tokenizer;
   const size_t n = std::size(kGateAgents);
   std::vector<std::vector<ChatMessage>> messages(n);
@@ -96,7 +96,8 @@ Result<GateMeasurement> measure_gate(const LoadedModel& lm, ThreadPool& pool, do
     AGENTKV_TRY(engine->run_until_idle());
     if (!got) return make_error("the gate's round job did not finish");
     if (!got->status.ok()) return got->status.status_error();
-    auto q = measure_round_quality(*engine, turns, *got, kGateTokens);
+    auto q = measure_round_quality(*engine, turns, *got, kGateTokens,
+                                   diff_format_lossless(format) ? ApproxContext::kBlended : ApproxContext::kStored);
     for (const RoundTurnOutcome& o : got->turns) {
       engine->release_retained(o.blended);
       engine->release_retained(o.prefix);
@@ -181,8 +182,9 @@ void write_cached(const std::string& path, const SharingGateResult& r) {
 std::string SharingGateResult::summary() const {
   char buf[320];
   std::snprintf(buf, sizeof buf,
-                "R=%.3g: KL mean %.4f (max %.3g), greedy agreement %.3f (min %.3g), top-1 %.3f over %d answers%s: %s",
-                recompute, kl_mean, thresholds.max_kl_mean, greedy, thresholds.min_greedy_agreement, top1, agents, from_cache ? " (cached)" : "",
+                "R=%.3g%s%s: KL mean %.4f (max %.3g), greedy agreement %.3f (min %.3g), top-1 %.3f over %d answers%s: %s",
+                recompute, diff_format_lossless(diff_format) ? "" : ", diffs ",
+                diff_format_lossless(diff_format) ? "" : std::string(diff_format_name(diff_format)).c_str(), kl_mean, thresholds.max_kl_mean, greedy, thresholds.min_greedy_agreement, top1, agents, from_cache ? " (cached)" : "",
                 pass ? "pass" : "FAIL, this path runs exactly");
   return buf;
 }
@@ -193,12 +195,14 @@ std::string default_sharing_gate_cache_dir() {
   return std::string(home ? home : ".") + "/.cache/agentkv/sharing-gate";
 }
 
-Result<std::unique_ptr<Engine>> make_gate_engine(const LoadedModel& lm, ThreadPool& pool) {
+Result<std::unique_ptr<Engine>> make_gate_engine(const LoadedModel& lm, ThreadPool& pool, DiffFormat format) {
   EngineOptions eo;
   eo.kv.block_size = 16;
   eo.kv.mem_bytes = int64_t(1) << 30;
+  eo.diff_format = format;
   return Engine::create(lm, eo, pool);
 }
+
 
 void add_gate_measurement(GateMeasurement& m, const std::vector<TurnQuality>& turns) {
   for (const TurnQuality& t : turns) {
@@ -212,18 +216,23 @@ void add_gate_measurement(GateMeasurement& m, const std::vector<TurnQuality>& tu
 }
 
 Result<SharingGateResult> run_sharing_gate(const LoadedModel& lm, ThreadPool& pool, double recompute,
-                                           const SharingGateThresholds& th, const std::string& cache_dir) {
-  return run_gate_cached(lm, pool, recompute, th, cache_dir, "", kGateVersion, measure_gate);
+                                           const SharingGateThresholds& th, const std::string& cache_dir,
+                                           DiffFormat format) {
+  return run_gate_cached(lm, pool, recompute, th, cache_dir, "", kGateVersion, measure_gate, format);
 }
 
 Result<SharingGateResult> run_gate_cached(const LoadedModel& lm, ThreadPool& pool, double recompute,
                                           const SharingGateThresholds& th, const std::string& cache_dir,
-                                          const std::string& kind, int version, const GateMeasureFn& measure) {
+                                          const std::string& kind, int version, const GateMeasureFn& measure,
+                                          DiffFormat format) {
   if (!(recompute >= 0 && recompute <= 1)) return make_error("recompute must be in [0, 1]");
   SharingGateResult r;
   r.recompute = recompute;
   r.thresholds = th;
-  const std::string path = cache_dir.empty() ? "" : cache_path(cache_dir, kind, version, lm.fingerprint, recompute);
+  r.diff_format = format;
+  // The lossless format keeps the cache names measured before there were others.
+  const std::string fkind = diff_format_lossless(format) ? kind : kind + std::string(diff_format_name(format)) + "-";
+  const std::string path = cache_dir.empty() ? "" : cache_path(cache_dir, fkind, version, lm.fingerprint, recompute);
   // Servers starting together (a test suite, a fleet on one host) measure once: the others wait on
   // the lock and read the result. Without a lock file the gate simply measures.
   int lock_fd = -1;
@@ -243,7 +252,7 @@ Result<SharingGateResult> run_gate_cached(const LoadedModel& lm, ThreadPool& poo
     r.from_cache = true;
   } else {
     GateMeasurement m;
-    AGENTKV_ASSIGN_OR_RETURN(m, measure(lm, pool, recompute));
+    AGENTKV_ASSIGN_OR_RETURN(m, measure(lm, pool, recompute, format));
     if (m.agents == 0 || m.kls.empty()) return make_error("the gate's workload produced no shared answer to compare");
     r.agents = m.agents;
     for (double k : m.kls) r.kl_mean += k;

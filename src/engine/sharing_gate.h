@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "engine/round_quality.h"
+#include "kv/kv_diff_codec.h"
 
 #include "model/loaded_model.h"
 #include "util/status.h"
@@ -43,13 +44,18 @@ struct SharingGateResult {
   int agents = 0;               // answers compared (all rounds)
   double kl_mean = 0, kl_p95 = 0, top1 = 0, greedy = 0;
   bool from_cache = false;      // measured at an earlier start (same model fingerprint and R)
+  DiffFormat diff_format = DiffFormat::kF16;  // how the measured path stored its diff rows
   std::string summary() const;  // one line: the measurement, the thresholds and the verdict
 };
 
-// Measures (or reads the measurement cached under cache_dir for this model fingerprint, R and the
-// workload's version; empty: no cache) and judges it against `th`.
+// Measures (or reads the measurement cached under cache_dir for this model fingerprint, R, diff
+// format and the workload's version; empty: no cache) and judges it against `th`. The agents' resident
+// contexts are stored as master + diff in `format` (EngineOptions::diff_format), and each round's
+// blocks are in every later round's context, so a lossy format's error is read back and compounds; with
+// a lossy format each turn's stored context (restored) is what is compared.
 Result<SharingGateResult> run_sharing_gate(const LoadedModel& lm, ThreadPool& pool, double recompute,
-                                           const SharingGateThresholds& th, const std::string& cache_dir);
+                                           const SharingGateThresholds& th, const std::string& cache_dir,
+                                           DiffFormat format = DiffFormat::kF16);
 
 // One gate's raw measurement over its shared answers (summed; run_gate_cached averages).
 struct GateMeasurement {
@@ -59,16 +65,21 @@ struct GateMeasurement {
   int64_t positions = 0;
   double greedy = 0;            // greedy agreement, summed over answers
 };
-// The gates' own engine, with the server's engine options (block size 16, prefix caching on).
-Result<std::unique_ptr<Engine>> make_gate_engine(const LoadedModel& lm, ThreadPool& pool);
+// The gates' own engine, with the server's engine options (block size 16, prefix caching on) and its
+// diff format.
+Result<std::unique_ptr<Engine>> make_gate_engine(const LoadedModel& lm, ThreadPool& pool, DiffFormat format);
+
 // Adds the measured turns of one round (or one chat request) to m.
 void add_gate_measurement(GateMeasurement& m, const std::vector<TurnQuality>& turns);
-using GateMeasureFn = std::function<Result<GateMeasurement>(const LoadedModel&, ThreadPool&, double recompute)>;
-// The gates' one runner: the measurement cached under cache_dir by `kind`, model fingerprint, R and
-// the workload's `version` (a lock makes servers starting together measure once), judged by `th`.
+using GateMeasureFn =
+    std::function<Result<GateMeasurement>(const LoadedModel&, ThreadPool&, double recompute, DiffFormat format)>;
+// The gates' one runner: the measurement cached under cache_dir by `kind`, diff format, model
+// fingerprint, R and the workload's `version` (a lock makes servers starting together measure once),
+// judged by `th`.
 Result<SharingGateResult> run_gate_cached(const LoadedModel& lm, ThreadPool& pool, double recompute,
                                           const SharingGateThresholds& th, const std::string& cache_dir,
-                                          const std::string& kind, int version, const GateMeasureFn& measure);
+                                          const std::string& kind, int version, const GateMeasureFn& measure,
+                                          DiffFormat format = DiffFormat::kF16);
 
 // ~/.cache/agentkv/sharing-gate (beside the model cache; $AGENTKV_MODELS/../sharing-gate when set).
 std::string default_sharing_gate_cache_dir();

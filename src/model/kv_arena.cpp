@@ -17,6 +17,7 @@ KvArena::KvArena(const ModelConfig& cfg, int block_size, int64_t n_blocks)
       n_blocks_(n_blocks),
       n_layer_(cfg.n_layer),
       kv_dim_(cfg.kv_dim()),
+      head_dim_(cfg.head_dim),
       block_stride_(int64_t(cfg.n_layer) * 2 * block_size * cfg.kv_dim()) {
   AGENTKV_CHECK(block_size > 0 && n_blocks > 0 && block_stride_ > 0);
   AGENTKV_CHECK(uint64_t(n_blocks) <= std::numeric_limits<size_t>::max() / uint64_t(bytes_per_block()));

@@ -30,6 +30,7 @@ class KvArena {
   int64_t n_blocks() const { return n_blocks_; }
   int n_layer() const { return n_layer_; }
   int kv_dim() const { return kv_dim_; }
+  int head_dim() const { return head_dim_; }
   int64_t block_values() const { return block_stride_; }
   int64_t bytes_per_block() const { return block_stride_ * int64_t(sizeof(kv_t)); }
   static int64_t bytes_per_block(const ModelConfig& cfg, int block_size) {
@@ -52,6 +53,7 @@ class KvArena {
   int64_t n_blocks_;
   int n_layer_;
   int kv_dim_;
+  int head_dim_;
   int64_t block_stride_;
   struct Unmap {
     size_t bytes;

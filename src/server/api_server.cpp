@@ -71,6 +71,7 @@ Result<std::unique_ptr<ApiServer>> ApiServer::create(const std::vector<std::stri
     eo.scheduler.max_batch_tokens = opt.max_batch_tokens;
     eo.max_n = opt.limits.max_n;
     eo.chat_compact = opt.chat_compact;
+    eo.diff_format = opt.diff_format;
     std::unique_ptr<Engine> engine;
     AGENTKV_ASSIGN_OR_RETURN(engine, Engine::create(*m.lm, eo, *s->s_.pool));
     m.engine = std::move(engine);

@@ -49,6 +49,8 @@ struct ServeOptions {
   bool chat_sharing = true;
   // Blended chat contexts stored as master + diff (EngineOptions::chat_compact).
   bool chat_compact = true;
+  // How master + diff storage keeps its diff rows (EngineOptions::diff_format).
+  DiffFormat diff_format = DiffFormat::kF16;
   // The share of a chat request's reused message tokens recomputed when the request does not say.
   double chat_recompute = 0.05;
   // Run once per model at start-up when round_sharing is on: the quality gate. It returns whether

@@ -1,3 +1,4 @@
+// Master–diff storage (share/master_diff.h): masters, diffs in their row format, packed rows.
 #include "share/master_diff.h"
 
 #include <cstring>
@@ -18,15 +19,29 @@ KvSlotRange packed(const std::vector<int32_t>& blocks) {
   return KvSlotRange{SeqBlocks{blocks.data(), int32_t(blocks.size())}, 0};
 }
 
-// One token's K and V rows in every layer, copied bitwise.
-void copy_row(const KvArena& arena, PhysicalSlot from, PhysicalSlot to) {
-  const size_t bytes = size_t(arena.kv_dim()) * sizeof(kv_t);
-  for (int l = 0; l < arena.n_layer(); ++l) {
-    const PagedKvLayer L = arena.layer(l);
-    std::memcpy(L.k(to.block, to.offset), L.k(from.block, from.offset), bytes);
-    std::memcpy(L.v(to.block, to.offset), L.v(from.block, from.offset), bytes);
+// A master re-rotated to an agent's positions, in scratch blocks of its own for as long as it lives:
+// what a diff is found and encoded against. Empty (ok() false) when the pool is short or the rotation fails.
+class RerotatedMaster {
+ public:
+  RerotatedMaster(const Model& model, const MasterSegment& master, int32_t pos0, ThreadPool& pool)
+      : m_(master.manager()) {
+    const int bs = m_.block_size();
+    const int32_t n = int32_t(master.n_tokens());
+    if (!m_.pool().allocate_n((int64_t(n) + bs - 1) / bs, blocks_)) return;
+    const SegmentMaster mv = master.view();
+    ok_ = rerotate_kv(model, m_.arena(), mv.slots, slots(), n, pos0 - mv.pos0, pool).ok();
   }
-}
+  ~RerotatedMaster() { m_.pool().release(blocks_); }
+  RerotatedMaster(const RerotatedMaster&) = delete;
+  RerotatedMaster& operator=(const RerotatedMaster&) = delete;
+  bool ok() const { return ok_; }
+  KvSlotRange slots() const { return packed(blocks_); }
+
+ private:
+  KvManager& m_;
+  std::vector<int32_t> blocks_;
+  bool ok_ = false;
+};
 
 }  // namespace
 
@@ -38,25 +53,42 @@ std::shared_ptr<const MasterSegment> MasterSegment::slice(const KvSequence& mast
 }
 
 std::optional<SegmentDiff> SegmentDiff::extract(std::shared_ptr<const MasterSegment> master, const KvSlotRange& dense,
-                                                int32_t pos0, std::vector<int32_t> rows) {
+                                                int32_t pos0, std::vector<int32_t> rows, const DiffPacking& packing) {
   KvManager& m = master->manager();
   std::vector<Spec> one;
   one.push_back(Spec{std::move(master), dense, pos0, std::move(rows)});
-  auto diffs = extract_packed(m, std::move(one));
+  auto diffs = extract_packed(m, std::move(one), packing);
   if (!diffs) return std::nullopt;
   return std::move(diffs->front());
 }
 
-std::optional<std::vector<SegmentDiff>> SegmentDiff::extract_packed(KvManager& m, std::vector<Spec> specs) {
+std::optional<std::vector<SegmentDiff>> SegmentDiff::extract_packed(KvManager& m, std::vector<Spec> specs,
+                                                                    const DiffPacking& packing) {
   const int bs = m.block_size();
-  std::vector<PhysicalSlot> slots;
-  for (const Spec& sp : specs)
-    for (size_t j = 0; j < sp.rows.size(); ++j) {
+  const bool lossless = diff_format_lossless(packing.format);
+  AGENTKV_CHECK(lossless || (packing.model && packing.pool));
+  int32_t total = 0;
+  for (const Spec& sp : specs) {
+    for (size_t j = 0; j < sp.rows.size(); ++j)
       AGENTKV_CHECK(sp.rows[j] >= 0 && sp.rows[j] < sp.master->n_tokens() && (j == 0 || sp.rows[j] > sp.rows[j - 1]));
-      slots.push_back(row_at(sp.dense, sp.rows[j], bs));
-    }
-  auto packed = PackedKv::pack_rows(m, slots);
+    total += int32_t(sp.rows.size());
+  }
+  auto packed = PackedKv::allocate(m, packing.format, total);
   if (!packed) return std::nullopt;
+  // Spec by spec, so a lossy format holds one scratch re-rotation at a time.
+  int32_t i = 0;
+  for (const Spec& sp : specs) {
+    if (sp.rows.empty()) continue;
+    std::optional<RerotatedMaster> base;
+    if (!lossless) {
+      base.emplace(*packing.model, *sp.master, sp.pos0, *packing.pool);
+      if (!base->ok()) return std::nullopt;
+    }
+    for (int32_t r : sp.rows) {
+      const PhysicalSlot b = base ? row_at(base->slots(), r, bs) : PhysicalSlot{};
+      packed->encode_row(i++, row_at(sp.dense, r, bs), base ? &b : nullptr);
+    }
+  }
   auto shared = std::make_shared<const PackedKv>(std::move(*packed));
   std::vector<SegmentDiff> out;
   int32_t first = 0;
@@ -73,15 +105,12 @@ std::optional<std::vector<int32_t>> SegmentDiff::differing_rows(const Model& mod
                                                                 ThreadPool& pool) {
   KvManager& m = master.manager();
   const int bs = m.block_size();
-  const int32_t n = int32_t(master.n_tokens());
-  std::vector<int32_t> scratch;
-  if (!m.pool().allocate_n((int64_t(n) + bs - 1) / bs, scratch)) return std::nullopt;
-  const SegmentMaster mv = master.view();
-  const Status st = rerotate_kv(model, m.arena(), mv.slots, packed(scratch), n, pos0 - mv.pos0, pool);
+  const RerotatedMaster base(model, master, pos0, pool);
+  if (!base.ok()) return std::nullopt;
   std::vector<int32_t> rows;
   const size_t bytes = size_t(m.arena().kv_dim()) * sizeof(kv_t);
-  for (int32_t i = 0; i < n && st.ok(); ++i) {
-    const PhysicalSlot a = row_at(packed(scratch), i, bs), b = row_at(dense, i, bs);
+  for (int32_t i = 0; i < int32_t(master.n_tokens()); ++i) {
+    const PhysicalSlot a = row_at(base.slots(), i, bs), b = row_at(dense, i, bs);
     for (int l = 0; l < m.arena().n_layer(); ++l) {
       const PagedKvLayer L = m.arena().layer(l);
       if (std::memcmp(L.k(a.block, a.offset), L.k(b.block, b.offset), bytes) != 0 ||
@@ -91,14 +120,17 @@ std::optional<std::vector<int32_t>> SegmentDiff::differing_rows(const Model& mod
       }
     }
   }
-  m.pool().release(scratch);
-  if (!st.ok()) return std::nullopt;
   return rows;
 }
 
 int64_t SegmentDiff::n_blocks() const { return packed_->n_blocks(); }
 
 const std::vector<int32_t>& SegmentDiff::blocks() const { return packed_->blocks(); }
+
+const uint8_t* SegmentDiff::row_record(size_t j) const {
+  AGENTKV_CHECK(j < rows_.size());
+  return packed_->record(first_ + int32_t(j));
+}
 
 Status SegmentDiff::materialize(const Model& model, const KvSlotRange& dst, ThreadPool& pool) const {
   const KvArena& arena = master_->manager().arena();
@@ -115,21 +147,34 @@ std::optional<PackedKv> PackedKv::pack(KvManager& m, const KvSlotRange& src, int
   return pack_rows(m, slots);
 }
 
-std::optional<PackedKv> PackedKv::pack_rows(KvManager& m, std::span<const PhysicalSlot> slots) {
-  const int bs = m.block_size();
-  const int32_t n = int32_t(slots.size());
-  std::vector<int32_t> blocks;
-  if (!m.pool().allocate_n((int64_t(n) + bs - 1) / bs, blocks)) return std::nullopt;
-  for (int32_t i = 0; i < n; ++i) copy_row(m.arena(), slots[size_t(i)], row_at(packed(blocks), i, bs));
-  return PackedKv(m, n, std::move(blocks));
+std::optional<PackedKv> PackedKv::pack_rows(KvManager& m, std::span<const PhysicalSlot> slots, DiffFormat format,
+                                            std::span<const PhysicalSlot> bases) {
+  AGENTKV_CHECK(diff_format_lossless(format) || bases.size() == slots.size());
+  auto p = allocate(m, format, int32_t(slots.size()));
+  if (!p) return std::nullopt;
+  for (size_t i = 0; i < slots.size(); ++i) p->encode_row(int32_t(i), slots[i], bases.empty() ? nullptr : &bases[i]);
+  return p;
 }
 
-PackedKv::PackedKv(PackedKv&& o) noexcept : m_(o.m_), n_(o.n_), blocks_(std::move(o.blocks_)) { o.blocks_.clear(); }
+std::optional<PackedKv> PackedKv::allocate(KvManager& m, DiffFormat format, int32_t n) {
+  const KvArena& a = m.arena();
+  const KvRowCodec codec(format, a.n_layer(), a.kv_dim(), a.head_dim());
+  const int64_t per_block = a.bytes_per_block() / int64_t(codec.record_bytes());
+  AGENTKV_CHECK(n >= 0 && per_block > 0);
+  std::vector<int32_t> blocks;
+  if (!m.pool().allocate_n((int64_t(n) + per_block - 1) / per_block, blocks)) return std::nullopt;
+  return PackedKv(m, codec, n, std::move(blocks));
+}
+
+PackedKv::PackedKv(PackedKv&& o) noexcept : m_(o.m_), codec_(o.codec_), n_(o.n_), blocks_(std::move(o.blocks_)) {
+  o.blocks_.clear();
+}
 
 PackedKv& PackedKv::operator=(PackedKv&& o) noexcept {
   if (this == &o) return *this;
   release();
   m_ = o.m_;
+  codec_ = o.codec_;
   n_ = o.n_;
   blocks_ = std::move(o.blocks_);
   o.blocks_.clear();
@@ -143,13 +188,41 @@ void PackedKv::release() {
   blocks_.clear();
 }
 
+uint8_t* PackedKv::record_at(int32_t i) const {
+  AGENTKV_CHECK(i >= 0 && i < n_);
+  const KvArena& a = m_->arena();
+  const int64_t per_block = a.bytes_per_block() / int64_t(codec_.record_bytes());
+  // A record never straddles two blocks: the tail of a block that fits no whole record stays unused.
+  return reinterpret_cast<uint8_t*>(a.block_data(blocks_[size_t(i / per_block)])) +
+         (i % per_block) * int64_t(codec_.record_bytes());
+}
+
+const uint8_t* PackedKv::record(int32_t i) const { return record_at(i); }
+
+void PackedKv::encode_row(int32_t i, PhysicalSlot dense, const PhysicalSlot* base) {
+  AGENTKV_CHECK(base || diff_format_lossless(codec_.format()));
+  uint8_t* rec = record_at(i);
+  const size_t vb = codec_.vector_bytes();
+  for (int l = 0; l < codec_.n_layer(); ++l) {
+    const PagedKvLayer L = m_->arena().layer(l);
+    codec_.encode(L.k(dense.block, dense.offset), base ? L.k(base->block, base->offset) : nullptr, rec + 2 * l * vb);
+    codec_.encode(L.v(dense.block, dense.offset), base ? L.v(base->block, base->offset) : nullptr, rec + (2 * l + 1) * vb);
+  }
+}
+
 void PackedKv::restore(const KvSlotRange& dst) const {
+  AGENTKV_CHECK(diff_format_lossless(codec_.format()));
   for (int32_t i = 0; i < n_; ++i) restore_row(i, row_at(dst, i, m_->block_size()));
 }
 
 void PackedKv::restore_row(int32_t i, PhysicalSlot dst) const {
-  AGENTKV_CHECK(i >= 0 && i < n_);
-  copy_row(m_->arena(), row_at(packed(blocks_), i, m_->block_size()), dst);
+  const uint8_t* rec = record_at(i);
+  const size_t vb = codec_.vector_bytes();
+  for (int l = 0; l < codec_.n_layer(); ++l) {
+    const PagedKvLayer L = m_->arena().layer(l);
+    codec_.decode(rec + 2 * l * vb, L.k(dst.block, dst.offset));
+    codec_.decode(rec + (2 * l + 1) * vb, L.v(dst.block, dst.offset));
+  }
 }
 
 }  // namespace agentkv

@@ -1,12 +1,16 @@
 // Master–diff storage of retained contexts in the engine (Engine::compact_retained,
 // engine/compact_context.h), on the real models: agents share a segment through the KV collector,
-// answer, and are compacted to master + diff. A context rebuilt from the compact form equals the
-// dense one bit for bit at every layer; compacting frees blocks; and releasing the agents in any
-// order frees the master exactly when the last diff goes.
+// answer, and are compacted to master + diff, in each diff format (EngineOptions::diff_format). A
+// context rebuilt from the compact form equals the dense one bit for bit at every layer (with a lossy
+// format: everywhere outside the segment's diff rows, which share/master_diff's test bounds);
+// compacting frees blocks; and releasing the agents in any order frees the master and the
+// compressed diffs exactly when the last user goes.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <numeric>
 #include <random>
+#include <tuple>
 
 #include "engine/engine.h"
 #include "engine/segment_collector.h"
@@ -39,54 +43,65 @@ RequestParams retained_request(std::vector<int32_t> prompt, int max_tokens, uint
   return p;
 }
 
-class CompactContextTest : public ::testing::TestWithParam<std::string> {};
+// Three agents that shared a segment through the KV collector and answered from their blended copies:
+// their final contexts (dense, retained), the master they blended from, and what the test needs to
+// know of their layout. The engine stores diffs in `format`.
+struct AnsweredRound {
+  std::unique_ptr<Engine> engine;
+  std::vector<std::vector<int32_t>> prefix_tokens;
+  std::vector<int32_t> segment;
+  uint64_t master = 0;
+  int32_t master_start = 0;
+  std::vector<uint64_t> answers;
+};
 
-TEST_P(CompactContextTest, RebuiltContextIsBitIdenticalAndMastersLiveUntilTheLastDiff) {
-  const LoadedModel& lm = real_model(GetParam());
+void answer_shared_round(const LoadedModel& lm, DiffFormat format, ThreadPool& pool, AnsweredRound& out) {
   const Tokenizer& tok = *lm.tokenizer;
-  ThreadPool pool(2);
   EngineOptions eo;
   eo.kv.mem_bytes = int64_t(256) << 20;
   eo.kv.block_size = 16;
+  eo.diff_format = format;
   auto created = Engine::create(lm, eo, pool);
   ASSERT_TRUE(created.ok()) << created.error();
-  Engine& e = **created;
+  out.engine = std::move(created).value();
+  Engine& e = *out.engine;
 
   const std::vector<std::string> prefixes = {
       "Ada is a baker who wakes at four and knows every rumour in town.\n",
       "Bram, the blacksmith, has not spoken to his brother in ten years, and he still keeps the old forge key.\n",
       "Cleo teaches the children.\n"};
-  const std::vector<int32_t> segment = tok.encode(
+  out.segment = tok.encode(
       "Town crier: the bridge over the river fell in last night's storm, and the market is cut off until it is "
       "rebuilt. Volunteers are asked to gather at the mill at noon with rope and timber.\n",
       false, false);
+  const std::vector<int32_t>& segment = out.segment;
   const std::vector<int32_t> own = tok.encode("What do you do next?", false, false);
 
   std::vector<Done> pre(prefixes.size()), master(1);
-  std::vector<std::vector<int32_t>> prefix_tokens;
   for (size_t i = 0; i < prefixes.size(); ++i) {
-    prefix_tokens.push_back(tok.encode(prefixes[i], tok.add_bos_default(), false));
-    ASSERT_TRUE(e.add_request(retained_request(prefix_tokens[i], 0), keep(&pre[i])).ok());
+    out.prefix_tokens.push_back(tok.encode(prefixes[i], tok.add_bos_default(), false));
+    ASSERT_TRUE(e.add_request(retained_request(out.prefix_tokens[i], 0), keep(&pre[i])).ok());
   }
   std::vector<int32_t> master_tokens;
   if (tok.add_bos_default()) master_tokens.push_back(tok.bos_id());
-  const int32_t master_start = int32_t(master_tokens.size());
+  out.master_start = int32_t(master_tokens.size());
   master_tokens.insert(master_tokens.end(), segment.begin(), segment.end());
   ASSERT_TRUE(e.add_request(retained_request(master_tokens, 0), keep(&master[0])).ok());
   ASSERT_TRUE(e.run_until_idle().ok());
+  out.master = master[0].retained;
 
   std::vector<uint64_t> handles;
   for (const Done& d : pre) handles.push_back(d.retained);
   RecomputeOptions ro;
   ro.ratio = 0.2;
-  auto copies = collect_shared_segment(e, master[0].retained, master_start, segment, handles, ro);
+  auto copies = collect_shared_segment(e, out.master, out.master_start, segment, handles, ro);
   ASSERT_TRUE(copies.ok()) << copies.error();
   for (uint64_t h : handles) e.release_retained(h);
 
   // Each agent answers from its blended copy; its final context is what gets compacted.
   std::vector<Done> answers(prefixes.size());
   for (size_t i = 0; i < prefixes.size(); ++i) {
-    std::vector<int32_t> prompt = prefix_tokens[i];
+    std::vector<int32_t> prompt = out.prefix_tokens[i];
     prompt.insert(prompt.end(), segment.begin(), segment.end());
     prompt.insert(prompt.end(), own.begin(), own.end());
     ASSERT_TRUE(e.add_request(retained_request(prompt, 12, (*copies)[i].handle), keep(&answers[i])).ok());
@@ -95,38 +110,63 @@ TEST_P(CompactContextTest, RebuiltContextIsBitIdenticalAndMastersLiveUntilTheLas
   for (size_t i = 0; i < prefixes.size(); ++i) {
     ASSERT_TRUE(answers[i].error.empty()) << answers[i].error;
     e.release_retained((*copies)[i].handle);
+    out.answers.push_back(answers[i].retained);
   }
+}
+
+class CompactContextTest : public ::testing::TestWithParam<std::tuple<std::string, DiffFormat>> {
+ protected:
+  void SetUp() override {
+    ASSERT_NO_FATAL_FAILURE(answer_shared_round(real_model(std::get<0>(GetParam())), format, pool_, round));
+  }
+  const DiffFormat format = std::get<1>(GetParam());
+  ThreadPool pool_{2};
+  AnsweredRound round;
+};
+
+TEST_P(CompactContextTest, RebuiltContextIsBitIdenticalAndMastersLiveUntilTheLastDiff) {
+  Engine& e = *round.engine;
+  const auto& prefix_tokens = round.prefix_tokens;
+  const auto& segment = round.segment;
+  const int32_t master_start = round.master_start;
+  const std::vector<uint64_t>& answers = round.answers;
 
   // A dense reference of every final context (forks share the blocks, so they stay as written).
   std::vector<uint64_t> dense_ref;
-  for (const Done& d : answers) dense_ref.push_back(e.fork_retained(d.retained));
+  for (uint64_t h : answers) dense_ref.push_back(e.fork_retained(h));
   const int64_t used_dense = e.kv().pool().stats().n_used;
-  for (size_t i = 0; i < prefixes.size(); ++i) {
+  for (size_t i = 0; i < answers.size(); ++i) {
     const int32_t p = int32_t(prefix_tokens[i].size());
-    std::vector<int32_t> rows;
-    for (int32_t slot : (*copies)[i].recomputed_slots) rows.push_back(slot - p);
-    ASSERT_TRUE(e.compact_retained(answers[i].retained, p, master[0].retained, master_start, rows));
-    EXPECT_TRUE(e.is_compact(answers[i].retained));
-    EXPECT_EQ(e.retained(answers[i].retained), nullptr);
+    ASSERT_TRUE(e.compact_retained(answers[i], p, round.master, master_start));
+    EXPECT_TRUE(e.is_compact(answers[i]));
+    EXPECT_EQ(e.retained(answers[i]), nullptr);
   }
   // A mismatched segment is refused and changes nothing.
-  EXPECT_FALSE(e.compact_retained(dense_ref[0], 1, master[0].retained, master_start, {}));
+  EXPECT_FALSE(e.compact_retained(dense_ref[0], 1, round.master, master_start));
 
-  for (size_t i = 0; i < prefixes.size(); ++i) {
-    const uint64_t rebuilt = e.fork_retained(answers[i].retained);
+  for (size_t i = 0; i < answers.size(); ++i) {
+    const uint64_t rebuilt = e.fork_retained(answers[i]);
     ASSERT_NE(rebuilt, 0u);
     const KvSequence* a = e.retained(dense_ref[i]);
     const KvSequence* b = e.retained(rebuilt);
     ASSERT_EQ(a->tokens(), b->tokens());
-    EXPECT_TRUE(testing::same_kv_bits(e.kv().arena(), a->blocks(), 0, e.kv().arena(), b->blocks(), 0,
-                                      int32_t(a->n_tokens())))
-        << "agent " << i;
+    if (diff_format_lossless(format)) {
+      EXPECT_TRUE(testing::same_kv_bits(e.kv().arena(), a->blocks(), 0, e.kv().arena(), b->blocks(), 0,
+                                        int32_t(a->n_tokens())))
+          << "agent " << i;
+    } else {
+      // Outside the segment nothing is approximated: its prefix before, its own turn after.
+      const int32_t p = int32_t(prefix_tokens[i].size()), end = p + int32_t(segment.size());
+      EXPECT_TRUE(testing::same_kv_bits(e.kv().arena(), a->blocks(), 0, e.kv().arena(), b->blocks(), 0, p));
+      EXPECT_TRUE(testing::same_kv_bits(e.kv().arena(), a->blocks(), end, e.kv().arena(), b->blocks(), end,
+                                        int32_t(a->n_tokens()) - end));
+    }
     e.release_retained(rebuilt);
   }
   // Without the dense references, the compact forms hold fewer blocks than the dense contexts did.
   for (uint64_t h : dense_ref) e.release_retained(h);
-  const std::vector<int32_t> master_block_ids = e.retained(master[0].retained)->blocks();
-  e.release_retained(master[0].retained);
+  const std::vector<int32_t> master_block_ids = e.retained(round.master)->blocks();
+  e.release_retained(round.master);
   const int64_t used_compact = e.kv().pool().stats().n_used;
   EXPECT_LT(used_compact, used_dense);
 
@@ -134,14 +174,70 @@ TEST_P(CompactContextTest, RebuiltContextIsBitIdenticalAndMastersLiveUntilTheLas
   std::vector<size_t> order{0, 1, 2};
   std::shuffle(order.begin(), order.end(), std::mt19937(7));
   for (size_t k = 0; k < order.size(); ++k) {
-    e.release_retained(answers[order[k]].retained);
+    e.release_retained(answers[order[k]]);
     for (int32_t b : master_block_ids) EXPECT_EQ(e.kv().pool().refcount(b) > 0, k + 1 < order.size()) << "after " << k + 1;
   }
   EXPECT_EQ(e.kv().pool().stats().n_used, 0);
   EXPECT_EQ(e.n_retained(), 0u);
 }
 
-INSTANTIATE_TEST_SUITE_P(BothModels, CompactContextTest, ::testing::Values("smollm2", "gemma3"));
+// Manager accounting in every release order: each compact context holds one reference to each master
+// block its slice keeps and its diff's packed blocks alone; releasing the agents in any order drops
+// exactly those references, and the last one gives back every block the compactions took.
+TEST_P(CompactContextTest, EveryReleaseOrderFreesMastersAndDiffsWhenTheLastUserGoes) {
+  Engine& e = *round.engine;
+  const BlockPool& bp = e.kv().pool();
+  const std::vector<int32_t> master_blocks = e.retained(round.master)->blocks();
+  const auto counts = [&] {
+    std::vector<int32_t> c;
+    for (int32_t b : master_blocks) c.push_back(bp.refcount(b));
+    return c;
+  };
+  const size_t n = round.answers.size();
+  std::vector<size_t> order(n);
+  std::iota(order.begin(), order.end(), size_t(0));
+  do {
+    // Fresh compact contexts from forks of the dense answers and of the master; only they hold the forks.
+    const int64_t used0 = bp.stats().n_used;
+    const std::vector<int32_t> base = counts();
+    const uint64_t m = e.fork_retained(round.master);
+    std::vector<uint64_t> agents;
+    std::vector<std::vector<int32_t>> refs(n);  // per agent: the references it added to each master block
+    for (size_t i = 0; i < n; ++i) {
+      const std::vector<int32_t> before = counts();
+      agents.push_back(e.fork_retained(round.answers[i]));
+      ASSERT_TRUE(e.compact_retained(agents.back(), int64_t(round.prefix_tokens[i].size()), m, round.master_start));
+      const std::vector<int32_t> after = counts();
+      int32_t kept = 0;
+      for (size_t k = 0; k < master_blocks.size(); ++k) {
+        refs[i].push_back(after[k] - before[k]);
+        EXPECT_TRUE(refs[i][k] == 0 || refs[i][k] == 1) << "agent " << i << " master block " << k;
+        kept += refs[i][k];
+      }
+      EXPECT_GT(kept, 0) << "agent " << i << " keeps the master blocks of its segment";
+    }
+    e.release_retained(m);
+    std::vector<int32_t> want = base;
+    for (size_t i = 0; i < n; ++i)
+      for (size_t k = 0; k < want.size(); ++k) want[k] += refs[i][k];
+    EXPECT_EQ(counts(), want);
+    for (size_t step = 0; step < n; ++step) {
+      const size_t a = order[step];
+      e.release_retained(agents[a]);
+      for (size_t k = 0; k < want.size(); ++k) want[k] -= refs[a][k];
+      EXPECT_EQ(counts(), want) << "after releasing agent " << a << " (step " << step << ")";
+    }
+    EXPECT_EQ(counts(), base);
+    EXPECT_EQ(bp.stats().n_used, used0) << "every block the compactions took came back";
+  } while (std::next_permutation(order.begin(), order.end()));
+}
+
+INSTANTIATE_TEST_SUITE_P(BothModelsEveryFormat, CompactContextTest,
+                         ::testing::Combine(::testing::Values("smollm2", "gemma3"),
+                                            ::testing::Values(DiffFormat::kF16, DiffFormat::kInt8, DiffFormat::kInt4)),
+                         [](const auto& info) {
+                           return std::get<0>(info.param) + "_" + std::string(diff_format_name(std::get<1>(info.param)));
+                         });
 
 }  // namespace
 }  // namespace agentkv

@@ -1,8 +1,17 @@
 // Master–diff on the real models, over an agent-society round: each agent's effective K/V (master
 // re-rotated + its diff rows) equals, bit for bit, the dense blended copy selective recompute made;
 // the diff holds only the recomputed rows, and the segment's own prompt/answer K/V packs and restores
-// exactly.
+// exactly. In each diff format (kv/kv_diff_codec.h) the diff keeps only the rows that differ from the
+// re-rotated master (all of them recomputed ones), and restores them bit for bit (f16) or within the
+// format's stated bound on every element (int8, int4), the other rows bit for bit.
 #include "share/master_diff.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <tuple>
+
+#include "ops/fp16.h"
 
 #include "share_round_util.h"
 
@@ -14,52 +23,78 @@ using testing::real_model;
 using testing::round_tokens;
 using testing::same_kv_bits;
 
-class MasterDiffModelTest : public ::testing::TestWithParam<std::string> {};
+// A round-0 segment blended into every agent's copy at R = 0.15: the master, the agents' dense
+// copies and what selective recompute reported. The manager outlives everything in its blocks.
+struct BlendedRound {
+  std::unique_ptr<KvManager> km;
+  testing::RoundTokens r;
+  int32_t mstart = 0;
+  std::shared_ptr<const MasterSegment> master;
+  std::vector<KvSequence> agents;
+  std::vector<AgentSegment> segs;
+  std::vector<AgentRecompute> res;
+};
 
-TEST_P(MasterDiffModelTest, EffectiveKvEqualsTheDenseBlendedCopy) {
-  const LoadedModel& lm = real_model(GetParam());
-  ThreadPool pool(0);
+void blend_round(const LoadedModel& lm, ThreadPool& pool, BlendedRound& b) {
   KvManagerOptions ko;
   ko.mem_bytes = int64_t(256) << 20;
   ko.block_size = testing::kRoundBlockSize;
   auto km = KvManager::create(lm.config(), lm.fingerprint, ko);
   ASSERT_TRUE(km.ok());
-  KvManager& m = **km;
-  const testing::RoundTokens r = round_tokens(lm, "agent-society", 4, 7);
+  b.km = std::move(km).value();
+  KvManager& m = *b.km;
+  b.r = round_tokens(lm, "agent-society", 4, 7);
+  const testing::RoundTokens& r = b.r;
   const int32_t n_seg = int32_t(r.segment.size());
 
   // The master: [BOS][segment], computed once.
   KvSequence mseq(m);
   std::vector<int32_t> mtoks;
   if (lm.tokenizer->add_bos_default()) mtoks.push_back(lm.tokenizer->bos_id());
-  const int32_t mstart = int32_t(mtoks.size());
+  b.mstart = int32_t(mtoks.size());
   mtoks.insert(mtoks.end(), r.segment.begin(), r.segment.end());
   ASSERT_TRUE(mseq.reserve(int64_t(mtoks.size())));
   prefill(*lm.model, m.arena(), mseq.blocks(), mtoks, 0, 0, false, pool);
   mseq.commit(mtoks);
-  auto master = std::make_shared<const MasterSegment>(std::move(mseq), mstart, mstart);
-  EXPECT_EQ(master->n_tokens(), n_seg);
+  b.master = std::make_shared<const MasterSegment>(std::move(mseq), b.mstart, b.mstart);
+  EXPECT_EQ(b.master->n_tokens(), n_seg);
 
   // Agents: prefix prefill, then the segment by selective recompute, all in one call.
-  std::vector<KvSequence> agents;
-  std::vector<AgentSegment> segs;
+  b.agents.reserve(r.n_agents());
   for (size_t a = 0; a < r.n_agents(); ++a) {
-    agents.emplace_back(m);
-    KvSequence& s = agents.back();
+    b.agents.emplace_back(m);
+    KvSequence& s = b.agents.back();
     ASSERT_TRUE(s.reserve(int64_t(r.prefix[a].size()) + n_seg));
     prefill(*lm.model, m.arena(), s.blocks(), r.prefix[a], 0, 0, false, pool);
     const int32_t p = int32_t(r.prefix[a].size());
-    segs.push_back(AgentSegment{SeqBlocks{s.blocks().data(), int32_t(s.blocks().size())}, p, p});
+    b.segs.push_back(AgentSegment{SeqBlocks{s.blocks().data(), int32_t(s.blocks().size())}, p, p});
   }
   RecomputeOptions ro;
   ro.ratio = 0.15;
-  auto res = selective_recompute(*lm.model, m.arena(), master->view(), r.segment, segs, ro, pool);
+  auto res = selective_recompute(*lm.model, m.arena(), b.master->view(), r.segment, b.segs, ro, pool);
   ASSERT_TRUE(res.ok()) << res.error();
+  b.res = std::move(*res);
+}
+
+class MasterDiffModelTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(MasterDiffModelTest, EffectiveKvEqualsTheDenseBlendedCopy) {
+  const LoadedModel& lm = real_model(GetParam());
+  ThreadPool pool(0);
+  BlendedRound b;
+  ASSERT_NO_FATAL_FAILURE(blend_round(lm, pool, b));
+  KvManager& m = *b.km;
+  const testing::RoundTokens& r = b.r;
+  const int32_t n_seg = int32_t(r.segment.size()), mstart = b.mstart;
+  const auto& master = b.master;
+  auto& agents = b.agents;
+  const auto& segs = b.segs;
+  const auto& res = b.res;
 
   for (size_t a = 0; a < r.n_agents(); ++a) {
     const int32_t p = int32_t(r.prefix[a].size());
     std::vector<int32_t> rows;
-    for (int32_t slot : (*res)[a].recomputed_slots) rows.push_back(slot - p);
+    for (int32_t slot : res[a].recomputed_slots) rows.push_back(slot - p);
     const KvSlotRange dense{segs[a].blocks, p};
     auto diff = SegmentDiff::extract(master, dense, p, rows);
     ASSERT_TRUE(diff);
@@ -93,6 +128,83 @@ TEST_P(MasterDiffModelTest, EffectiveKvEqualsTheDenseBlendedCopy) {
 }
 
 INSTANTIATE_TEST_SUITE_P(BothModels, MasterDiffModelTest, ::testing::Values("smollm2", "gemma3"));
+
+class DiffFormatModelTest : public ::testing::TestWithParam<std::tuple<std::string, DiffFormat>> {};
+
+TEST_P(DiffFormatModelTest, DiffKeepsOnlyDifferingRowsAndRestoresThemWithinTheFormatsBound) {
+  const auto [model, format] = GetParam();
+  const LoadedModel& lm = real_model(model);
+  ThreadPool pool(0);
+  BlendedRound b;
+  ASSERT_NO_FATAL_FAILURE(blend_round(lm, pool, b));
+  KvManager& m = *b.km;
+  const KvArena& arena = m.arena();
+  const int bs = m.block_size();
+  const int32_t n_seg = int32_t(b.r.segment.size());
+  const int head_dim = lm.config().head_dim;
+  for (size_t a = 0; a < b.agents.size(); ++a) {
+    const int32_t p = b.segs[a].slot0;
+    const KvSlotRange dense{b.segs[a].blocks, p};
+    auto rows = SegmentDiff::differing_rows(*lm.model, *b.master, dense, p, pool);
+    ASSERT_TRUE(rows);
+    // Rows not recomputed hold the re-rotated master exactly: the diff never stores them.
+    std::vector<int32_t> recomputed;
+    for (int32_t slot : b.res[a].recomputed_slots) recomputed.push_back(slot - p);
+    EXPECT_TRUE(std::includes(recomputed.begin(), recomputed.end(), rows->begin(), rows->end())) << "agent " << a;
+    EXPECT_FALSE(rows->empty());
+    std::printf("%s agent %zu: %zu of %zu recomputed rows differ from the re-rotated master\n", model.c_str(), a,
+                rows->size(), recomputed.size());
+
+    auto diff = SegmentDiff::extract(b.master, dense, p, *rows, DiffPacking{format, lm.model.get(), &pool});
+    ASSERT_TRUE(diff);
+    const KvRowCodec& codec = diff->packed_rows()->codec();
+    const int64_t per_block = arena.bytes_per_block() / int64_t(codec.record_bytes());
+    EXPECT_EQ(diff->n_blocks(), (int64_t(rows->size()) + per_block - 1) / per_block);
+
+    KvSequence scratch(m);
+    ASSERT_TRUE(scratch.reserve(n_seg + 5));
+    const KvSlotRange dst{SeqBlocks{scratch.blocks().data(), int32_t(scratch.blocks().size())}, 5};
+    ASSERT_TRUE(diff->materialize(*lm.model, dst, pool).ok());
+    size_t j = 0;
+    double worst = 0;  // the largest error as a share of its bound
+    for (int32_t i = 0; i < n_seg; ++i) {
+      const bool in_diff = j < rows->size() && (*rows)[j] == i;
+      const int32_t ds = p + i, rs = 5 + i;
+      if (!in_diff || diff_format_lossless(format)) {
+        EXPECT_TRUE(testing::same_kv_bits(arena, b.agents[a].blocks(), ds, arena, scratch.blocks(), rs, 1))
+            << "agent " << a << " row " << i << (in_diff ? " (a diff row, lossless)" : " (the master's)");
+        j += in_diff;
+        continue;
+      }
+      const uint8_t* rec = diff->row_record(j++);
+      for (int l = 0; l < arena.n_layer(); ++l)
+        for (int kv = 0; kv < 2; ++kv) {
+          const PagedKvLayer L = arena.layer(l);
+          const kv_t* want = kv ? L.v(b.agents[a].blocks()[size_t(ds / bs)], ds % bs)
+                                : L.k(b.agents[a].blocks()[size_t(ds / bs)], ds % bs);
+          const kv_t* got = kv ? L.v(scratch.blocks()[size_t(rs / bs)], rs % bs) : L.k(scratch.blocks()[size_t(rs / bs)], rs % bs);
+          const uint8_t* vec = rec + size_t(2 * l + kv) * codec.vector_bytes();
+          for (int e = 0; e < arena.kv_dim(); ++e) {
+            const float err = std::fabs(fp16_to_f32(got[e]) - fp16_to_f32(want[e]));
+            const float bound = codec.error_bound(codec.scale(vec, e / head_dim), got[e]);
+            ASSERT_LE(err, bound) << "agent " << a << " row " << i << " layer " << l << (kv ? " V" : " K") << " element " << e;
+            if (bound > 0) worst = std::max(worst, double(err) / double(bound));
+          }
+        }
+    }
+    EXPECT_EQ(j, rows->size());
+    if (!diff_format_lossless(format)) {
+      EXPECT_GT(worst, 0.0) << "a lossy format that loses nothing is suspicious";
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(BothModelsEveryFormat, DiffFormatModelTest,
+                         ::testing::Combine(::testing::Values("smollm2", "gemma3"),
+                                            ::testing::Values(DiffFormat::kF16, DiffFormat::kInt8, DiffFormat::kInt4)),
+                         [](const auto& info) {
+                           return std::get<0>(info.param) + "_" + std::string(diff_format_name(std::get<1>(info.param)));
+                         });
 
 }  // namespace
 }  // namespace agentkv

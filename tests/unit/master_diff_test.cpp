@@ -6,29 +6,14 @@
 
 #include <algorithm>
 
+#include "tiny_kv_config.h"
+
 namespace agentkv {
 namespace {
 
-ModelConfig master_config() {
-  ModelConfig c;
-  c.arch = "test";
-  c.n_layer = 3;
-  c.n_head = 2;
-  c.n_head_kv = 2;
-  c.head_dim = 8;
-  c.n_rot = 8;
-  return c;
-}
-constexpr int kMasterBlock = 4;
+constexpr int kMasterBlock = testing_kv::kBlock;
 
-std::unique_ptr<KvManager> make_master_manager(int64_t n_blocks) {
-  KvManagerOptions opt;
-  opt.block_size = kMasterBlock;
-  opt.mem_bytes = n_blocks * KvArena::bytes_per_block(master_config(), kMasterBlock);
-  auto m = KvManager::create(master_config(), 1, opt);
-  EXPECT_TRUE(m.ok()) << m.error();
-  return std::move(m).value();
-}
+std::unique_ptr<KvManager> make_master_manager(int64_t n_blocks) { return testing_kv::make_two_head_manager(n_blocks); }
 
 // A master of 9 tokens at slots [1, 10) of a 3-block sequence, each K/V row filled with its slot.
 std::shared_ptr<const MasterSegment> make_master(KvManager& m) {

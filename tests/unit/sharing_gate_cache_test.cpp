@@ -34,10 +34,11 @@ class SharingGateCache : public ::testing::Test {
   }
   void TearDown() override { std::filesystem::remove_all(dir_); }
 
-  Result<SharingGateResult> run() {
+  Result<SharingGateResult> run(DiffFormat format = DiffFormat::kF16) {
     return run_gate_cached(lm_, pool_, 0.15, SharingGateThresholds{0.05, 0.5}, dir_, "test-", 1,
-                           [this](const LoadedModel&, ThreadPool&, double) -> Result<GateMeasurement> {
+                           [this](const LoadedModel&, ThreadPool&, double, DiffFormat f) -> Result<GateMeasurement> {
                              ++measured_;
+                             EXPECT_EQ(f, measured_format_);
                              GateMeasurement m;
                              m.agents = 2;
                              m.kls = {0.01, 0.03};
@@ -45,7 +46,8 @@ class SharingGateCache : public ::testing::Test {
                              m.positions = 10;
                              m.greedy = 1.5;
                              return m;
-                           });
+                           },
+                           format);
   }
   std::string cache_file() const {
     for (const auto& e : std::filesystem::directory_iterator(dir_))
@@ -57,6 +59,7 @@ class SharingGateCache : public ::testing::Test {
   LoadedModel lm_;
   ThreadPool pool_{1};
   int measured_ = 0;
+  DiffFormat measured_format_ = DiffFormat::kF16;
 };
 
 TEST_F(SharingGateCache, IntactCacheIsReused) {
@@ -69,6 +72,20 @@ TEST_F(SharingGateCache, IntactCacheIsReused) {
   EXPECT_EQ(measured_, 1);
   EXPECT_DOUBLE_EQ(b->kl_mean, a->kl_mean);
   EXPECT_EQ(b->pass, a->pass);
+}
+
+TEST_F(SharingGateCache, EachDiffFormatIsMeasuredAndCachedOnItsOwn) {
+  ASSERT_TRUE(run().ok());
+  measured_format_ = DiffFormat::kInt8;
+  auto a = run(DiffFormat::kInt8);
+  ASSERT_TRUE(a.ok()) << a.error();
+  EXPECT_FALSE(a->from_cache) << "the f16 measurement is not int8's";
+  EXPECT_EQ(a->diff_format, DiffFormat::kInt8);
+  EXPECT_NE(a->summary().find("diffs int8"), std::string::npos) << a->summary();
+  auto b = run(DiffFormat::kInt8);
+  ASSERT_TRUE(b.ok() && b->from_cache);
+  EXPECT_EQ(measured_, 2);
+  EXPECT_TRUE(std::filesystem::exists(std::filesystem::path(dir_) / "test-int8-0000000000001234-r0.1500-v1.json"));
 }
 
 TEST_F(SharingGateCache, EditedDamagedOrForeignCacheIsMeasuredAgain) {

@@ -70,6 +70,25 @@ inline std::vector<int32_t> iota_tokens(int n, int32_t first = 100) {
   return t;
 }
 
+// Three layers of two KV heads of 8 (kv_dim 16), 4-token blocks: for what depends on heads (master–diff
+// rows, their per-head scales).
+inline ModelConfig two_head_config() {
+  ModelConfig c = tiny_config();
+  c.n_layer = 3;
+  c.n_head_kv = 2;
+  c.head_dim = c.n_rot = 8;
+  return c;
+}
+
+inline std::unique_ptr<KvManager> make_two_head_manager(int64_t n_blocks) {
+  KvManagerOptions opt;
+  opt.block_size = kBlock;
+  opt.mem_bytes = n_blocks * KvArena::bytes_per_block(two_head_config(), kBlock);
+  auto m = KvManager::create(two_head_config(), 1, opt);
+  EXPECT_TRUE(m.ok()) << m.error();
+  return std::move(m).value();
+}
+
 // A block hash that makes every block collide: hits must still verify token ids.
 inline uint64_t constant_hash(uint64_t, std::span<const int32_t>, uint64_t, uint64_t) { return 42; }
 
