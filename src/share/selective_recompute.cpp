@@ -39,17 +39,14 @@ float squared_distance(const kv_t* cached, const float* kept, int n, float* scra
   return sum;
 }
 
-}  // namespace
-
-Result<std::vector<AgentRecompute>> recompute_deviating_tokens(const Model& model, const KvArena& kv,
-                                                               std::span<const int32_t> segment_tokens,
-                                                               std::span<const AgentSegment> agents,
-                                                               const RecomputeOptions& options,
-                                                               const RecomputeHooks& hooks, ThreadPool& pool) {
+// recompute_deviating_tokens after its arguments were checked (selective_recompute checks them once,
+// before it writes the re-rotated master).
+Result<std::vector<AgentRecompute>> recompute_checked(const Model& model, const KvArena& kv,
+                                                      std::span<const int32_t> segment_tokens,
+                                                      std::span<const AgentSegment> agents,
+                                                      const RecomputeOptions& options, const RecomputeHooks& hooks,
+                                                      ThreadPool& pool) {
   float* const last_logits = hooks.last_logits;
-  AGENTKV_TRY(validate_reuse(model, kv, segment_tokens, agents, options));
-  if (last_logits && (agents.size() != 1 || options.n_last < 1 || segment_tokens.empty()))
-    return make_error("selective_recompute: last logits need one agent whose last token is recomputed");
   const ModelConfig& c = model.config();
   const int32_t n = int32_t(segment_tokens.size());
   const int64_t n_agents = int64_t(agents.size());
@@ -128,6 +125,19 @@ Result<std::vector<AgentRecompute>> recompute_deviating_tokens(const Model& mode
   return out;
 }
 
+}  // namespace
+
+Result<std::vector<AgentRecompute>> recompute_deviating_tokens(const Model& model, const KvArena& kv,
+                                                               std::span<const int32_t> segment_tokens,
+                                                               std::span<const AgentSegment> agents,
+                                                               const RecomputeOptions& options,
+                                                               const RecomputeHooks& hooks, ThreadPool& pool) {
+  AGENTKV_TRY(validate_reuse(model, kv, segment_tokens, agents, options));
+  if (hooks.last_logits && (agents.size() != 1 || options.n_last < 1 || segment_tokens.empty()))
+    return make_error("selective_recompute: last logits need one agent whose last token is recomputed");
+  return recompute_checked(model, kv, segment_tokens, agents, options, hooks, pool);
+}
+
 Result<std::vector<AgentRecompute>> selective_recompute(const Model& model, const KvArena& kv,
                                                         const SegmentMaster& master,
                                                         std::span<const int32_t> segment_tokens,
@@ -146,7 +156,7 @@ Result<std::vector<AgentRecompute>> selective_recompute(const Model& model, cons
     return rerotate_kv(model, kv, KvSlotRange{master.slots.blocks, master.slots.slot0 + begin},
                        KvSlotRange{ag.blocks, ag.slot0 + begin}, end - begin, ag.pos0 - master.pos0, 0, cl + 1, pool);
   };
-  return recompute_deviating_tokens(model, kv, segment_tokens, agents, options, hooks, pool);
+  return recompute_checked(model, kv, segment_tokens, agents, options, hooks, pool);
 }
 
 }  // namespace agentkv
