@@ -120,6 +120,9 @@ class HttpServer {
 
   int port() const { return port_; }
   int active_connections() const { return active_.load(); }
+  // Connections holding a large-body slot; a slot is given back after its handler returned, which is
+  // just after the client could read the response.
+  int large_bodies_held() const { return large_bodies_.load(); }
 
  private:
   // What a connection is doing, in the order in which connections are closed at a cap. A new connection
