@@ -12,7 +12,7 @@
 namespace agentkv {
 
 int cmd_bench_prm(int argc, char** argv) {
-  std::string model = "smollm2", lengths_arg = "256,512,1024,2048,4096", calibration;
+  std::string model = "smollm2", lengths_arg = "256,512,1024,2048,4096", calibration, adapter;
   int64_t repeats = 3, threads = 0;
   ArgParser p("bench-prm",
               "Cost of scoring one step after a trajectory of L tokens: KV-PRM (verify tokens only, reading the "
@@ -22,6 +22,7 @@ int cmd_bench_prm(int argc, char** argv) {
   p.add_string("-m,--model", &model, "model alias (smollm2, gemma3) or .gguf path");
   p.add_string("--lengths", &lengths_arg, "comma-separated trajectory lengths in tokens");
   p.add_string("--calibration", &calibration, "fit-prm's calibration file (default: the untrained head)");
+  p.add_string("--adapter", &adapter, "fit-prm --lora's adapter file: the verifier with its trained LoRA adapters (not with --calibration)");
   p.add_int("--repeats", &repeats, "timed repeats per length (the median is printed)", 1, 100);
   p.add_threads(&threads);
   if (auto rc = p.parse_command(argc, argv)) return *rc;
@@ -36,7 +37,7 @@ int cmd_bench_prm(int argc, char** argv) {
   auto lm = load_model(model);
   if (!lm.ok()) return cli_fail(lm.error());
   const Tokenizer& tok = *(*lm)->tokenizer;
-  auto head = load_verify_head(**lm, calibration);
+  auto head = load_verify_head(**lm, calibration, adapter);
   if (!head.ok()) return cli_fail(head.error());
   const int64_t longest = *std::max_element(lengths.begin(), lengths.end());
   auto prompt = prm::arith_policy_prompt(tok, prm::generate_arith_problem(prm::arith_seed(prm::ArithSplit::kHeldOut, 0)));

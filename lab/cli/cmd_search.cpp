@@ -5,19 +5,32 @@
 #include "lab/cli/lab_commands.h"
 #include "lab/cli/policy_sampling_args.h"
 #include "lab/prm/best_of_n.h"
+#include "lab/prm/paired_accuracy.h"
 #include "prm/calibration_file.h"
 #include "lab/prm/step_beam.h"
 
 namespace agentkv {
+namespace {
+
+// Every later scorer against the first, on the same problems (and, for best-of-N, the same samples).
+void print_paired_comparisons(const std::vector<std::string>& names, const std::vector<std::vector<bool>>& correct) {
+  for (size_t i = 1; i < correct.size(); ++i)
+    std::printf("%s vs %s: %s\n", names[i].c_str(), names[0].c_str(),
+                prm::describe(prm::compare_paired(correct[i], correct[0])).c_str());
+}
+
+}  // namespace
 
 int cmd_search(int argc, char** argv) {
-  std::string model = "smollm2", task = "arith", method = "bestofn", scorers = "kvprm", calibration;
+  std::string model = "smollm2", task = "arith", method = "bestofn", scorers = "kvprm", calibration, adapter;
   int64_t problems = 32, threads = 0, width = 2, max_steps = 8, ops = 0;
   PolicySamplingArgs sampling;
   ArgParser p("search",
               "Test-time search on held-out problems. bestofn: the policy samples -n solutions per problem and each "
               "scorer picks one (all scorers see the same samples). beam: step-level beam search, --width beams per "
-              "problem, -n proposed lines per beam and step, ranked by the scorer. Prints each scorer's accuracy.");
+              "problem, -n proposed lines per beam and step, ranked by the scorer. Prints each scorer's accuracy, and each later "
+              "scorer against the first on the same problems: the accuracy difference with its 95% confidence "
+              "interval and the exact McNemar p-value.");
   p.add_string("-m,--model", &model, "model alias (smollm2, gemma3) or .gguf path");
   p.add_string("--task", &task, "task (arith)");
   p.add_string("--method", &method, "search method (bestofn, beam)");
@@ -25,6 +38,7 @@ int cmd_search(int argc, char** argv) {
   p.add_int("--max-steps", &max_steps, "beam: most step rounds", 1, 64);
   p.add_string("--scorer", &scorers, "comma-separated scorers: kvprm, textprm, logprob, vote");
   p.add_string("--calibration", &calibration, "fit-prm's calibration file (default: identity calibration)");
+  p.add_string("--adapter", &adapter, "fit-prm --lora's adapter file: the verifier with its trained LoRA adapters (not with --calibration)");
   sampling.declare(p);
   p.add_int("--problems", &problems, "held-out problems", 1, 100000);
   p.add_int("--ops", &ops, "operations per problem, 1..3 (0: the task's 2 or 3)", 0, 3);
@@ -48,7 +62,7 @@ int cmd_search(int argc, char** argv) {
   }
   auto lm = load_model(model);
   if (!lm.ok()) return cli_fail(lm.error());
-  auto head = load_verify_head(**lm, calibration);
+  auto head = load_verify_head(**lm, calibration, adapter);
   if (!head.ok()) return cli_fail(head.error());
   ThreadPool pool{int(threads)};
   std::vector<prm::ArithProblem> probs;
@@ -61,6 +75,7 @@ int cmd_search(int argc, char** argv) {
     bo.width = int(width);
     bo.max_steps = int(max_steps);
     bo.sampling = sampling.propose_options();
+    std::vector<std::vector<bool>> correct;
     for (size_t i = 0; i < beam_kinds.size(); ++i) {
       auto r = prm::step_beam_search(**lm, probs, beam_kinds[i], *head, bo, pool);
       if (!r.ok()) return cli_fail(r.error());
@@ -70,11 +85,14 @@ int cmd_search(int argc, char** argv) {
                   (long long)r->n_problems, 100.0 * double(r->n_correct) / double(std::max<int64_t>(1, r->n_problems)),
                   (long long)r->policy_lines, (long long)r->policy_tokens, (long long)r->scored_candidates,
                   r->seconds_scoring, r->seconds_total);
+      correct.push_back(r->correct);
     }
+    print_paired_comparisons(names, correct);
     return 0;
   }
   auto cands = prm::sample_candidates(**lm, probs, sampling.options(), pool);
   if (!cands.ok()) return cli_fail(cands.error());
+  std::vector<std::vector<bool>> correct;
   for (size_t i = 0; i < kinds.size(); ++i) {
     auto r = prm::best_of_n(**lm, *cands, kinds[i], *head, pool);
     if (!r.ok()) return cli_fail(r.error());
@@ -82,7 +100,9 @@ int cmd_search(int argc, char** argv) {
                 (long long)sampling.n, (long long)r->n_correct, (long long)r->n_problems,
                 100.0 * double(r->n_correct) / double(std::max<int64_t>(1, r->n_problems)), (long long)r->n_oracle,
                 r->seconds_scoring);
+    correct.push_back(r->correct);
   }
+  print_paired_comparisons(names, correct);
   return 0;
 }
 

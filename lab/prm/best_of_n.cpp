@@ -96,6 +96,7 @@ Result<BestOfNResult> best_of_n(const LoadedModel& lm, std::span<const ProblemCa
     const size_t best = argmax(scores[p]);
     r.chosen.push_back(best);
     r.n_correct += cands[best].check.answer_correct;
+    r.correct.push_back(cands[best].check.answer_correct);
     r.n_oracle += std::any_of(cands.begin(), cands.end(), [](const Candidate& c) { return c.check.answer_correct; });
   }
   return r;

@@ -22,6 +22,7 @@ struct BestOfNResult {
   int64_t n_oracle = 0;           // some candidate's final answer is right (the ceiling)
   double seconds_scoring = 0;     // choosing, sampling excluded
   std::vector<size_t> chosen;     // per problem
+  std::vector<bool> correct;      // per problem: the chosen candidate's answer is right
 };
 
 // PRM scorers rank a solution by its weakest step: min over steps of the head's score (a

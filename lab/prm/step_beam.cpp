@@ -178,6 +178,7 @@ Result<BeamResult> step_beam_search(const LoadedModel& lm, std::span<const Arith
     });
     const SolutionCheck check = check_lines(best->lines, problems[p]);
     r.n_correct += check.answer_correct;
+    r.correct.push_back(check.answer_correct);
     r.solutions.push_back(best->lines);
   }
   r.seconds_scoring = scoring;

@@ -33,6 +33,7 @@ struct BeamResult {
   int64_t scored_candidates = 0;
   double seconds_total = 0, seconds_scoring = 0;
   std::vector<std::vector<std::string>> solutions;  // the chosen beam's lines, per problem
+  std::vector<bool> correct;                         // per problem: the chosen beam's answer is right
 };
 
 Result<BeamResult> step_beam_search(const LoadedModel& lm, std::span<const ArithProblem> problems, BeamScorer scorer,

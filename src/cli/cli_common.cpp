@@ -2,6 +2,7 @@
 #include <sstream>
 
 #include "cli/commands.h"
+#include "prm/adapter_file.h"
 #include "prm/calibration_file.h"
 #include "util/input_file.h"
 
@@ -28,7 +29,15 @@ Result<std::pair<std::unique_ptr<LoadedModel>, std::unique_ptr<LoadedModel>>> lo
   return std::make_pair(std::move(*a), std::move(*b));
 }
 
-Result<prm::VerifyHead> load_verify_head(const LoadedModel& lm, const std::string& path) {
+Result<prm::VerifyHead> load_verify_head(const LoadedModel& lm, const std::string& path, const std::string& adapter) {
+  if (!path.empty() && !adapter.empty())
+    return make_error("give a calibration file or an adapter file, not both (adapters are scored by their own "
+                      "answer log-odds; a calibration was fitted on another head's)");
+  if (!adapter.empty()) {
+    auto file = prm::read_adapter_file(adapter, lm.config(), lm.fingerprint);
+    if (!file.ok()) return file.status_error();
+    return prm::head_from_adapter_file(std::move(*file), *lm.tokenizer);
+  }
   if (path.empty()) return prm::make_verify_head(*lm.tokenizer);
   auto rec = prm::read_calibration(path);
   if (!rec.ok()) return rec.status_error();

@@ -182,6 +182,11 @@ int cmd_serve(int argc, char** argv) {
   p.add_string("--prm-calibration", &prm_calibration,
                "verify heads from agentkv fit-prm (comma-separated files), used by POST /v1/agents/{id}/score on the "
                "model each was fitted on; other models score zero-shot");
+  std::vector<std::string> prm_adapters;
+  p.add_list("--prm-adapter", &prm_adapters,
+             "KV-PRM verifiers with trained LoRA adapters from agentkv fit-prm --lora (repeat or comma-separate), "
+             "used by POST /v1/agents/{id}/score on the model each was fitted on; a damaged file, or one for a model "
+             "not served, stops the start");
   std::vector<std::string> transfer_maps;
   p.add_list("--transfer-map", &transfer_maps,
              "KV-transfer maps from agentkv fit-transfer (repeat or comma-separate), each between two served models: "
@@ -234,6 +239,7 @@ int cmd_serve(int argc, char** argv) {
     if (comma > at) opt.prm_calibrations.push_back(prm_calibration.substr(at, comma - at));
     at = comma + 1;
   }
+  opt.prm_adapters = prm_adapters;
   opt.transfer_maps = transfer_maps;
   opt.round_sharing = round_sharing == "on";
   opt.recompute = recompute;

@@ -36,12 +36,13 @@ Result<std::string> read_text_file(const std::string& path, std::string_view wha
 Result<std::pair<std::unique_ptr<LoadedModel>, std::unique_ptr<LoadedModel>>> load_model_pair(const std::string& sender,
                                                                                                const std::string& receiver);
 
-// The verify head for `lm`: fit-prm's calibration file when `path` is set (checked against the
-// model), else the untrained head.
+// The verify head for `lm`: fit-prm's calibration file when `calibration` is set, fit-prm --lora's
+// adapter file when `adapter` is (each checked against the model; not both), else the untrained head.
 namespace prm {
 struct VerifyHead;
 }
-Result<prm::VerifyHead> load_verify_head(const LoadedModel& lm, const std::string& path);
+Result<prm::VerifyHead> load_verify_head(const LoadedModel& lm, const std::string& calibration,
+                                         const std::string& adapter = "");
 
 // Prints "agentkv: error: <msg>" as one line on stderr and returns 1.
 int cli_fail(const std::string& msg);

@@ -112,4 +112,12 @@ Result<AdapterFile> read_adapter_file(const std::string& path, const ModelConfig
   return AdapterFile{std::move(ad), std::move(r)};
 }
 
+Result<VerifyHead> head_from_adapter_file(AdapterFile file, const Tokenizer& tok) {
+  auto head = make_verify_head(tok, file.record.question, file.record.pos_text, file.record.neg_text);
+  if (!head.ok()) return make_error("adapter file: " + head.error());
+  head->read_logits = true;
+  head->adapters = std::make_shared<const LoraAdapters>(std::move(file.adapters));
+  return head;
+}
+
 }  // namespace agentkv::prm

@@ -8,6 +8,8 @@
 #include <string>
 
 #include "model/lora_adapters.h"
+#include "prm/verify_head.h"
+#include "tokenizer/tokenizer.h"
 #include "util/status.h"
 
 namespace agentkv::prm {
@@ -30,5 +32,9 @@ struct AdapterFile {
 // Reads the file for the model about to use it: refused (the error names the mismatch) when the
 // fingerprint or the geometry is another model's, when the checksum fails, or when a value is not finite.
 Result<AdapterFile> read_adapter_file(const std::string& path, const ModelConfig& cfg, uint64_t model_fingerprint);
+
+// The verify head the adapters were fitted with (their question and answer tokens), with the adapters
+// on: the score is the adapted log-odds of the answers, uncalibrated, as fit-prm --lora trained it.
+Result<VerifyHead> head_from_adapter_file(AdapterFile file, const Tokenizer& tok);
 
 }  // namespace agentkv::prm

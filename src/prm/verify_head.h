@@ -52,6 +52,12 @@ struct VerifyHead {
   }
 };
 
+// What answers: "lora" (fitted adapters), "probe" (a fitted probe) or "zero-shot" (the base model's
+// answer log-odds, calibrated or not).
+inline const char* verifier_kind(const VerifyHead& head) {
+  return head.adapters ? "lora" : head.probe ? "probe" : "zero-shot";
+}
+
 inline constexpr const char* kDefaultVerifyQuestion = "Is the last step correct? Answer + or -.";
 
 // Closes the assistant turn, asks `question` in a user turn and opens the assistant's answer, in

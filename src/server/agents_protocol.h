@@ -126,7 +126,7 @@ struct StepScore {
 };
 struct StepScoreReply {
   std::string agent;
-  std::string verifier;    // "probe" (a fitted head, serve --prm-calibration) or "zero-shot"
+  std::string verifier;    // "lora" (serve --prm-adapter), "probe" (serve --prm-calibration) or "zero-shot"
   int feature_layer = 0;   // the probe's layer
   int64_t context_tokens = 0, cached_tokens = 0;
   std::vector<StepScore> scores;

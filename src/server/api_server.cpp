@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "prm/adapter_file.h"
 #include "prm/calibration_file.h"
 #include "server/error_status.h"
 #include "server/kv_jobs.h"
@@ -134,6 +135,32 @@ Status ApiServer::load_verify_heads() {
     }
     if (!used)
       return make_error("--prm-calibration " + path + " was fitted on " + rec->model_name + ", which is not served");
+  }
+  for (const std::string& path : s_.opt.prm_adapters) {
+    // The file names its model by fingerprint; each served model checks it in turn.
+    std::string refusals;
+    bool used = false;
+    for (size_t i = 0; i < s_.models.size() && !used; ++i) {
+      ServedModel& m = s_.models[i];
+      auto file = prm::read_adapter_file(path, m.lm->config(), m.lm->fingerprint);
+      if (!file.ok()) {
+        if (file.code() != ErrorCode::kConflict) return make_error(file.code(), "--prm-adapter: " + file.error());
+        refusals += (refusals.empty() ? "" : "; ") + file.error();
+        continue;
+      }
+      if (fitted[i]) return make_error("--prm-adapter " + path + ": model '" + m.id + "' already has a verifier");
+      const int rank = file->adapters.rank();
+      const double auroc = file->record.heldout_auroc;
+      auto head = prm::head_from_adapter_file(std::move(*file), *m.lm->tokenizer);
+      if (!head.ok()) return make_error(head.code(), "--prm-adapter " + path + ": " + head.error());
+      m.verify_head = std::move(*head);
+      char figure[48];
+      std::snprintf(figure, sizeof figure, auroc > 0 ? "held-out AUROC %.3f" : "held-out AUROC not measured", auroc);
+      m.verifier_summary = "LoRA adapters of rank " + std::to_string(rank) + " on the verify token (" + path + "; " +
+                           figure + ")";
+      fitted[i] = used = true;
+    }
+    if (!used) return make_error(ErrorCode::kConflict, "--prm-adapter: no served model takes it: " + refusals);
   }
   for (size_t i = 0; i < s_.models.size(); ++i) {
     if (fitted[i]) continue;

@@ -37,7 +37,7 @@ class ApiServer {
 
  private:
   ApiServer() = default;
-  // Verify heads from opt.prm_calibrations, zero-shot heads for the other models.
+  // Verify heads from opt.prm_calibrations and opt.prm_adapters, zero-shot heads for the other models.
   Status load_verify_heads();
   // Transfer maps from opt.transfer_maps: each between two served models, one per ordered pair.
   Status load_transfer_maps();

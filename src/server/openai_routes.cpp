@@ -42,7 +42,7 @@ std::string models_json(const ServerState& s) {
     j["kv_sharing"] = std::move(sharing);
     // What POST /v1/agents/{id}/score reads on this model.
     Json verifier = Json::object();
-    verifier["kind"] = !m.verify_head ? "none" : m.verify_head->probe ? "probe" : "zero-shot";
+    verifier["kind"] = !m.verify_head ? "none" : prm::verifier_kind(*m.verify_head);
     verifier["summary"] = m.verifier_summary;
     j["verifier"] = std::move(verifier);
     data.push_back(std::move(j));

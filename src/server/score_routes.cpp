@@ -173,7 +173,7 @@ void handle_score(ServerState& s, const std::string& id, const HttpRequest& req,
   if (!scored->ok()) return reply(w, api_error(scored->code(), "scoring failed: " + scored->error()));
   StepScoreReply rep;
   rep.agent = a.id;
-  rep.verifier = head.probe ? "probe" : "zero-shot";
+  rep.verifier = prm::verifier_kind(head);
   rep.feature_layer = head.probe ? head.feature_layer : 0;
   rep.context_tokens = context_tokens;
   rep.cached_tokens = (*scored)->cached_tokens;

@@ -63,6 +63,9 @@ struct ServeOptions {
   // served model it was fitted on (by fingerprint); a model without one scores zero-shot with the
   // log-odds of "+" against "-".
   std::vector<std::string> prm_calibrations;
+  // KV-PRM verifiers with trained LoRA adapters (agentkv fit-prm --lora files), each on the served
+  // model it was fitted on; a model takes a calibration or adapters, not both.
+  std::vector<std::string> prm_adapters;
   // Fitted KV-transfer maps (agentkv fit-transfer files) for POST /v1/agents/{id}/transfer, each
   // between two served models (by fingerprint); start-up refuses a damaged file or another pair.
   std::vector<std::string> transfer_maps;

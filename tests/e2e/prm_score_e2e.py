@@ -8,6 +8,11 @@ request (one batched forward scores each exactly as alone); scoring leaves the a
 resident tokens, and the same greedy answer afterwards as a fork taken before scoring); bad requests
 get their 4xx naming the field; a server given a head for a model it does not serve, or a damaged
 head file, refuses to start with one line naming the file.
+The same for a verifier with trained LoRA adapters (issue 20: `fit-prm --lora`, `serve --prm-adapter`):
+the adapted log-odds are the score, scoring leaves the agent as it was (the adapters are on for the
+verify token only), each step scores as alone; `bench-prm --adapter` gives the KV-PRM and the text PRM
+the same scores with the adapters on; a file for another model, a damaged one, or adapters together
+with a calibration for the same model are refused at start.
 """
 import os
 import subprocess
@@ -35,6 +40,29 @@ def head(agentkv, tmp_path_factory):
     assert r.returncode == 0, r.stderr
     assert os.path.exists(path)
     return path
+
+
+@pytest.fixture(scope="module")
+def adapters(agentkv, tmp_path_factory):
+    # Two train problems, one epoch: a real fit in well under a minute; how well it verifies is the
+    # benchmark's business (BENCHMARKS.md), here only its use.
+    path = str(tmp_path_factory.mktemp("prm_score_e2e") / "prm_adapters.gguf")
+    r = subprocess.run([agentkv, "fit-prm", "-m", "smollm2", "--steps", os.path.join(SRC, "tests/data/prm/arith_steps.tsv"),
+                        "--lora", "--rank", "4", "--train", "2", "--heldout", "0", "-t", "2", "-o", path],
+                       capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, r.stderr
+    assert os.path.exists(path)
+    return path
+
+
+def assert_unchanged_by_scoring(api, agent, twin):
+    # Scoring wrote nothing into the agent: same resident context, same greedy answer as its twin.
+    after = api.call("GET", f"/v1/agents/{agent['id']}")
+    assert after["resident_tokens"] == agent["resident_tokens"] and after["messages"] == agent["messages"], after
+    gen = {"max_tokens": 24, "temperature": 0}
+    a1 = api.call("POST", f"/v1/agents/{agent['id']}/respond", gen)
+    a2 = api.call("POST", f"/v1/agents/{twin}/respond", gen)
+    assert a1["message"]["content"] == a2["message"]["content"], (a1, a2)
 
 
 def refused(binary, args, needle):
@@ -82,13 +110,7 @@ def test_scores_a_resident_agent_without_changing_it(servers, head):
     assert two["usage"]["context_tokens"] > got["usage"]["context_tokens"], two
     assert len(two["scores"]) == 2
 
-    # Scoring wrote nothing into the agent: same resident context, same greedy answer as its twin.
-    after = api.call("GET", f"/v1/agents/{aid}")
-    assert after["resident_tokens"] == agent["resident_tokens"] and after["messages"] == agent["messages"], after
-    gen = {"max_tokens": 24, "temperature": 0}
-    a1 = api.call("POST", f"/v1/agents/{aid}/respond", gen)
-    a2 = api.call("POST", f"/v1/agents/{twin}/respond", gen)
-    assert a1["message"]["content"] == a2["message"]["content"], (a1, a2)
+    assert_unchanged_by_scoring(api, agent, twin)
 
     # Bad requests: 4xx naming the field, and the agent still serves.
     for body, param in [({}, "steps"), ({"steps": []}, "steps"), ({"steps": "Step 1: 1 + 1 = 2"}, "steps"),
@@ -111,3 +133,51 @@ def test_head_for_another_model_or_damaged_is_refused_at_start(agentkv, head, tm
     with open(bad, "w") as f:
         f.write(text[: len(text) // 2])
     refused(agentkv, ["-m", "smollm2", "--prm-calibration", bad], bad)
+
+
+def test_lora_verifier_scores_a_resident_agent_without_changing_it(servers, adapters):
+    _, port = servers.start(extra_args=("--prm-adapter", adapters), kv_mem="512M")
+    api = http_raw.JsonApi(port)
+    verifier = api.call("GET", "/v1/models")["data"][0]["verifier"]
+    assert verifier["kind"] == "lora" and "rank 4" in verifier["summary"], verifier
+
+    agent = api.call("POST", "/v1/agents", {"model": "smollm2", "name": "Solver", "system": SYSTEM,
+                                            "messages": [{"role": "user", "content": PROBLEM}]}, expect=201)
+    aid = agent["id"]
+    twin = api.call("POST", f"/v1/agents/{aid}/fork", {"name": "Twin"}, expect=201)["id"]
+    got = api.call("POST", f"/v1/agents/{aid}/score", {"steps": STEPS})
+    assert got["verifier"] == {"kind": "lora"}, got
+    for s in got["scores"]:
+        # The adapted answer log-odds are the score, uncalibrated.
+        assert s["logodds"] is not None and s["score"] == pytest.approx(s["logodds"], abs=1e-6), s
+        assert 0.0 < s["probability"] < 1.0, s
+    for i, step in enumerate(STEPS):
+        alone = api.call("POST", f"/v1/agents/{aid}/score", {"steps": [step]})["scores"][0]
+        assert alone["score"] == got["scores"][i]["score"], (i, alone, got["scores"][i])
+    assert_unchanged_by_scoring(api, agent, twin)
+
+
+def test_lora_verifier_reads_the_cache_as_the_text_prm_reencodes(agentkv, adapters):
+    # bench-prm scores one step both ways with the adapters on: the last column is their score delta.
+    r = subprocess.run([agentkv, "bench-prm", "-m", "smollm2", "--adapter", adapters, "--lengths", "48,160",
+                        "--repeats", "1", "-t", "2"], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    rows = [l for l in r.stdout.splitlines() if l.startswith("| ") and l[2].isdigit()]
+    assert len(rows) == 2, r.stdout
+    for row in rows:
+        assert float(row.strip("| ").split("|")[-1]) == 0.0, r.stdout
+
+
+def test_adapters_for_another_model_damaged_or_beside_a_calibration_are_refused(agentkv, adapters, head, tmp_path):
+    refused(agentkv, ["-m", "gemma3", "--prm-adapter", adapters], adapters)
+    with open(adapters, "rb") as f:
+        data = bytearray(f.read())
+    data[len(data) // 2] ^= 0x40
+    bad = str(tmp_path / "prm_adapters_bad.gguf")
+    with open(bad, "wb") as f:
+        f.write(bytes(data))
+    refused(agentkv, ["-m", "smollm2", "--prm-adapter", bad], bad)
+    refused(agentkv, ["-m", "smollm2", "--prm-calibration", head, "--prm-adapter", adapters], "already has a verifier")
+    r = subprocess.run([agentkv, "bench-prm", "-m", "smollm2", "--adapter", adapters, "--calibration", head,
+                        "--lengths", "48"], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 1 and "not both" in r.stderr, r

@@ -20,6 +20,9 @@ Fits a small SmolLM2 -> Gemma 3 map at test time (4 passages of Exodus from scri
 - /metrics counts the transfers and transferred tokens per receiver model;
 - errors: unknown agent or model 404, the agent's own model and a pair without a map 400 naming it,
   bad fields 400 naming them, an agent without a resident context 409.
+- the reverse direction with both maps served: a Gemma 3 agent handed to SmolLM2 answers, at share 1
+  byte-identical to a native SmolLM2 agent; the transferred agent handed back to Gemma 3 answers too;
+  the Gemma 3 sender is unchanged.
 """
 import math
 import os
@@ -42,17 +45,31 @@ QUESTION = {"messages": [{"role": "user", "content": "Who takes the parcel, and 
 MAP_ARGS = ("--chat-sharing", "off")
 
 
-@pytest.fixture(scope="module")
-def s2g_map(agentkv, tmp_path_factory):
-    d = tmp_path_factory.mktemp("transfer_e2e")
-    corpus, out = str(d / "corpus.txt"), str(d / "s2g.gguf")
-    subprocess.run(["bash", os.path.join(SRC, "scripts", "make_transfer_corpus.sh"), corpus, "ex:1-4"], check=True,
-                   capture_output=True, timeout=120)
-    r = subprocess.run([agentkv, "fit-transfer", "--from", "smollm2", "--to", "gemma3", "--corpus", corpus, "--out", out,
+def fit_map(agentkv, d, sender, receiver):
+    corpus, out = str(d / "corpus.txt"), str(d / f"{sender}-{receiver}.gguf")
+    if not os.path.exists(corpus):
+        subprocess.run(["bash", os.path.join(SRC, "scripts", "make_transfer_corpus.sh"), corpus, "ex:1-4"], check=True,
+                       capture_output=True, timeout=120)
+    r = subprocess.run([agentkv, "fit-transfer", "--from", sender, "--to", receiver, "--corpus", corpus, "--out", out,
                         "--max-passages", "4", "--max-bytes", "1500", "-t", "2"], capture_output=True, text=True,
                        timeout=600)
     assert r.returncode == 0, r.stderr
     return out
+
+
+@pytest.fixture(scope="module")
+def map_dir(tmp_path_factory):
+    return tmp_path_factory.mktemp("transfer_e2e")
+
+
+@pytest.fixture(scope="module")
+def s2g_map(agentkv, map_dir):
+    return fit_map(agentkv, map_dir, "smollm2", "gemma3")
+
+
+@pytest.fixture(scope="module")
+def g2s_map(agentkv, map_dir):
+    return fit_map(agentkv, map_dir, "gemma3", "smollm2")
 
 
 def refused(binary, args, needle):
@@ -186,3 +203,41 @@ def test_transfer_through_the_server(servers, s2g_map):
     transfer(doc, port, empty["id"], {"model": "gemma3"}, expect=409)
     # The refusals left the sender idle and as it was.
     assert api.call("GET", f"/v1/agents/{sid}")["busy"] is False
+
+
+def test_transfer_back_and_forth_with_both_maps(servers, s2g_map, g2s_map):
+    doc = load_doc()
+    maps = ("--transfer-map", f"{s2g_map},{g2s_map}", *MAP_ARGS)
+    _, port = servers.start(models=("smollm2", "gemma3"), extra_args=maps)
+    _, ref_port = servers.start(models=("smollm2", "gemma3"), extra_args=MAP_ARGS)
+    api, ref = http_raw.JsonApi(port), http_raw.JsonApi(ref_port)
+
+    sender = create(api, "gemma3", name="Planner")
+    sid = sender["id"]
+    t = transfer(doc, port, sid, {"model": "smollm2", "name": "Executor", "native_last": 0})
+    x = t["transfer"]
+    assert t["model"] == "smollm2" and x["from_model"] == "gemma3" and x["method"] == "transfer", x
+    native_ref = create(ref, "smollm2")
+    assert native_ref["resident_tokens"] == x["context_tokens"], (native_ref, x)
+    assert x["transferred_tokens"] == x["context_tokens"] - x["native_tokens"] and x["native_tokens"] <= 1, x
+    got = answer(api, t["id"])
+    assert got["finish_reason"] in ("stop", "length") and isinstance(got["message"]["content"], str), got
+
+    # Share 1 through the deviation path: SmolLM2's native prefill exactly.
+    full = transfer(doc, port, sid, {"model": "smollm2", "recompute": 1, "native_last": 0})
+    assert full["transfer"]["native_work"] == 1, full
+    assert answer(api, full["id"])["message"]["content"] == answer(ref, native_ref["id"])["message"]["content"]
+
+    # The default hybrid, then the executor's context handed back to Gemma 3 (after its own turn).
+    dflt = transfer(doc, port, sid, {"model": "smollm2"})["transfer"]
+    assert dflt["native_last"] == 128 and dflt["method"] == "hybrid", dflt
+    back = transfer(doc, port, t["id"], {"model": "gemma3", "name": "Reviewer"})
+    assert back["model"] == "gemma3" and back["transfer"]["from_model"] == "smollm2", back
+    assert answer(api, back["id"])["finish_reason"] in ("stop", "length")
+
+    # The Gemma 3 sender is unchanged.
+    assert api.call("GET", f"/v1/agents/{sid}")["resident_tokens"] == sender["resident_tokens"]
+    twin = create(ref, "gemma3")
+    assert answer(api, sid)["message"]["content"] == answer(ref, twin["id"])["message"]["content"]
+    assert model_metric(port, "agentkv_transfers_total", "smollm2") == 3
+    assert model_metric(port, "agentkv_transfers_total", "gemma3") == 1
