@@ -26,6 +26,15 @@ MasterDiffAttention::MasterDiffAttention(const Model& model, const KvArena& aren
   }
 }
 
+MasterDiffAttention MasterDiffAttention::of(
+    const Model& model, const KvSequence& kept,
+    const std::vector<std::pair<int64_t, std::shared_ptr<const SegmentDiff>>>& diffs) {
+  std::vector<Placed> placed;
+  for (const auto& [begin, diff] : diffs) placed.push_back(Placed{begin, diff.get()});
+  return MasterDiffAttention(model, kept.manager().arena(), SeqBlocks{kept.blocks().data(), int32_t(kept.blocks().size())},
+                             std::move(placed));
+}
+
 int64_t MasterDiffAttention::n_diff_rows() const {
   int64_t n = 0;
   for (const DiffState& d : diffs_) n += int64_t(d.master_slots.size());

@@ -8,6 +8,8 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <utility>
 #include <vector>
 
 #include "model/batch.h"
@@ -29,6 +31,9 @@ class MasterDiffAttention {
   // context: the context's block table (its blocks inside the diffs are never read and may be
   // holes); diffs ascending and disjoint. The diffs (and their masters) must outlive this view.
   MasterDiffAttention(const Model& model, const KvArena& arena, SeqBlocks context, std::vector<Placed> diffs);
+  // Of a context kept as CompactContext keeps it: the sequence with holes and its diffs by first slot.
+  static MasterDiffAttention of(const Model& model, const KvSequence& kept,
+                                const std::vector<std::pair<int64_t, std::shared_ptr<const SegmentDiff>>>& diffs);
 
   // Decodes every diff's rows of layer il; spans() then describes layer il.
   void prepare_layer(int il);

@@ -18,6 +18,7 @@ struct BlendedRound {
   RoundTokens r;
   int32_t mstart = 0;
   std::shared_ptr<const MasterSegment> master;
+  std::shared_ptr<const KvSequence> master_seq;  // the master's whole sequence ([BOS][segment]), shared
   std::vector<KvSequence> agents;
   std::vector<AgentSegment> segs;
   std::vector<AgentRecompute> res;
@@ -44,6 +45,7 @@ inline void blend_round(const LoadedModel& lm, ThreadPool& pool, BlendedRound& b
   ASSERT_TRUE(mseq.reserve(int64_t(mtoks.size())));
   prefill(*lm.model, m.arena(), mseq.blocks(), mtoks, 0, 0, false, pool);
   mseq.commit(mtoks);
+  b.master_seq = std::make_shared<const KvSequence>(mseq.fork());
   b.master = std::make_shared<const MasterSegment>(std::move(mseq), b.mstart, b.mstart);
   EXPECT_EQ(b.master->n_tokens(), n_seg);
 
