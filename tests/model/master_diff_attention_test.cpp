@@ -43,7 +43,7 @@ void compare_every_layer(const LoadedModel& lm, const KvArena& arena, MasterDiff
   const ModelConfig& cfg = lm.config();
   const int bs = arena.block_size(), hd = cfg.head_dim, kvd = cfg.kv_dim(), group = cfg.n_head / cfg.n_head_kv;
   const float scale = 1.0f / std::sqrt(float(hd));
-  std::vector<float> q(size_t(group) * hd), want(q.size()), got(q.size()), row(size_t(kvd));
+  std::vector<float> q(size_t(group) * hd), want(q.size()), got(q.size()), row(static_cast<size_t>(kvd));
   std::vector<float> scratch(size_t(group) * size_t(hi + 1));
   std::vector<AttentionSpan> spans;
   for (int il = 0; il < cfg.n_layer; ++il) {
