@@ -73,9 +73,10 @@ void check(const Case& c, std::mt19937& rng, Worst& seen) {
     return r;
   };
 
-  Store master(hd, 8), ctx(hd, 12), dense(hd, 12);
-  std::vector<int32_t> mtable = {6, 2, 7, 0, 1, 3, 4, 5}, ctable = {11, 3, 5, 0, 9, 1, 2, 4, 6, 7, 8, 10};
-  const PagedKvLayer& M = master.layer;
+  // The master's and the context's blocks share one arena, as in the KV manager's; the dense copy has one of its own.
+  Store ctx(hd, 20), dense(hd, 20);
+  std::vector<int32_t> mtable = {16, 12, 17, 10, 11, 13, 14, 15}, ctable = {9, 3, 5, 0, 18, 1, 2, 4, 6, 7, 8, 19};
+  const PagedKvLayer& M = ctx.layer;
   // Master K: projections rotated to their stored positions, like the forward pass caches them.
   for (int i = 0; i < kSeg; ++i) {
     const int s = kMasterSlot0 + i;
