@@ -45,28 +45,29 @@ void MasterDiffAttention::prepare_layer(int il) {
   const PagedKvLayer l = arena_.layer(il);
   const int kvd = arena_.kv_dim(), bs = arena_.block_size();
   const Rope& rope = model_.layer_rope(il);
-  std::vector<float> row(size_t(kvd), 0.0f);
   for (DiffState& d : diffs_) {
     const KvRowCodec& codec = d.diff->packed_rows()->codec();
-    const size_t vb = codec.vector_bytes();
+    const size_t vb = codec.vector_bytes(), n = d.master_slots.size();
     const int32_t* mtable = d.diff->master()->blocks().data();
-    d.rows.resize(d.master_slots.size() * 2 * size_t(kvd));
-    for (size_t j = 0; j < d.master_slots.size(); ++j) {
-      kv_t* k = d.rows.data() + j * 2 * size_t(kvd);
-      kv_t* v = k + kvd;
-      const int32_t s = d.master_slots[j];
-      const kv_t* mk = l.k(mtable[s / bs], s % bs);
-      if (!diff_format_lossless(codec.format())) {
-        // The base a lossy row was encoded against: the master row re-rotated as materialize() does it
-        // (model/kv_rerotate.h: load, shift, round to f16), then V as is.
-        kv_load(row.data(), mk, kvd);
-        if (d.delta != 0) rope.shift(row.data(), model_.config().n_head_kv, d.delta);
-        kv_store(k, row.data(), kvd);
-        std::memcpy(v, l.v(mtable[s / bs], s % bs), size_t(kvd) * sizeof(kv_t));
+    d.rows.resize(n * 2 * size_t(kvd));
+    if (!diff_format_lossless(codec.format())) {
+      // The base a lossy row was encoded against: its master row re-rotated as materialize() does it
+      // (model/kv_rerotate.h: load, shift, round to f16), all rows in one shift (one delta: the
+      // angles are computed once), then V as is.
+      base_.resize(n * size_t(kvd));
+      for (size_t j = 0; j < n; ++j) {
+        const int32_t s = d.master_slots[j];
+        kv_load(base_.data() + j * size_t(kvd), l.k(mtable[s / bs], s % bs), kvd);
+        std::memcpy(d.rows.data() + (2 * j + 1) * size_t(kvd), l.v(mtable[s / bs], s % bs), size_t(kvd) * sizeof(kv_t));
       }
+      if (d.delta != 0 && n > 0) rope.shift(base_.data(), int(n) * model_.config().n_head_kv, d.delta);
+      for (size_t j = 0; j < n; ++j) kv_store(d.rows.data() + 2 * j * size_t(kvd), base_.data() + j * size_t(kvd), kvd);
+    }
+    for (size_t j = 0; j < n; ++j) {
+      kv_t* k = d.rows.data() + 2 * j * size_t(kvd);
       const uint8_t* rec = d.diff->row_record(j);
       codec.decode(rec + size_t(2 * il) * vb, k);
-      codec.decode(rec + size_t(2 * il + 1) * vb, v);
+      codec.decode(rec + size_t(2 * il + 1) * vb, k + kvd);
     }
   }
   layer_ = il;

@@ -56,6 +56,7 @@ class MasterDiffAttention {
   const KvArena& arena_;
   SeqBlocks context_;
   std::vector<DiffState> diffs_;
+  std::vector<float> base_;  // lossy rows' re-rotated master K, f32
   int layer_ = -1;
 };
 
