@@ -35,7 +35,9 @@ class MasterDiffAttention {
   static MasterDiffAttention of(const Model& model, const KvSequence& kept,
                                 const std::vector<std::pair<int64_t, std::shared_ptr<const SegmentDiff>>>& diffs);
 
-  // Decodes every diff's rows of layer il; spans() then describes layer il.
+  // Decodes every diff's rows of layer il; spans() then describes layer il. Call it once per layer
+  // before that layer's attention; spans() and the buffers its spans point into are read-only until
+  // the next prepare_layer, so the layer's heads and tokens may attend from several threads.
   void prepare_layer(int il);
   // Appends to `out` the spans that cover context slots [lo, hi] in the prepared layer, in order: the
   // input of attend_spans, equal up to its stated bound to attending the materialized dense copy.
