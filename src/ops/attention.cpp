@@ -35,34 +35,52 @@ void kv_load_scalar(float* dst, const kv_t* src, int n) {
   for (int i = 0; i < n; ++i) dst[i] = fp16_to_f32(src[i]);
 }
 
-void attend_group_scalar(float softcap, const float* q, int n_q, const PagedKvLayer& kv, const int32_t* table, int64_t lo,
-                         int64_t hi, int kv_head, int head_dim, float scale, float* out, float* scratch) {
-  const int64_t n = hi - lo + 1;
+void attend_spans_scalar(float softcap, const float* q, int n_q, const PagedKvLayer& kv,
+                         std::span<const AttentionSpan> spans, int kv_head, int head_dim, float scale, float* out,
+                         float* scratch) {
+  const int64_t n = span_rows(spans);
   const int64_t head_off = int64_t(kv_head) * head_dim;
   float qh[1024];
   float row[1024];
   for (int h = 0; h < n_q; ++h) {
     for (int d = 0; d < head_dim; ++d) qh[d] = round_through_fp16(q[h * head_dim + d]);
-    for (int64_t j = 0; j < n; ++j) {
-      const int64_t slot = lo + j;
-      kv_load_scalar(row, kv.k(table[slot / kv.block_size], int(slot % kv.block_size)) + head_off, head_dim);
-      float s = 0.0f;
-      for (int d = 0; d < head_dim; ++d) s += qh[d] * row[d];
-      scratch[h * n + j] = s * scale;
-    }
+    float qr[1024];  // a master span's query, rotated back by its delta (for the span `rotated_for`)
+    size_t rotated_for = spans.size();
+    for_each_span_row<false>(kv, spans, head_off, [&](int64_t j, size_t s, const kv_t* k, bool master) {
+      const float* qs = qh;
+      if (master && spans[s].rope_delta != 0) {
+        if (rotated_for != s) {
+          std::copy(q + h * head_dim, q + (h + 1) * head_dim, qr);
+          spans[s].rope->shift(qr, 1, -spans[s].rope_delta);
+          for (int d = 0; d < head_dim; ++d) qr[d] = round_through_fp16(qr[d]);
+          rotated_for = s;
+        }
+        qs = qr;
+      }
+      kv_load_scalar(row, k, head_dim);
+      float sc = 0.0f;
+      for (int d = 0; d < head_dim; ++d) sc += qs[d] * row[d];
+      scratch[h * n + j] = sc * scale;
+    });
   }
   if (softcap > 0.0f) apply_softcap(scratch, int64_t(n_q) * n, softcap);
   softmax_rows_f16_weights(scratch, n_q, n);
   std::fill(out, out + int64_t(n_q) * head_dim, 0.0f);
-  for (int64_t j = 0; j < n; ++j) {
-    const int64_t slot = lo + j;
-    kv_load_scalar(row, kv.v(table[slot / kv.block_size], int(slot % kv.block_size)) + head_off, head_dim);
+  for_each_span_row<true>(kv, spans, head_off, [&](int64_t j, size_t, const kv_t* v, bool) {
+    kv_load_scalar(row, v, head_dim);
     for (int h = 0; h < n_q; ++h) {
       const float p = scratch[h * n + j];
       float* o = out + int64_t(h) * head_dim;
       for (int d = 0; d < head_dim; ++d) o[d] += p * row[d];
     }
-  }
+  });
+}
+
+void attend_group_scalar(float softcap, const float* q, int n_q, const PagedKvLayer& kv, const int32_t* table, int64_t lo,
+                         int64_t hi, int kv_head, int head_dim, float scale, float* out, float* scratch) {
+  const AttentionSpan all{table, lo, hi - lo + 1};
+  attend_spans_scalar(softcap, q, n_q, kv, std::span<const AttentionSpan>(&all, 1), kv_head, head_dim, scale, out,
+                      scratch);
 }
 
 }  // namespace attention_impl
@@ -87,6 +105,30 @@ void attend_group(const float* q, int n_q, const PagedKvLayer& kv, const int32_t
     attention_impl::attend_group_avx2(softcap, q, n_q, kv, table, lo, hi, kv_head, head_dim, scale, out, scratch);
   else
     attention_impl::attend_group_scalar(softcap, q, n_q, kv, table, lo, hi, kv_head, head_dim, scale, out, scratch);
+}
+
+void attend_spans(const float* q, int n_q, const PagedKvLayer& kv, std::span<const AttentionSpan> spans, int kv_head,
+                  int head_dim, float scale, float* out, float* scratch, float softcap) {
+  if (use_avx2() && head_dim % 8 == 0 && head_dim <= 1024)
+    attention_impl::attend_spans_avx2(softcap, q, n_q, kv, spans, kv_head, head_dim, scale, out, scratch);
+  else
+    attention_impl::attend_spans_scalar(softcap, q, n_q, kv, spans, kv_head, head_dim, scale, out, scratch);
+}
+
+float attention_score_bound(float scale, int head_dim, float q_norm, float k_norm) {
+  const float rel = 0x1p-9f + float(2 * head_dim + 16) * 0x1p-24f;
+  // f16 rounds values under 2^-14 to a multiple of 2^-24: at most 2^-25 per element, absolute.
+  const float sub = 2.0f * std::sqrt(float(head_dim)) * 0x1p-25f * (q_norm + k_norm);
+  return scale * (rel * q_norm * k_norm + sub);
+}
+
+float attention_spans_bound(float eps, float max_abs_v, int64_t n_rows) {
+  const float grow = std::exp(2.0f * eps);
+  // Weights: expm1(2 eps) from the scores, 2^-11 relative per f16 rounding on each side, subnormal
+  // weights' absolute 2^-25 each; the f32 sums: n_rows * 2^-24 relative per side, with exp's 2e-7.
+  const float weights = std::expm1(2.0f * eps) + 0x1p-11f * (1.0f + grow) + float(n_rows) * 0x1p-24f;
+  const float sums = 2.0f * float(n_rows) * 0x1p-24f * grow + 1e-6f;
+  return max_abs_v * (weights + sums);
 }
 
 void apply_softcap(float* x, int64_t n, float softcap) {

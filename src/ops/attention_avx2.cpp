@@ -90,38 +90,51 @@ void kv_load_avx2(float* dst, const kv_t* src, int n) {
   if (i < n) kv_load_scalar(dst + i, src + i, n - i);
 }
 
-void attend_group_avx2(float softcap, const float* q, int n_q, const PagedKvLayer& kv, const int32_t* table, int64_t lo,
-                       int64_t hi, int kv_head, int head_dim, float scale, float* out, float* scratch) {
+void attend_spans_avx2(float softcap, const float* q, int n_q, const PagedKvLayer& kv,
+                       std::span<const AttentionSpan> spans, int kv_head, int head_dim, float scale, float* out,
+                       float* scratch) {
   constexpr int kMaxGroup = 8;
   if (n_q > kMaxGroup) {  // very wide groups: split
-    attend_group_avx2(softcap, q, kMaxGroup, kv, table, lo, hi, kv_head, head_dim, scale, out, scratch);
-    attend_group_avx2(softcap, q + kMaxGroup * head_dim, n_q - kMaxGroup, kv, table, lo, hi, kv_head, head_dim, scale,
+    attend_spans_avx2(softcap, q, kMaxGroup, kv, spans, kv_head, head_dim, scale, out, scratch);
+    attend_spans_avx2(softcap, q + kMaxGroup * head_dim, n_q - kMaxGroup, kv, spans, kv_head, head_dim, scale,
                       out + kMaxGroup * head_dim, scratch);
     return;
   }
-  const int64_t n = hi - lo + 1;
+  const int64_t n = span_rows(spans);
   const int64_t head_off = int64_t(kv_head) * head_dim;
-  // q rounded to f16 (as ggml converts it to the cache type), kept as f32 for the FMAs.
+  // q rounded to f16 (as ggml converts it to the cache type), kept as f32 for the FMAs; a master
+  // span's query is rotated back by its delta first (qr, for the span `rotated_for`).
   alignas(32) float qh[kMaxGroup * 1024];
-  for (int i = 0; i < n_q * head_dim; i += 8)
-    _mm256_store_ps(qh + i, _mm256_cvtph_ps(_mm256_cvtps_ph(_mm256_loadu_ps(q + i), _MM_FROUND_TO_NEAREST_INT)));
-  for (int64_t j = 0; j < n; ++j) {
-    const int64_t slot = lo + j;
-    const kv_t* k = kv.k(table[slot / kv.block_size], int(slot % kv.block_size)) + head_off;
+  alignas(32) float qr[kMaxGroup * 1024];
+  const auto round_q = [&](const float* src, float* dst) {
+    for (int i = 0; i < n_q * head_dim; i += 8)
+      _mm256_store_ps(dst + i, _mm256_cvtph_ps(_mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT)));
+  };
+  round_q(q, qh);
+  size_t rotated_for = spans.size();
+  for_each_span_row<false>(kv, spans, head_off, [&](int64_t j, size_t s, const kv_t* k, bool master) {
+    const float* qs = qh;
+    if (master && spans[s].rope_delta != 0) {
+      if (rotated_for != s) {
+        std::copy(q, q + n_q * head_dim, qr);
+        spans[s].rope->shift(qr, n_q, -spans[s].rope_delta);
+        round_q(qr, qr);
+        rotated_for = s;
+      }
+      qs = qr;
+    }
     __m256 acc[kMaxGroup];
     for (int h = 0; h < n_q; ++h) acc[h] = _mm256_setzero_ps();
     for (int d = 0; d < head_dim; d += 8) {
       const __m256 kk = load_f16(k + d);
-      for (int h = 0; h < n_q; ++h) acc[h] = _mm256_fmadd_ps(kk, _mm256_load_ps(qh + h * head_dim + d), acc[h]);
+      for (int h = 0; h < n_q; ++h) acc[h] = _mm256_fmadd_ps(kk, _mm256_load_ps(qs + h * head_dim + d), acc[h]);
     }
     for (int h = 0; h < n_q; ++h) scratch[h * n + j] = hsum(acc[h]) * scale;
-  }
+  });
   if (softcap > 0.0f) apply_softcap(scratch, int64_t(n_q) * n, softcap);
   softmax_rows_f16_weights_avx2(scratch, n_q, n);
   std::fill(out, out + int64_t(n_q) * head_dim, 0.0f);
-  for (int64_t j = 0; j < n; ++j) {
-    const int64_t slot = lo + j;
-    const kv_t* v = kv.v(table[slot / kv.block_size], int(slot % kv.block_size)) + head_off;
+  for_each_span_row<true>(kv, spans, head_off, [&](int64_t j, size_t, const kv_t* v, bool) {
     for (int d = 0; d < head_dim; d += 8) {
       const __m256 vv = load_f16(v + d);
       for (int h = 0; h < n_q; ++h) {
@@ -129,7 +142,14 @@ void attend_group_avx2(float softcap, const float* q, int n_q, const PagedKvLaye
         _mm256_storeu_ps(o, _mm256_fmadd_ps(_mm256_set1_ps(scratch[h * n + j]), vv, _mm256_loadu_ps(o)));
       }
     }
-  }
+  });
+}
+
+void attend_group_avx2(float softcap, const float* q, int n_q, const PagedKvLayer& kv, const int32_t* table, int64_t lo,
+                       int64_t hi, int kv_head, int head_dim, float scale, float* out, float* scratch) {
+  const AttentionSpan all{table, lo, hi - lo + 1};
+  attend_spans_avx2(softcap, q, n_q, kv, std::span<const AttentionSpan>(&all, 1), kv_head, head_dim, scale, out,
+                    scratch);
 }
 
 }  // namespace agentkv::attention_impl
