@@ -2,14 +2,19 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <string>
 
 namespace agentkv::prm {
 
-Result<LoraFitFigures> fit_lora_adapters(const LoadedModel& lm, const StepSet& set, const VerifyHead& head,
-                                         LoraAdapters& adapters, const FitLoraOptions& opt, ThreadPool& pool,
-                                         const std::function<void(const std::string&)>& progress) {
+Result<LoraFitFigures> fit_lora_adapters(const LoadedModel& lm, const StepSet& set, std::span<const double> targets,
+                                         const VerifyHead& head, LoraAdapters& adapters, const FitLoraOptions& opt,
+                                         ThreadPool& pool, const std::function<void(const std::string&)>& progress) {
   if (opt.epochs < 1 || opt.batch < 1) return make_error("fit-prm --lora: epochs and batch must be >= 1");
   if (set.steps.empty()) return make_error("fit-prm --lora: no labelled steps to train on");
+  if (!targets.empty() && targets.size() != set.steps.size())
+    return make_error("fit-prm --lora: " + std::to_string(targets.size()) + " targets for " +
+                      std::to_string(set.steps.size()) + " steps");
+  auto target = [&](size_t i) { return targets.empty() ? double(set.steps[i].label) : targets[i]; };
   KvManagerOptions ko;
   ko.mem_bytes = opt.kv_mem_bytes;
   ko.prefix_caching = false;
@@ -36,7 +41,7 @@ Result<LoraFitFigures> fit_lora_adapters(const LoadedModel& lm, const StepSet& s
           for (size_t b0 = 0; b0 < order.size(); b0 += size_t(opt.batch)) {
             std::vector<VerifyExample> batch;
             for (size_t j = b0; j < std::min(order.size(), b0 + size_t(opt.batch)); ++j)
-              batch.push_back(VerifyExample{&(*ready)[order[j]], double(set.steps[steps[order[j]]].label)});
+              batch.push_back(VerifyExample{&(*ready)[order[j]], target(steps[order[j]])});
             auto r = train_step(*lm.model, batch, head, adapters, opt.loss, opt.optimizer, state, pool);
             if (!r.ok()) return r.status_error();
             loss_sum += r->mean_loss * double(batch.size());

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <array>
+#include <cmath>
 #include <cstdint>
 #include <functional>
 #include <span>
@@ -74,7 +75,11 @@ struct FitPrmLoraReport {
   LoraAdapters adapters;
   AdapterRecord record;
   LoraFitFigures fit;
-  SplitFigures train, heldout;  // auroc: of P("+") with the adapters (held-out); logodds_auroc: without
+  // auroc: of P("+") with the adapters (scored as served); logodds_auroc: without them. Against the
+  // checker's labels on both splits, whatever the train targets were.
+  SplitFigures train, heldout;
+  std::vector<double> train_values;  // the Monte-Carlo step values trained on (lora.rollouts.n > 0)
+  double values_auroc = std::nan("");  // their AUROC against the checker's train labels
 };
 
 // `agentkv fit-prm --lora`: the same labelled steps as fit_prm (sampled, or from opt.steps_file),
