@@ -32,6 +32,10 @@ struct FitLoraOptions {
 
 struct LoraFitFigures {
   std::vector<double> epoch_loss;  // mean training loss per epoch (before each step's update)
+  // Per epoch, the AUROC of the training pass's P("+") (before each step's update) against the
+  // checker's labels: whether the adapters separate the train steps as they train, without the
+  // served kernels' rounding.
+  std::vector<double> epoch_auroc;
   int64_t n_examples = 0;
 };
 
