@@ -83,8 +83,9 @@ struct FitPrmLoraReport {
 };
 
 // `agentkv fit-prm --lora`: the same labelled steps as fit_prm (sampled, or from opt.steps_file),
-// LoRA adapters trained on the verify token against the labels instead of a probe, and the held-out
-// AUROC of the verify answer with and without them. opt's probe settings are not used.
+// LoRA adapters trained on the verify token against the labels (or, with lora.rollouts.n > 0, the
+// steps' Monte-Carlo values) instead of a probe, and the train and held-out AUROC of the verify
+// answer with and without them. opt's probe settings are not used.
 Result<FitPrmLoraReport> fit_prm_lora(const LoadedModel& lm, const FitPrmOptions& opt, const FitLoraOptions& lora,
                                       ThreadPool& pool, const std::function<void(const std::string&)>& progress = {});
 
