@@ -20,8 +20,12 @@ int fit_prm_lora_command(const LoadedModel& lm, const prm::FitPrmOptions& o, con
               double(rep->adapters.scale()), rep->adapters.params().size(), (long long)rep->fit.n_examples, out.c_str());
   for (size_t e = 0; e < rep->fit.epoch_loss.size(); ++e)
     std::printf("epoch %zu: mean train loss %.5f\n", e + 1, rep->fit.epoch_loss[e]);
-  std::printf("train:    %lld steps, %lld correct; answer log-odds AUROC without adapters %.4f\n",
-              (long long)rep->train.n_steps, (long long)rep->train.n_steps_correct, rep->train.logodds_auroc);
+  if (lo.rollouts.n > 0)
+    std::printf("targets:  Monte-Carlo step values, %d rollouts a step; their AUROC against the checker's labels %.4f\n",
+                lo.rollouts.n, rep->values_auroc);
+  std::printf("train:    %lld steps, %lld correct; answer AUROC with adapters %.4f, without %.4f\n",
+              (long long)rep->train.n_steps, (long long)rep->train.n_steps_correct, rep->train.auroc,
+              rep->train.logodds_auroc);
   if (o.n_heldout > 0)
     std::printf("held-out: %lld steps, %lld correct; answer AUROC with adapters %.4f, without %.4f\n",
                 (long long)rep->heldout.n_steps, (long long)rep->heldout.n_steps_correct, rep->heldout.auroc,
@@ -39,7 +43,7 @@ int cmd_fit_prm(int argc, char** argv) {
   PolicySamplingArgs sampling;
   bool lora = false, sgd = false;
   prm::FitLoraOptions lo;
-  int64_t rank = lo.rank, epochs = lo.epochs, batch = lo.batch;
+  int64_t rank = lo.rank, epochs = lo.epochs, batch = lo.batch, mc_rollouts = 0;
   double alpha = lo.alpha, lr = lo.optimizer.lr;
   std::string loss = "mse";
   ArgParser p("fit-prm",
@@ -76,6 +80,10 @@ int cmd_fit_prm(int argc, char** argv) {
   p.add_float("--lr", &lr, "--lora: learning rate", 1e-9, 10);
   p.add_string("--loss", &loss, "--lora: mse (squared error of P(+), the paper's) or bce (cross-entropy)");
   p.add_flag("--sgd", &sgd, "--lora: plain SGD instead of Adam");
+  p.add_int("--mc-rollouts", &mc_rollouts,
+            "--lora: train on Monte-Carlo step values, the share of this many policy rollouts (--max-tokens "
+            "long) from after each step that reach the right answer, instead of the checker's labels (0)",
+            0, 64);
   p.add_threads(&threads);
   p.add_string("--dump", &dump, "also write every labelled proposal as TSV (split, problem, k, label, why, line)");
   if (auto rc = p.parse_command(argc, argv)) return *rc;
@@ -111,6 +119,11 @@ int cmd_fit_prm(int argc, char** argv) {
     lo.optimizer.kind = sgd ? prm::OptimizerOptions::Kind::kSgd : prm::OptimizerOptions::Kind::kAdam;
     lo.optimizer.lr = lr;
     lo.kv_mem_bytes = o.sampling.kv_mem_bytes;
+    lo.rollouts.n = int(mc_rollouts);
+    lo.rollouts.max_tokens = int(sampling.max_tokens);
+    lo.rollouts.temperature = float(sampling.temperature);
+    lo.rollouts.seed = uint64_t(sampling.seed);
+    lo.rollouts.kv_mem_bytes = o.sampling.kv_mem_bytes;
     if (out == "prm_calibration.json") out = "prm_adapters.gguf";
     return fit_prm_lora_command(**lm, o, lo, out, pool);
   }

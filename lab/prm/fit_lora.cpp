@@ -2,14 +2,21 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <string>
+
+#include "lab/prm/calibration_fit.h"
 
 namespace agentkv::prm {
 
-Result<LoraFitFigures> fit_lora_adapters(const LoadedModel& lm, const StepSet& set, const VerifyHead& head,
-                                         LoraAdapters& adapters, const FitLoraOptions& opt, ThreadPool& pool,
-                                         const std::function<void(const std::string&)>& progress) {
+Result<LoraFitFigures> fit_lora_adapters(const LoadedModel& lm, const StepSet& set, std::span<const double> targets,
+                                         const VerifyHead& head, LoraAdapters& adapters, const FitLoraOptions& opt,
+                                         ThreadPool& pool, const std::function<void(const std::string&)>& progress) {
   if (opt.epochs < 1 || opt.batch < 1) return make_error("fit-prm --lora: epochs and batch must be >= 1");
   if (set.steps.empty()) return make_error("fit-prm --lora: no labelled steps to train on");
+  if (!targets.empty() && targets.size() != set.steps.size())
+    return make_error("fit-prm --lora: " + std::to_string(targets.size()) + " targets for " +
+                      std::to_string(set.steps.size()) + " steps");
+  auto target = [&](size_t i) { return targets.empty() ? double(set.steps[i].label) : targets[i]; };
   KvManagerOptions ko;
   ko.mem_bytes = opt.kv_mem_bytes;
   ko.prefix_caching = false;
@@ -21,6 +28,8 @@ Result<LoraFitFigures> fit_lora_adapters(const LoadedModel& lm, const StepSet& s
   for (int epoch = 0; epoch < opt.epochs; ++epoch) {
     double loss_sum = 0;
     int64_t n = 0;
+    std::vector<double> p_pos;
+    std::vector<int> labels;
     AGENTKV_TRY(for_each_step_group(
         lm, **kv, set, RowOutputs{}, pool,
         [&](std::span<const KvSequence* const> contexts, std::span<const size_t> steps) -> Status {
@@ -36,20 +45,24 @@ Result<LoraFitFigures> fit_lora_adapters(const LoadedModel& lm, const StepSet& s
           for (size_t b0 = 0; b0 < order.size(); b0 += size_t(opt.batch)) {
             std::vector<VerifyExample> batch;
             for (size_t j = b0; j < std::min(order.size(), b0 + size_t(opt.batch)); ++j)
-              batch.push_back(VerifyExample{&(*ready)[order[j]], double(set.steps[steps[order[j]]].label)});
+              batch.push_back(VerifyExample{&(*ready)[order[j]], target(steps[order[j]])});
             auto r = train_step(*lm.model, batch, head, adapters, opt.loss, opt.optimizer, state, pool);
             if (!r.ok()) return r.status_error();
             loss_sum += r->mean_loss * double(batch.size());
+            p_pos.insert(p_pos.end(), r->p_pos.begin(), r->p_pos.end());
+            for (size_t j = b0; j < std::min(order.size(), b0 + size_t(opt.batch)); ++j)
+              labels.push_back(set.steps[steps[order[j]]].label);
             n += int64_t(batch.size());
           }
           return {};
         }));
     fig.epoch_loss.push_back(n ? loss_sum / double(n) : 0.0);
+    fig.epoch_auroc.push_back(auroc(p_pos, labels));
     fig.n_examples = n;
     if (progress) {
       char line[128];
-      std::snprintf(line, sizeof line, "lora epoch %d: %lld examples, mean loss %.5f", epoch + 1, (long long)n,
-                    fig.epoch_loss.back());
+      std::snprintf(line, sizeof line, "lora epoch %d: %lld examples, mean loss %.5f, train AUROC %.4f", epoch + 1,
+                    (long long)n, fig.epoch_loss.back(), fig.epoch_auroc.back());
       progress(line);
     }
   }

@@ -6,10 +6,12 @@
 
 #include <cstdint>
 #include <functional>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "lab/prm/step_labels.h"
+#include "lab/prm/step_values.h"
 #include "prm/verify_training.h"
 
 namespace agentkv::prm {
@@ -23,17 +25,25 @@ struct FitLoraOptions {
   OptimizerOptions optimizer;
   uint64_t seed = 1;    // A's initialisation and the order of examples
   int64_t kv_mem_bytes = int64_t(1) << 30;
+  // The targets: with rollouts.n > 0 each train step's Monte-Carlo value (step_values.h), the
+  // paper's; with 0 the checker's hard label.
+  RolloutOptions rollouts{.n = 0};
 };
 
 struct LoraFitFigures {
   std::vector<double> epoch_loss;  // mean training loss per epoch (before each step's update)
+  // Per epoch, the AUROC of the training pass's P("+") (before each step's update) against the
+  // checker's labels: whether the adapters separate the train steps as they train, without the
+  // served kernels' rounding.
+  std::vector<double> epoch_auroc;
   int64_t n_examples = 0;
 };
 
-// Trains `adapters` (LoraAdapters::create's, or resumed) on set.steps, target = the checker's label.
-// progress (may be empty) hears one line per epoch.
-Result<LoraFitFigures> fit_lora_adapters(const LoadedModel& lm, const StepSet& set, const VerifyHead& head,
-                                         LoraAdapters& adapters, const FitLoraOptions& opt, ThreadPool& pool,
+// Trains `adapters` (LoraAdapters::create's, or resumed) on set.steps against targets (one per step,
+// in [0, 1]; empty: the checker's labels). progress (may be empty) hears one line per epoch.
+Result<LoraFitFigures> fit_lora_adapters(const LoadedModel& lm, const StepSet& set, std::span<const double> targets,
+                                         const VerifyHead& head, LoraAdapters& adapters, const FitLoraOptions& opt,
+                                         ThreadPool& pool,
                                          const std::function<void(const std::string&)>& progress = {});
 
 }  // namespace agentkv::prm

@@ -118,6 +118,16 @@ void name_model_and_question(Record& r, const LoadedModel& lm, const FitPrmOptio
   r.neg_text = opt.neg;
 }
 
+std::string mean_and_sd_text(std::span<const float> x) {
+  double sum = 0, sq = 0;
+  for (float v : x) sum += v, sq += double(v) * v;
+  const double n = double(std::max<size_t>(x.size(), 1)), mean = sum / n;
+  char buf[96];
+  std::snprintf(buf, sizeof buf, "mean %.3f, sd %.3f over %zu steps", mean, std::sqrt(std::max(0.0, sq / n - mean * mean)),
+                x.size());
+  return buf;
+}
+
 std::string describe(const char* name, const SplitFigures& f) {
   return std::string(name) + ": " + std::to_string(f.n_problems) + " problems, " + std::to_string(f.n_proposals) +
          " proposed lines, " + std::to_string(f.n_steps) + " steps (" + std::to_string(f.n_steps_correct) +
@@ -234,13 +244,34 @@ Result<FitPrmLoraReport> fit_prm_lora(const LoadedModel& lm, const FitPrmOptions
   auto train = collect(lm, ArithSplit::kTrain, opt.n_train, opt, *head, pool);
   if (!train.ok()) return make_error(train.error());
   say(describe("train", train->fig));
+  say("train base log-odds of the verify answer: " + mean_and_sd_text(train->logodds));
   if (lora.rank < 1 || !(lora.alpha > 0)) return make_error("fit-prm --lora: rank and alpha must be positive");
-  FitPrmLoraReport rep{LoraAdapters::create(lm.config(), lora.rank, lora.alpha, lora.seed), {}, {}, {}, {}};
-  auto fit = fit_lora_adapters(lm, train->set, *head, rep.adapters, lora, pool, progress);
+  FitPrmLoraReport rep;
+  rep.adapters = LoraAdapters::create(lm.config(), lora.rank, lora.alpha, lora.seed);
+  if (lora.rollouts.n > 0) {
+    const auto t0 = std::chrono::steady_clock::now();
+    auto values = rollout_step_values(lm, train->set, lora.rollouts, pool);
+    if (!values.ok()) return make_error(values.error());
+    rep.train_values = std::move(*values);
+    rep.values_auroc = auroc(rep.train_values, train->y);
+    say("Monte-Carlo step values (" + std::to_string(lora.rollouts.n) + " rollouts a step, " +
+        std::to_string(seconds_since(t0)) + " s): AUROC against the checker's labels " +
+        std::to_string(rep.values_auroc));
+  }
+  auto fit = fit_lora_adapters(lm, train->set, rep.train_values, *head, rep.adapters, lora, pool, progress);
   if (!fit.ok()) return make_error(fit.error());
   rep.fit = *fit;
   rep.train = train->fig;
   rep.train.logodds_auroc = auroc(std::vector<double>(train->logodds.begin(), train->logodds.end()), train->y);
+  VerifyHead adapted = *head;
+  adapted.adapters = std::make_shared<LoraAdapters>(rep.adapters);
+  // The adapted verifier's AUROC on a split's steps, scored as serving scores them.
+  auto adapted_auroc = [&](const SplitData& d) -> Result<double> {
+    auto scores = kv_score_labelled(lm, d.set, adapted, pool, opt.sampling.kv_mem_bytes);
+    if (!scores.ok()) return make_error(scores.error());
+    return auroc(std::vector<double>(scores->logodds.begin(), scores->logodds.end()), d.y);
+  };
+  AGENTKV_ASSIGN_OR_RETURN(rep.train.auroc, adapted_auroc(*train));
   AdapterRecord& r = rep.record;
   name_model_and_question(r, lm, opt);
   r.n_train_examples = fit->n_examples;
@@ -249,11 +280,7 @@ Result<FitPrmLoraReport> fit_prm_lora(const LoadedModel& lm, const FitPrmOptions
     if (!held.ok()) return make_error(held.error());
     rep.heldout = held->fig;
     rep.heldout.logodds_auroc = auroc(std::vector<double>(held->logodds.begin(), held->logodds.end()), held->y);
-    VerifyHead adapted = *head;
-    adapted.adapters = std::make_shared<LoraAdapters>(rep.adapters);
-    auto scores = kv_score_labelled(lm, held->set, adapted, pool, opt.sampling.kv_mem_bytes);
-    if (!scores.ok()) return make_error(scores.error());
-    rep.heldout.auroc = auroc(std::vector<double>(scores->logodds.begin(), scores->logodds.end()), held->y);
+    AGENTKV_ASSIGN_OR_RETURN(rep.heldout.auroc, adapted_auroc(*held));
     r.heldout_auroc = rep.heldout.auroc;
     say(describe("held-out", held->fig));
   }

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <array>
+#include <cmath>
 #include <cstdint>
 #include <functional>
 #include <span>
@@ -74,12 +75,17 @@ struct FitPrmLoraReport {
   LoraAdapters adapters;
   AdapterRecord record;
   LoraFitFigures fit;
-  SplitFigures train, heldout;  // auroc: of P("+") with the adapters (held-out); logodds_auroc: without
+  // auroc: of P("+") with the adapters (scored as served); logodds_auroc: without them. Against the
+  // checker's labels on both splits, whatever the train targets were.
+  SplitFigures train, heldout;
+  std::vector<double> train_values;  // the Monte-Carlo step values trained on (lora.rollouts.n > 0)
+  double values_auroc = std::nan("");  // their AUROC against the checker's train labels
 };
 
 // `agentkv fit-prm --lora`: the same labelled steps as fit_prm (sampled, or from opt.steps_file),
-// LoRA adapters trained on the verify token against the labels instead of a probe, and the held-out
-// AUROC of the verify answer with and without them. opt's probe settings are not used.
+// LoRA adapters trained on the verify token against the labels (or, with lora.rollouts.n > 0, the
+// steps' Monte-Carlo values) instead of a probe, and the train and held-out AUROC of the verify
+// answer with and without them. opt's probe settings are not used.
 Result<FitPrmLoraReport> fit_prm_lora(const LoadedModel& lm, const FitPrmOptions& opt, const FitLoraOptions& lora,
                                       ThreadPool& pool, const std::function<void(const std::string&)>& progress = {});
 

@@ -47,13 +47,18 @@ Result<StepSet> new_step_set(const LoadedModel& lm, std::span<const ArithProblem
   return set;
 }
 
+std::vector<std::string> step_prefix_lines(const ArithProblem& problem, size_t k, const std::string& line) {
+  std::vector<std::string> lines = reference_step_text(problem);
+  lines.resize(std::min(k, lines.size()));
+  lines.push_back(line);
+  return lines;
+}
+
 void add_proposal(StepSet& set, size_t problem, size_t k, StepProposal prop) {
   AGENTKV_CHECK(problem < set.problems.size() && k < set.ref_lines[problem].size());
   ++set.n_proposals;
   if (!is_step_line(prop.text)) return;
-  std::vector<std::string> lines = reference_step_text(set.problems[problem]);
-  lines.resize(k);
-  lines.push_back(prop.text);
+  const std::vector<std::string> lines = step_prefix_lines(set.problems[problem], k, prop.text);
   const SolutionCheck check = check_lines(lines, set.problems[problem]);
   const StepCheck& last = check.steps.back();
   set.steps.push_back(LabelledStep{problem, k, std::move(prop), last.correct ? 1 : 0, last.why, last.error()});

@@ -38,6 +38,10 @@ struct StepSet {
 
 // A set with the problems' prompts and reference lines and no proposals yet.
 Result<StepSet> new_step_set(const LoadedModel& lm, std::span<const ArithProblem> problems);
+// The solution's text lines through a proposed step: problem's first k reference step lines, then
+// `line` (each without its newline). What the checker reads, and what a rollout continues.
+std::vector<std::string> step_prefix_lines(const ArithProblem& problem, size_t k, const std::string& line);
+
 // Labels a proposed line for step k + 1 of set.problems[problem] (after k reference steps) and adds
 // it when it is a step line; other lines only count in n_proposals.
 void add_proposal(StepSet& set, size_t problem, size_t k, StepProposal proposal);

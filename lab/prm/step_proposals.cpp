@@ -26,21 +26,20 @@ Result<std::vector<std::vector<StepProposal>>> propose_steps(const LoadedModel& 
   return (*proposer)->propose(contexts);
 }
 
-Result<std::vector<std::vector<StepProposal>>> StepProposer::propose(std::span<const std::vector<int32_t>> contexts) {
-  const Tokenizer& tok = *lm_.tokenizer;
-  const ProposeOptions& opt = opt_;
+Result<std::vector<std::vector<StepProposal>>> StepProposer::sample(std::span<const std::vector<int32_t>> contexts,
+                                                                    int max_tokens, bool one_line) {
   Engine* engine = engine_.get();
   const uint64_t call = calls_++;
-  std::vector<std::vector<StepProposal>> out(contexts.size(), std::vector<StepProposal>(size_t(opt.n)));
+  std::vector<std::vector<StepProposal>> out(contexts.size(), std::vector<StepProposal>(size_t(opt_.n)));
   for (size_t c = 0; c < contexts.size(); ++c) {
     RequestParams rp;
     rp.prompt = contexts[c];
-    rp.n = opt.n;
-    rp.max_tokens = opt.max_tokens;
+    rp.n = opt_.n;
+    rp.max_tokens = max_tokens;
     rp.top_logprobs = 0;
-    rp.stop = {"\n"};
-    rp.sampling.temperature = opt.temperature;
-    rp.sampling.seed = (opt.seed * 1000003u + call) * 1000003u + c;
+    if (one_line) rp.stop = {"\n"};
+    rp.sampling.temperature = opt_.temperature;
+    rp.sampling.seed = (opt_.seed * 1000003u + call) * 1000003u + c;
     std::vector<StepProposal>* props = &out[c];
     auto id = engine->add_request(rp, [props](const RequestEvent& ev) {
       if (!ev.has_token || size_t(ev.seq_index) >= props->size()) return;
@@ -55,9 +54,17 @@ Result<std::vector<std::vector<StepProposal>>> StepProposer::propose(std::span<c
     if (!id.ok()) return make_error(id.error());
   }
   if (Status st = engine->run_until_idle(); !st.ok()) return make_error(st.error());
-  for (auto& props : out)
+  for (const auto& props : out)
+    for (const StepProposal& p : props) tokens_sampled_ += int64_t(p.tokens.size());
+  return out;
+}
+
+Result<std::vector<std::vector<StepProposal>>> StepProposer::propose(std::span<const std::vector<int32_t>> contexts) {
+  const Tokenizer& tok = *lm_.tokenizer;
+  auto out = sample(contexts, opt_.max_tokens, true);
+  if (!out.ok()) return out;
+  for (auto& props : *out)
     for (StepProposal& p : props) {
-      tokens_sampled_ += int64_t(p.tokens.size());
       // A token may carry text past the newline; the line ends with that token, as in split_lines.
       auto lines = split_lines(tok, p.tokens);
       p.tokens = lines.empty() ? std::vector<int32_t>{} : lines.front();

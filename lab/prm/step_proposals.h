@@ -40,6 +40,11 @@ class StepProposer {
   // result[c] holds opt.n proposals for contexts[c]. Sampling is seeded by the call count and the
   // context index, so a run repeats.
   Result<std::vector<std::vector<StepProposal>>> propose(std::span<const std::vector<int32_t>> contexts);
+  // result[c] holds opt.n raw continuations of contexts[c] of at most max_tokens tokens (tokens,
+  // logprob, ended; text empty), cut at the first newline when one_line; seeded as propose(). A
+  // Monte-Carlo rollout runs to the end of the solution (one_line false).
+  Result<std::vector<std::vector<StepProposal>>> sample(std::span<const std::vector<int32_t>> contexts,
+                                                        int max_tokens, bool one_line);
   int64_t tokens_sampled() const { return tokens_sampled_; }
 
  private:

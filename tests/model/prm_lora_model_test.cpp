@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <span>
 
 #include "../unit/lora_gradient_check.h"
 #include "kv/direct_prefill.h"
@@ -19,6 +20,7 @@
 #include "model_test_util.h"
 #include "prm/kv_scorer.h"
 #include "prm/verify_pass.h"
+#include "prm/verify_training.h"
 
 namespace agentkv::prm {
 namespace {
@@ -34,7 +36,8 @@ struct RealSetup {
   VerifyHead head;
   std::vector<KvSequence> contexts;
 
-  explicit RealSetup(const std::string& alias) : lm(agentkv::testing::real_model(alias)) {
+  explicit RealSetup(const std::string& alias, std::span<const char* const> trajectories = kTrajectories)
+      : lm(agentkv::testing::real_model(alias)) {
     auto k = private_kv_manager(lm, 1024, 16);
     EXPECT_TRUE(k.ok()) << k.error();
     kv = std::move(*k);
@@ -42,7 +45,7 @@ struct RealSetup {
     EXPECT_TRUE(h.ok()) << h.error();
     head = *h;
     std::vector<std::vector<int32_t>> toks;
-    for (const char* t : kTrajectories) toks.push_back(lm.tokenizer->encode(t, lm.tokenizer->add_bos_default(), false));
+    for (const char* t : trajectories) toks.push_back(lm.tokenizer->encode(t, lm.tokenizer->add_bos_default(), false));
     std::vector<std::span<const int32_t>> spans(toks.begin(), toks.end());
     auto seqs = prefill_new(*lm.model, *kv, spans, agentkv::testing::test_pool());
     EXPECT_TRUE(seqs.ok()) << seqs.error();
@@ -143,6 +146,48 @@ TEST_P(PrmLoraModelTest, TrainingPassAgreesWithTheServedScore) {
                   zero ? "zero" : "random", i, double(served->logodds[i]), r->logodds);
       EXPECT_NEAR(r->logodds, served->logodds[i], 0.4) << "context " << i;
     }
+  }
+}
+
+// The optimizer moves the adapters the right way: eight Adam steps (lr 3e-4) on a right and a wrong
+// step (targets 1 and 0) lower the loss and open the log-odds gap between them, for both losses (a
+// sign error in the gradient or the update, or an update that never lands, closes or keeps it).
+// Bound: the gap grows by at least 0.04. Measured 2026-12-03: -0.013 -> 0.079 (mse), -> 0.077
+// (bce); at lr 3e-3 the gap grows no faster (0.13) while both P("+") saturate together (mse loss
+// 0.50): the two contexts differ by one digit and the verify token's state barely moves with it.
+TEST(PrmLoraFit, AdamStepsSeparateARightFromAWrongStep) {
+  const char* const steps[] = {"Solve: 17 + 25 - 9.\nStep 1: 17 + 25 = 42\n", "Solve: 17 + 25 - 9.\nStep 1: 17 + 25 = 41\n"};
+  RealSetup s("smollm2", steps);
+  auto ctxs = prepare_verify_contexts(*s.lm.model, *s.kv, s.ptrs(), s.head, agentkv::testing::test_pool());
+  ASSERT_TRUE(ctxs.ok()) << ctxs.error();
+  for (VerifyLoss loss : {VerifyLoss::kSquaredError, VerifyLoss::kCrossEntropy}) {
+    LoraAdapters ad = LoraAdapters::create(s.lm.config(), 8, 16.0f, 1);
+    const VerifyExample batch[] = {{&(*ctxs)[0], 1.0}, {&(*ctxs)[1], 0.0}};
+    OptimizerOptions opt;
+    opt.lr = 3e-4;
+    OptimizerState state;
+    auto gap = [&] {
+      double z[2];
+      for (int i = 0; i < 2; ++i) {
+        auto r = verify_pass(*s.lm.model, (*ctxs)[size_t(i)], s.head, ad, batch[i].target, loss, nullptr,
+                             agentkv::testing::test_pool());
+        EXPECT_TRUE(r.ok()) << r.error();
+        z[i] = r.ok() ? r->logodds : 0.0;
+      }
+      return z[0] - z[1];
+    };
+    const double gap0 = gap();
+    double first_loss = 0, last_loss = 0;
+    for (int step = 0; step < 8; ++step) {
+      auto r = train_step(*s.lm.model, batch, s.head, ad, loss, opt, state, agentkv::testing::test_pool());
+      ASSERT_TRUE(r.ok()) << r.error();
+      (step == 0 ? first_loss : last_loss) = r->mean_loss;
+    }
+    const double gap1 = gap();
+    std::printf("[ smollm2 ] %s: log-odds gap %.4f -> %.4f, loss %.5f -> %.5f\n",
+                loss == VerifyLoss::kSquaredError ? "mse" : "bce", gap0, gap1, first_loss, last_loss);
+    EXPECT_GT(gap1, gap0 + 0.04);
+    EXPECT_LT(last_loss, first_loss);
   }
 }
 
