@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <vector>
 
 #include "ops/attention_kernels.h"
 #include "ops/fp16.h"
@@ -90,59 +92,102 @@ void kv_load_avx2(float* dst, const kv_t* src, int n) {
   if (i < n) kv_load_scalar(dst + i, src + i, n - i);
 }
 
+namespace {
+
+constexpr int kMaxGroup = 8;
+
+// One cached K row against the n_q rounded queries qs ([n_q][head_dim]): scores j of each head.
+inline void score_row(const float* qs, const kv_t* k, int n_q, int head_dim, float scale, float* scratch, int64_t n,
+                      int64_t j) {
+  __m256 acc[kMaxGroup];
+  for (int h = 0; h < n_q; ++h) acc[h] = _mm256_setzero_ps();
+  for (int d = 0; d < head_dim; d += 8) {
+    const __m256 kk = load_f16(k + d);
+    for (int h = 0; h < n_q; ++h) acc[h] = _mm256_fmadd_ps(kk, _mm256_load_ps(qs + h * head_dim + d), acc[h]);
+  }
+  for (int h = 0; h < n_q; ++h) scratch[h * n + j] = hsum(acc[h]) * scale;
+}
+
+// out[h] += weight j of head h * the cached V row.
+inline void add_v_row(const kv_t* v, const float* scratch, int n_q, int head_dim, int64_t n, int64_t j, float* out) {
+  for (int d = 0; d < head_dim; d += 8) {
+    const __m256 vv = load_f16(v + d);
+    for (int h = 0; h < n_q; ++h) {
+      float* o = out + h * head_dim + d;
+      _mm256_storeu_ps(o, _mm256_fmadd_ps(_mm256_set1_ps(scratch[h * n + j]), vv, _mm256_loadu_ps(o)));
+    }
+  }
+}
+
+inline void round_q(const float* src, float* dst, int n) {
+  for (int i = 0; i < n; i += 8)
+    _mm256_store_ps(dst + i, _mm256_cvtph_ps(_mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT)));
+}
+
+// attend_spans for n_q <= kMaxGroup. Plain spans (plain_spans: attend_group's case) walk their block
+// tables directly; going through for_each_span_row's per-row callback made Gemma 3's head_dim-256
+// decode attention a third slower.
+void attend_spans_group(float softcap, const float* q, int n_q, const PagedKvLayer& kv,
+                        std::span<const AttentionSpan> spans, int kv_head, int head_dim, float scale, float* out,
+                        float* scratch) {
+  const int64_t n = span_rows(spans);
+  const int64_t head_off = int64_t(kv_head) * head_dim;
+  const int bs = kv.block_size;
+  // q rounded to f16 (as ggml converts it to the cache type), kept as f32 for the FMAs.
+  alignas(32) float qh[kMaxGroup * 1024];
+  round_q(q, qh, n_q * head_dim);
+  const bool plain = plain_spans(spans);
+  if (plain) {
+    int64_t j = 0;
+    for (const AttentionSpan& sp : spans)
+      for (int64_t slot = sp.lo; slot < sp.lo + sp.n; ++slot, ++j)
+        score_row(qh, kv.k(sp.table[slot / bs], int(slot % bs)) + head_off, n_q, head_dim, scale, scratch, n, j);
+  } else {
+    // A master span's query is rotated back by its delta (qr, for the span `rotated_for`).
+    std::vector<float> qr_buf(size_t(n_q) * size_t(head_dim) + 8);
+    float* qr = qr_buf.data() + (8 - (reinterpret_cast<uintptr_t>(qr_buf.data()) / sizeof(float)) % 8) % 8;
+    size_t rotated_for = spans.size();
+    for_each_span_row<false>(kv, spans, head_off, [&](int64_t j, size_t s, const kv_t* k, bool master) {
+      const float* qs = qh;
+      if (master && spans[s].rope_delta != 0) {
+        if (rotated_for != s) {
+          std::copy(q, q + n_q * head_dim, qr);
+          spans[s].rope->shift(qr, n_q, -spans[s].rope_delta);
+          round_q(qr, qr, n_q * head_dim);
+          rotated_for = s;
+        }
+        qs = qr;
+      }
+      score_row(qs, k, n_q, head_dim, scale, scratch, n, j);
+    });
+  }
+  if (softcap > 0.0f) apply_softcap(scratch, int64_t(n_q) * n, softcap);
+  softmax_rows_f16_weights_avx2(scratch, n_q, n);
+  std::fill(out, out + int64_t(n_q) * head_dim, 0.0f);
+  if (plain) {
+    int64_t j = 0;
+    for (const AttentionSpan& sp : spans)
+      for (int64_t slot = sp.lo; slot < sp.lo + sp.n; ++slot, ++j)
+        add_v_row(kv.v(sp.table[slot / bs], int(slot % bs)) + head_off, scratch, n_q, head_dim, n, j, out);
+  } else {
+    for_each_span_row<true>(kv, spans, head_off, [&](int64_t j, size_t, const kv_t* v, bool) {
+      add_v_row(v, scratch, n_q, head_dim, n, j, out);
+    });
+  }
+}
+
+}  // namespace
+
 void attend_spans_avx2(float softcap, const float* q, int n_q, const PagedKvLayer& kv,
                        std::span<const AttentionSpan> spans, int kv_head, int head_dim, float scale, float* out,
                        float* scratch) {
-  constexpr int kMaxGroup = 8;
   if (n_q > kMaxGroup) {  // very wide groups: split
     attend_spans_avx2(softcap, q, kMaxGroup, kv, spans, kv_head, head_dim, scale, out, scratch);
     attend_spans_avx2(softcap, q + kMaxGroup * head_dim, n_q - kMaxGroup, kv, spans, kv_head, head_dim, scale,
                       out + kMaxGroup * head_dim, scratch);
     return;
   }
-  const int64_t n = span_rows(spans);
-  const int64_t head_off = int64_t(kv_head) * head_dim;
-  // q rounded to f16 (as ggml converts it to the cache type), kept as f32 for the FMAs; a master
-  // span's query is rotated back by its delta first (qr, for the span `rotated_for`).
-  alignas(32) float qh[kMaxGroup * 1024];
-  alignas(32) float qr[kMaxGroup * 1024];
-  const auto round_q = [&](const float* src, float* dst) {
-    for (int i = 0; i < n_q * head_dim; i += 8)
-      _mm256_store_ps(dst + i, _mm256_cvtph_ps(_mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT)));
-  };
-  round_q(q, qh);
-  size_t rotated_for = spans.size();
-  for_each_span_row<false>(kv, spans, head_off, [&](int64_t j, size_t s, const kv_t* k, bool master) {
-    const float* qs = qh;
-    if (master && spans[s].rope_delta != 0) {
-      if (rotated_for != s) {
-        std::copy(q, q + n_q * head_dim, qr);
-        spans[s].rope->shift(qr, n_q, -spans[s].rope_delta);
-        round_q(qr, qr);
-        rotated_for = s;
-      }
-      qs = qr;
-    }
-    __m256 acc[kMaxGroup];
-    for (int h = 0; h < n_q; ++h) acc[h] = _mm256_setzero_ps();
-    for (int d = 0; d < head_dim; d += 8) {
-      const __m256 kk = load_f16(k + d);
-      for (int h = 0; h < n_q; ++h) acc[h] = _mm256_fmadd_ps(kk, _mm256_load_ps(qs + h * head_dim + d), acc[h]);
-    }
-    for (int h = 0; h < n_q; ++h) scratch[h * n + j] = hsum(acc[h]) * scale;
-  });
-  if (softcap > 0.0f) apply_softcap(scratch, int64_t(n_q) * n, softcap);
-  softmax_rows_f16_weights_avx2(scratch, n_q, n);
-  std::fill(out, out + int64_t(n_q) * head_dim, 0.0f);
-  for_each_span_row<true>(kv, spans, head_off, [&](int64_t j, size_t, const kv_t* v, bool) {
-    for (int d = 0; d < head_dim; d += 8) {
-      const __m256 vv = load_f16(v + d);
-      for (int h = 0; h < n_q; ++h) {
-        float* o = out + h * head_dim + d;
-        _mm256_storeu_ps(o, _mm256_fmadd_ps(_mm256_set1_ps(scratch[h * n + j]), vv, _mm256_loadu_ps(o)));
-      }
-    }
-  });
+  attend_spans_group(softcap, q, n_q, kv, spans, kv_head, head_dim, scale, out, scratch);
 }
 
 void attend_group_avx2(float softcap, const float* q, int n_q, const PagedKvLayer& kv, const int32_t* table, int64_t lo,

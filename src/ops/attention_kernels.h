@@ -45,6 +45,13 @@ inline void for_each_span_row(const PagedKvLayer& kv, std::span<const AttentionS
   }
 }
 
+// Whether no span reads a master or carries override rows.
+inline bool plain_spans(std::span<const AttentionSpan> spans) {
+  for (const AttentionSpan& s : spans)
+    if (s.rope || s.n_overrides) return false;
+  return true;
+}
+
 // The rows of all spans.
 inline int64_t span_rows(std::span<const AttentionSpan> spans) {
   int64_t n = 0;
