@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <vector>
 
 #include "ops/attention_kernels.h"
 #include "ops/fp16.h"
@@ -144,8 +143,7 @@ void attend_spans_group(float softcap, const float* q, int n_q, const PagedKvLay
         score_row(qh, kv.k(sp.table[slot / bs], int(slot % bs)) + head_off, n_q, head_dim, scale, scratch, n, j);
   } else {
     // A master span's query is rotated back by its delta (qr, for the span `rotated_for`).
-    std::vector<float> qr_buf(size_t(n_q) * size_t(head_dim) + 8);
-    float* qr = qr_buf.data() + (8 - (reinterpret_cast<uintptr_t>(qr_buf.data()) / sizeof(float)) % 8) % 8;
+    alignas(32) float qr[kMaxGroup * 1024];
     size_t rotated_for = spans.size();
     for_each_span_row<false>(kv, spans, head_off, [&](int64_t j, size_t s, const kv_t* k, bool master) {
       const float* qs = qh;
