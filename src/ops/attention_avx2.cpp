@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <vector>
 
 #include "ops/attention_kernels.h"
 #include "ops/fp16.h"
@@ -107,41 +108,142 @@ inline void score_row(const float* qs, const kv_t* k, int n_q, int head_dim, flo
   for (int h = 0; h < n_q; ++h) scratch[h * n + j] = hsum(acc[h]) * scale;
 }
 
-// out[h] += weight j of head h * the cached V row.
-inline void add_v_row(const kv_t* v, const float* scratch, int n_q, int head_dim, int64_t n, int64_t j, float* out) {
-  for (int d = 0; d < head_dim; d += 8) {
-    const __m256 vv = load_f16(v + d);
-    for (int h = 0; h < n_q; ++h) {
-      float* o = out + h * head_dim + d;
-      _mm256_storeu_ps(o, _mm256_fmadd_ps(_mm256_set1_ps(scratch[h * n + j]), vv, _mm256_loadu_ps(o)));
-    }
-  }
-}
-
 inline void round_q(const float* src, float* dst, int n) {
   for (int i = 0; i < n; i += 8)
     _mm256_store_ps(dst + i, _mm256_cvtph_ps(_mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT)));
 }
 
-// attend_spans for n_q <= kMaxGroup. Plain spans (plain_spans: attend_group's case) walk their block
-// tables directly; going through for_each_span_row's per-row callback made Gemma 3's head_dim-256
-// decode attention a third slower.
+// Scores of four consecutive K rows against NH rounded queries, kept in registers (4 * NH <= 12
+// accumulators): each score is the same chain of FMAs over d and the same reduction as score_row's
+// hsum, done for the four rows at once (a transposed reduction pairing the same lanes), so the
+// scores are bit-identical to score_row's.
+template <int NH>
+inline void score_rows4(const float* qs, const kv_t* const* k, int head_dim, float scale, float* scratch, int64_t n,
+                        int64_t j) {
+  __m256 acc[NH][4];
+  for (int h = 0; h < NH; ++h)
+    for (int r = 0; r < 4; ++r) acc[h][r] = _mm256_setzero_ps();
+  for (int d = 0; d < head_dim; d += 8) {
+    __m256 kk[4];
+    for (int r = 0; r < 4; ++r) kk[r] = load_f16(k[r] + d);
+    for (int h = 0; h < NH; ++h) {
+      const __m256 qq = _mm256_load_ps(qs + h * head_dim + d);
+      for (int r = 0; r < 4; ++r) acc[h][r] = _mm256_fmadd_ps(kk[r], qq, acc[h][r]);
+    }
+  }
+  const __m256 sc = _mm256_set1_ps(scale);
+  const __m256i order = _mm256_setr_epi32(0, 4, 2, 6, 0, 4, 2, 6);
+  for (int h = 0; h < NH; ++h) {
+    const __m256* a = acc[h];
+    // hsum step 1 (low half + high half) for rows 0,1 and rows 2,3.
+    const __m256 s01 = _mm256_add_ps(_mm256_permute2f128_ps(a[0], a[1], 0x20), _mm256_permute2f128_ps(a[0], a[1], 0x31));
+    const __m256 s23 = _mm256_add_ps(_mm256_permute2f128_ps(a[2], a[3], 0x20), _mm256_permute2f128_ps(a[2], a[3], 0x31));
+    // Step 2, lanes (0 + 2, 1 + 3): row 0 | row 2 in the low 128 bits, row 1 | row 3 in the high.
+    const __m256 y = _mm256_add_ps(_mm256_shuffle_ps(s01, s23, _MM_SHUFFLE(1, 0, 1, 0)),
+                                   _mm256_shuffle_ps(s01, s23, _MM_SHUFFLE(3, 2, 3, 2)));
+    // Step 3, lane 0 + lane 1: rows 0, 2, 1, 3 at lanes 0, 2, 4, 6.
+    const __m256 z = _mm256_add_ps(y, _mm256_shuffle_ps(y, y, _MM_SHUFFLE(2, 3, 0, 1)));
+    const __m128 rows = _mm256_castps256_ps128(_mm256_permutevar8x32_ps(z, order));
+    _mm_storeu_ps(scratch + h * n + j, _mm_mul_ps(rows, _mm256_castps256_ps128(sc)));
+  }
+}
+
+// Scores of rows j0.. of the given K rows (n_rows of them) for all n_q heads: heads in passes of at
+// most three (four rows each), the rows left over one at a time.
+template <int NH>
+void score_rows_pass(const float* qs, const kv_t* const* k, int64_t n_rows, int head_dim, float scale, float* scratch,
+                     int64_t n, int64_t j0) {
+  int64_t r = 0;
+  for (; r + 4 <= n_rows; r += 4) score_rows4<NH>(qs, k + r, head_dim, scale, scratch, n, j0 + r);
+  for (; r < n_rows; ++r) score_row(qs, k[r], NH, head_dim, scale, scratch + 0, n, j0 + r);
+}
+
+void score_rows(const float* qs, const kv_t* const* k, int64_t n_rows, int n_q, int head_dim, float scale,
+                float* scratch, int64_t n, int64_t j0) {
+  for (int h0 = 0; h0 < n_q;) {
+    const int left = n_q - h0, passes = (left + 2) / 3, nh = (left + passes - 1) / passes;
+    const float* q = qs + h0 * head_dim;
+    float* s = scratch + h0 * n;
+    switch (nh) {
+      case 1: score_rows_pass<1>(q, k, n_rows, head_dim, scale, s, n, j0); break;
+      case 2: score_rows_pass<2>(q, k, n_rows, head_dim, scale, s, n, j0); break;
+      default: score_rows_pass<3>(q, k, n_rows, head_dim, scale, s, n, j0); break;
+    }
+    h0 += nh;
+  }
+}
+
+// out[h] = sum over rows j of weight j of head h * V row j, in row order, one FMA per row and element
+// (as accumulating row by row into out does, so the sums are the same bits), with a slice of 8 * C
+// output columns of every head held in registers across all rows.
+template <int NQ, int C>
+inline void add_v_slice(const kv_t* const* v, int64_t n, const float* w, int d, float* out, int head_dim) {
+  __m256 acc[NQ][C];
+  for (int h = 0; h < NQ; ++h)
+    for (int c = 0; c < C; ++c) acc[h][c] = _mm256_setzero_ps();
+  for (int64_t j = 0; j < n; ++j) {
+    __m256 vv[C];
+    for (int c = 0; c < C; ++c) vv[c] = load_f16(v[j] + d + 8 * c);
+    for (int h = 0; h < NQ; ++h) {
+      const __m256 wj = _mm256_broadcast_ss(w + h * n + j);
+      for (int c = 0; c < C; ++c) acc[h][c] = _mm256_fmadd_ps(wj, vv[c], acc[h][c]);
+    }
+  }
+  for (int h = 0; h < NQ; ++h)
+    for (int c = 0; c < C; ++c) _mm256_storeu_ps(out + h * head_dim + d + 8 * c, acc[h][c]);
+}
+
+template <int NQ>
+void add_v_rows_n(const kv_t* const* v, int64_t n, const float* w, int head_dim, float* out) {
+  // A slice of 32 columns is one 64-byte line of each f16 V row; with 12 accumulators NQ = 3 spills one
+  // of them, still faster than reading each line in two passes.
+  constexpr int C = NQ <= 3 ? 4 : (NQ <= 6 ? 2 : 1);
+  int d = 0;
+  for (; d + 8 * C <= head_dim; d += 8 * C) add_v_slice<NQ, C>(v, n, w, d, out, head_dim);
+  for (; d < head_dim; d += 8) add_v_slice<NQ, 1>(v, n, w, d, out, head_dim);
+}
+
+void add_v_rows(const kv_t* const* v, int64_t n, const float* w, int n_q, int head_dim, float* out) {
+  switch (n_q) {
+    case 1: return add_v_rows_n<1>(v, n, w, head_dim, out);
+    case 2: return add_v_rows_n<2>(v, n, w, head_dim, out);
+    case 3: return add_v_rows_n<3>(v, n, w, head_dim, out);
+    case 4: return add_v_rows_n<4>(v, n, w, head_dim, out);
+    case 5: return add_v_rows_n<5>(v, n, w, head_dim, out);
+    case 6: return add_v_rows_n<6>(v, n, w, head_dim, out);
+    case 7: return add_v_rows_n<7>(v, n, w, head_dim, out);
+    default: return add_v_rows_n<8>(v, n, w, head_dim, out);
+  }
+}
+
+// attend_spans for n_q <= kMaxGroup. The rows' K and V addresses are gathered once (rows of plain
+// spans straight from their block tables), then scores and sums run over those lists with register
+// blocking: four K rows per step, a slice of every head's output kept in registers across all V rows.
 void attend_spans_group(float softcap, const float* q, int n_q, const PagedKvLayer& kv,
                         std::span<const AttentionSpan> spans, int kv_head, int head_dim, float scale, float* out,
                         float* scratch) {
   const int64_t n = span_rows(spans);
   const int64_t head_off = int64_t(kv_head) * head_dim;
   const int bs = kv.block_size;
+  thread_local std::vector<const kv_t*> rows_k, rows_v;
+  if (rows_k.size() < size_t(n)) {
+    rows_k.resize(size_t(n));
+    rows_v.resize(size_t(n));
+  }
   // q rounded to f16 (as ggml converts it to the cache type), kept as f32 for the FMAs.
   alignas(32) float qh[kMaxGroup * 1024];
   round_q(q, qh, n_q * head_dim);
-  const bool plain = plain_spans(spans);
-  if (plain) {
+  if (plain_spans(spans)) {
     int64_t j = 0;
     for (const AttentionSpan& sp : spans)
-      for (int64_t slot = sp.lo; slot < sp.lo + sp.n; ++slot, ++j)
-        score_row(qh, kv.k(sp.table[slot / bs], int(slot % bs)) + head_off, n_q, head_dim, scale, scratch, n, j);
+      for (int64_t slot = sp.lo; slot < sp.lo + sp.n; ++slot, ++j) {
+        const kv_t* k = kv.k(sp.table[slot / bs], int(slot % bs)) + head_off;
+        rows_k[size_t(j)] = k;
+        rows_v[size_t(j)] = k + kv.v_offset;
+      }
+    score_rows(qh, rows_k.data(), n, n_q, head_dim, scale, scratch, n, 0);
   } else {
+    for_each_span_row<true>(kv, spans, head_off, [&](int64_t j, size_t, const kv_t* v, bool) { rows_v[size_t(j)] = v; });
     // A master span's query is rotated back by its delta (qr, for the span `rotated_for`).
     alignas(32) float qr[kMaxGroup * 1024];
     size_t rotated_for = spans.size();
@@ -161,17 +263,7 @@ void attend_spans_group(float softcap, const float* q, int n_q, const PagedKvLay
   }
   if (softcap > 0.0f) apply_softcap(scratch, int64_t(n_q) * n, softcap);
   softmax_rows_f16_weights_avx2(scratch, n_q, n);
-  std::fill(out, out + int64_t(n_q) * head_dim, 0.0f);
-  if (plain) {
-    int64_t j = 0;
-    for (const AttentionSpan& sp : spans)
-      for (int64_t slot = sp.lo; slot < sp.lo + sp.n; ++slot, ++j)
-        add_v_row(kv.v(sp.table[slot / bs], int(slot % bs)) + head_off, scratch, n_q, head_dim, n, j, out);
-  } else {
-    for_each_span_row<true>(kv, spans, head_off, [&](int64_t j, size_t, const kv_t* v, bool) {
-      add_v_row(v, scratch, n_q, head_dim, n, j, out);
-    });
-  }
+  add_v_rows(rows_v.data(), n, scratch, n_q, head_dim, out);
 }
 
 }  // namespace
