@@ -21,7 +21,7 @@ run_main=1
 # through pkg-config): the client of the KV Redis tier; redis-server: the Redis the tests start themselves.
 # nginx-light and iproute2: the load balancer (deploy/nginx-agentkv.conf.in) and the network namespaces of
 # the multi-server test (tests/e2e/kv_cluster_e2e.py), which starts and stops both itself.
-scripts/apt_install.sh build-essential cmake pkg-config libgtest-dev python3 python3-pip python3-venv bible-kjv \
+scripts/apt_install.sh build-essential cmake ninja-build pkg-config libgtest-dev python3 python3-pip python3-venv bible-kjv \
   python3-matplotlib nlohmann-json3-dev libhiredis-dev redis-server nginx-light iproute2
 
 python3 scripts/fetch_models.py smollm2 gemma3
@@ -39,6 +39,10 @@ if ! cmp -s "$REQS" "$VENV/agentkv-requirements.txt" || ! "$VENV/bin/python" -c 
   cp "$REQS" "$VENV/agentkv-requirements.txt"
 fi
 
+# Ninja for new build trees (CMAKE_GENERATOR; a tree configured before keeps its generator): it compiles
+# a library's sources while the libraries below it are still being archived, where Make builds one
+# library at a time and leaves one of two cores idle on every library of a single unity batch.
+export CMAKE_GENERATOR=${CMAKE_GENERATOR:-Ninja}
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build -j"$(nproc)" --target agentkv
 

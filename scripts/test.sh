@@ -17,6 +17,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh --no-run
 JOBS=$(nproc)
+export CMAKE_GENERATOR=${CMAKE_GENERATOR:-Ninja}  # new trees only (scripts/setup.sh says why)
 
 echo "== Release: unit, model and e2e tests"
 cmake --build build -j"$JOBS"
