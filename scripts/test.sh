@@ -4,15 +4,14 @@
 #   2. ASan + UBSan: the unit tests and the malformed-GGUF set;
 #   3. ThreadSanitizer: the threaded tests (HTTP transport, protocols, thread pool, engine loop; label tsan);
 #   4. every libFuzzer target for $FUZZ_SECONDS (default 20) each, seeded from the committed data.
-# Each tree is built right before its tests run. Budget: under 60 minutes on a 2-core CI machine. The CI
-# run of 2026-12-02 took 3700 s before the TSan stage (over budget): on a clean clone here the Release
-# stage's two longest e2e tests started last (ctest has no timings on a clean clone) and ran 1000 s
-# after everything else (structured 906 s, chat sharing 1002 s).
-# Since then they start first (COST), send their independent requests concurrently, and the ASan and
-# fuzz stages share one clang tree. Clean clone, 2026-12-02 13:17: setup 481 s, Release build 320 s,
-# the e2e tests done 900 s after the first test started (chat sharing 753 s, structured 554 s). CI then
-# took 3988 s, half of it compiling three trees; every tree is now a unity build (AGENTKV_UNITY_BUILD in
-# CMakeLists.txt), which compiles each target in batches of 8 sources.
+# Each tree is built right before its tests run. Budget: under 60 minutes on a 2-core CI machine.
+# History: the CI run of 2026-12-02 took 3700 s before the TSan stage; the two longest e2e tests now start
+# first (COST), send their independent requests concurrently, and the ASan and fuzz stages share one clang
+# tree; every tree is a unity build (AGENTKV_UNITY_BUILD in CMakeLists.txt). Stop 32's CI took 4257 s:
+# Make built one library at a time (one core idle on every single-batch library) and attention was a
+# third of the model tests' time. Since then trees are built with Ninja (CMAKE_GENERATOR below) and
+# attend_spans is register-blocked; clean clone 2026-12-03 18:16 (with other work on the machine): Release
+# set-up and build 232 s (was 572), tests built at 421 s (was 945), Release tests 1892 s (was 2459).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh --no-run

@@ -1,8 +1,12 @@
-// generative-agents and agent-society: a town simulation in the style of Generative Agents
-// (Smallville). Every agent has a private persona + memory prefix; each round all agents read the
-// same digest of the previous round's messages and write one short message to the town.
+// generative-agents, agent-society and long-history-society: a town simulation in the style of
+// Generative Agents (Smallville). Every agent has a private persona + memory prefix; each round all
+// agents read the same digest of the previous round's messages and write one short message to the
+// town. In long-history-society nothing is forgotten: an agent's context is its short persona, then
+// every round's digest, the instruction and its own answer, so after a few rounds the shared digests
+// are most of each context (the shape of TokenDance's AgentSociety runs, arXiv 2604.03143).
 #include <algorithm>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "persona_text.h"
@@ -17,12 +21,15 @@ struct TownStyle {
   text::ProfileShape profile;
   int max_tokens;
   int min_tokens;
+  bool history = false;  // contexts accumulate every round (long-history-society)
 };
 
 // Private prefixes of 300-800 SmolLM2 tokens: these profiles measure 3.6-4.2 characters a token.
 const TownStyle kGenerativeAgents = {"generative-agents", {1400, 2850, false}, 60, 30};
 // Compact personas of 80-200 tokens (3.4-4.1 characters a token), so a thousand agents stay cheap.
 const TownStyle kAgentSociety = {"agent-society", {380, 680, true}, 40, 15};
+// Personas of 95-190 tokens (agent-society's, capped lower): small beside the history.
+const TownStyle kLongHistorySociety = {"long-history-society", {380, 660, true}, 40, 15, true};
 
 class TownWorkload : public WorkloadBase {
  public:
@@ -31,6 +38,10 @@ class TownWorkload : public WorkloadBase {
         cast_(text::make_cast(opt.seed, opt.n_agents)) {
     for (int i = 0; i < opt.n_agents; ++i) {
       profiles_.push_back(text::resident_profile(cast_, i, town_, opt.seed, style.profile));
+    }
+    if (style.history) {
+      history_ = profiles_;
+      history_pieces_.resize(profiles_.size());
     }
   }
 
@@ -45,7 +56,12 @@ class TownWorkload : public WorkloadBase {
       t.agent = i;
       t.max_tokens = style_.max_tokens;
       t.min_tokens = style_.min_tokens;
-      t.prompt = profiles_[static_cast<size_t>(i)];
+      if (style_.history) {
+        t.prompt = history_[static_cast<size_t>(i)];
+        t.earlier_pieces = history_pieces_[static_cast<size_t>(i)];
+      } else {
+        t.prompt = profiles_[static_cast<size_t>(i)];
+      }
       t.private_end = t.prompt.size();
       t.prompt += digest;
       t.shared_end = t.prompt.size();
@@ -53,6 +69,7 @@ class TownWorkload : public WorkloadBase {
                   "above, in character.\n" + me.full + ":";
       turns.push_back(std::move(t));
     }
+    if (style_.history) last_turns_ = turns;
     return turns;
   }
 
@@ -60,6 +77,24 @@ class TownWorkload : public WorkloadBase {
     cursor_.end_round(r, replies.size(), static_cast<size_t>(opt_.n_agents));
     std::vector<std::string> cleaned;
     for (const std::string& reply : replies) cleaned.push_back(clean_reply(reply));
+    if (style_.history) {
+      // The turn as read, then the agent's own answer on the line the instruction opened: the next
+      // prompt starts with this whole context.
+      for (size_t i = 0; i < last_turns_.size(); ++i) {
+        const AgentTurn& t = last_turns_[i];
+        std::string& h = history_[static_cast<size_t>(t.agent)];
+        auto& pieces = history_pieces_[static_cast<size_t>(t.agent)];
+        h = t.prompt;
+        pieces = t.earlier_pieces;
+        pieces.emplace_back(t.private_end, t.shared_end);
+        const size_t answer_begin = h.size();
+        h += ' ';  // piecewise: g++ 12 raises a false -Wrestrict on " " + std::string + "\n"
+        h += cleaned[i];
+        h += '\n';
+        pieces.emplace_back(answer_begin, h.size());
+      }
+      last_turns_.clear();
+    }
     messages_.push_back(std::move(cleaned));
   }
 
@@ -96,6 +131,11 @@ class TownWorkload : public WorkloadBase {
   std::vector<text::Person> cast_;
   std::vector<std::string> profiles_;
   std::vector<std::vector<std::string>> messages_;  // cleaned replies, per recorded round
+  // long-history-society: each agent's context so far and its pieces (AgentTurn::earlier_pieces), and
+  // the turns of the round produced and not yet recorded.
+  std::vector<std::string> history_;
+  std::vector<std::vector<std::pair<size_t, size_t>>> history_pieces_;
+  std::vector<AgentTurn> last_turns_;
 };
 
 }  // namespace
@@ -106,6 +146,10 @@ std::unique_ptr<Workload> make_generative_agents_workload(const WorkloadOptions&
 
 std::unique_ptr<Workload> make_agent_society_workload(const WorkloadOptions& opt) {
   return std::make_unique<TownWorkload>(kAgentSociety, opt);
+}
+
+std::unique_ptr<Workload> make_long_history_society_workload(const WorkloadOptions& opt) {
+  return std::make_unique<TownWorkload>(kLongHistorySociety, opt);
 }
 
 }  // namespace agentkv

@@ -486,7 +486,7 @@ std::string resident_profile(const std::vector<Person>& cast, int agent, const T
   // Memories fill the profile up to a length drawn per agent. The longest memory line stays under
   // kSlack characters, so stopping at the first one that does not fit lands in [min, max].
   constexpr size_t kSlack = 260;
-  AGENTKV_CHECK(shape.min_chars + kSlack <= shape.max_chars && out.size() < shape.min_chars);
+  AGENTKV_CHECK(shape.min_chars + kSlack + 2 <= shape.max_chars && out.size() < shape.min_chars);
   const size_t target = static_cast<size_t>(
       rng.uniform(static_cast<int>(shape.min_chars + kSlack), static_cast<int>(shape.max_chars - 2)));
   // Dated oldest first; templates come from a shuffled deck so consecutive memories differ.

@@ -20,9 +20,10 @@ std::vector<int32_t> TurnTokens::all() const {
 }
 
 TurnTokens turn_tokens(const Tokenizer& tok, const AgentTurn& t) {
-  const std::pair<size_t, size_t> shared{t.private_end, t.shared_end};
-  const AgentContextTokens c = tokenize_pieces(tok, t.prompt, std::span(&shared, 1), false);
-  const auto [b, e] = c.segments[0];
+  std::vector<std::pair<size_t, size_t>> pieces = t.earlier_pieces;
+  pieces.emplace_back(t.private_end, t.shared_end);
+  const AgentContextTokens c = tokenize_pieces(tok, t.prompt, pieces, false);
+  const auto [b, e] = c.segments.back();
   TurnTokens p;
   p.prefix.assign(c.tokens.begin(), c.tokens.begin() + b);
   p.segment.assign(c.tokens.begin() + b, c.tokens.begin() + e);

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "util/status.h"
@@ -17,7 +18,7 @@ struct WorkloadOptions {
   int n_agents = 0;   // 0: the workload's default
   int n_rounds = 0;   // 0: the workload's default
   uint64_t seed = 1;
-  // generative-agents / agent-society: the round digest quotes at most this many of the previous
+  // generative-agents / agent-society / long-history-society: the round digest quotes at most this many of the previous
   // round's messages (a subset drawn from the seed and the round, the same for every agent), so a
   // large town still fits the model's context.
   int digest_messages = 32;
@@ -38,6 +39,12 @@ struct AgentTurn {
   // three pieces separately in every mode (lab/agents/tokendance_round.h, turn_tokens).
   size_t private_end = 0;
   size_t shared_end = 0;
+  // Ranges inside [0, private_end) also tokenized on their own (ascending, disjoint): a workload whose
+  // contexts accumulate (long-history-society) marks every earlier round's shared block and the agent's
+  // answer to it, so a turn tokenizes its history piece by piece exactly as the turns before it did and
+  // the agent's context from its last turn is a token prefix of its next prompt (up to its answer,
+  // whose text re-tokenizes to what was generated or not).
+  std::vector<std::pair<size_t, size_t>> earlier_pieces;
 };
 
 class Workload {
@@ -56,7 +63,7 @@ class Workload {
   virtual void record(int r, const std::vector<std::string>& replies) = 0;
 };
 
-// "generative-agents", "agent-society", "debate", "chain"; an error names an unknown workload or an
+// "generative-agents", "agent-society", "long-history-society", "debate", "chain"; an error names an unknown workload or an
 // agent / round count outside the workload's range.
 Result<std::unique_ptr<Workload>> make_workload(const std::string& name, const WorkloadOptions& opt);
 std::vector<std::string> workload_names();

@@ -51,6 +51,7 @@ std::string clean_reply(std::string_view reply, int max_lines = 1);
 // Factories behind make_workload; options arrive validated, with defaults filled in.
 std::unique_ptr<Workload> make_generative_agents_workload(const WorkloadOptions& opt);
 std::unique_ptr<Workload> make_agent_society_workload(const WorkloadOptions& opt);
+std::unique_ptr<Workload> make_long_history_society_workload(const WorkloadOptions& opt);
 std::unique_ptr<Workload> make_debate_workload(const WorkloadOptions& opt);
 std::unique_ptr<Workload> make_chain_workload(const WorkloadOptions& opt);
 

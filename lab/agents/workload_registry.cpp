@@ -19,10 +19,13 @@ struct WorkloadSpec {
 };
 
 // Round limits keep the longest prompt inside an 8k context (debate's transcript grows with
-// agents x rounds; the town digests are capped by digest_messages instead).
+// agents x rounds; the town digests are capped by digest_messages instead, and long-history-society's
+// contexts grow by one digest a round).
 const WorkloadSpec kSpecs[] = {
     {"generative-agents", 25, 2, 200, 3, 1, 50, false, make_generative_agents_workload},
     {"agent-society", 100, 2, 1000, 3, 1, 50, false, make_agent_society_workload},
+    // Every round's digest stays in each context: 6 rounds of 32 quoted messages stay inside 8k.
+    {"long-history-society", 200, 2, 1000, 5, 1, 6, false, make_long_history_society_workload},
     {"debate", 4, 4, 8, 4, 1, 10, false, make_debate_workload},
     {"chain", 5, 2, 20, 0, 0, 0, true, make_chain_workload},
 };

@@ -17,7 +17,7 @@ int cmd_bench_agents(int argc, char** argv) {
   std::string model = "smollm2", workload = "generative-agents", modes = "prefix", json_out, plot_out;
   std::string recompute = "0.15", diff_formats = "f16";
   bool no_quality = false;
-  int64_t agents = 0, rounds = 0, seed = 1, threads = 0, block_size = 16, batch_tokens = 512, kv_mem = 0;
+  int64_t agents = 0, rounds = 0, seed = 1, digest_messages = WorkloadOptions{}.digest_messages, threads = 0, block_size = 16, batch_tokens = 512, kv_mem = 0;
   bool quiet = false;
   std::string workload_help = "workload:";
   for (auto& w : workload_names()) workload_help += " " + w;
@@ -28,6 +28,8 @@ int cmd_bench_agents(int argc, char** argv) {
   p.add_int("--agents", &agents, "agents (0 = the workload's default)", 0, 100000);
   p.add_int("--rounds", &rounds, "rounds (0 = the workload's default)", 0, 10000);
   p.add_int("--seed", &seed, "workload seed", 0, int64_t(1) << 62);
+  p.add_int("--digest-messages", &digest_messages,
+            "town workloads: a round's digest quotes at most this many of the previous round's messages", 1, 1000);
   p.add_string("--mode", &modes, "KV mode, or a comma list run one after another: nocache, prefix, tokendance");
   p.add_string("--recompute", &recompute,
                "tokendance: share of the shared segment recomputed per agent, or a comma list (one run each)");
@@ -52,6 +54,7 @@ int cmd_bench_agents(int argc, char** argv) {
   opt.workload_opt.n_agents = int(agents);
   opt.workload_opt.n_rounds = int(rounds);
   opt.workload_opt.seed = uint64_t(seed);
+  opt.workload_opt.digest_messages = int(digest_messages);
   opt.modes = split_commas(modes);
   opt.block_size = int(block_size);
   opt.max_batch_tokens = int(batch_tokens);

@@ -112,13 +112,14 @@ TEST(WorkloadReply, CleaningTrimsCutsAtNewlineAndCollapsesWhitespace) {
 }
 
 TEST(WorkloadRegistry, NamesAndDefaults) {
-  EXPECT_EQ(workload_names(), (std::vector<std::string>{"generative-agents", "agent-society", "debate", "chain"}));
+  EXPECT_EQ(workload_names(), (std::vector<std::string>{"generative-agents", "agent-society", "long-history-society",
+                                                        "debate", "chain"}));
   struct Expect {
     const char* name;
     int agents, rounds;
   };
-  for (const Expect& e : {Expect{"generative-agents", 25, 3}, Expect{"agent-society", 100, 3}, Expect{"debate", 4, 4},
-                          Expect{"chain", 5, 5}}) {
+  for (const Expect& e : {Expect{"generative-agents", 25, 3}, Expect{"agent-society", 100, 3},
+                          Expect{"long-history-society", 200, 5}, Expect{"debate", 4, 4}, Expect{"chain", 5, 5}}) {
     auto w = test_workload(e.name);
     EXPECT_EQ(w->name(), e.name);
     EXPECT_EQ(w->n_agents(), e.agents) << e.name;
@@ -127,7 +128,9 @@ TEST(WorkloadRegistry, NamesAndDefaults) {
 }
 
 TEST(WorkloadRegistry, ErrorsNameTheProblem) {
-  EXPECT_EQ(error_of("x", {}), "unknown workload 'x' (choose generative-agents, agent-society, debate, chain)");
+  EXPECT_EQ(error_of("x", {}),
+            "unknown workload 'x' (choose generative-agents, agent-society, long-history-society, debate, chain)");
+  EXPECT_EQ(error_of("long-history-society", agents_rounds(0, 7)), "long-history-society needs 1..6 rounds, got 7");
   EXPECT_EQ(error_of("agent-society", agents_rounds(5000, 0)), "agent-society needs 2..1000 agents, got 5000");
   EXPECT_EQ(error_of("generative-agents", agents_rounds(1, 0)), "generative-agents needs 2..200 agents, got 1");
   EXPECT_EQ(error_of("generative-agents", agents_rounds(201, 0)), "generative-agents needs 2..200 agents, got 201");
@@ -365,6 +368,53 @@ TEST(WorkloadChain, PlannerThenExecutorsOverAGrowingSharedContext) {
                             : "Executor " + std::to_string(r - 1) + ": " + canned_reply(static_cast<int>(r) - 1,
                                                                                           static_cast<int>(r) - 1) +
                                   "\n\n");
+  }
+}
+
+// long-history-society: each prompt is the agent's whole life in the town so far, its previous prompt and
+// its own answer first, with every earlier digest and answer marked as a piece of its own; the persona
+// stays short, so the shared digests are most of the context after five rounds.
+TEST(WorkloadTown, LongHistoryContextsAccumulateEveryRound) {
+  auto w = test_workload("long-history-society", 40, 4);
+  ASSERT_EQ(w->n_rounds(), 5);
+  const Rounds rounds = play(*w);
+  for (size_t r = 0; r < rounds.size(); ++r) {
+    ASSERT_EQ(rounds[r].size(), 40u);
+    for (size_t i = 0; i < rounds[r].size(); ++i) {
+      const AgentTurn& t = rounds[r][i];
+      EXPECT_EQ(t.earlier_pieces.size(), 2 * r);
+      size_t prev_end = 0;
+      for (const auto& [b, e] : t.earlier_pieces) {  // ascending, disjoint, inside the private prefix
+        EXPECT_LE(prev_end, b);
+        EXPECT_LT(b, e);
+        EXPECT_LE(e, t.private_end);
+        EXPECT_EQ(t.prompt[e - 1], '\n');
+        prev_end = e;
+      }
+      if (r == 0) {
+        EXPECT_GE(t.private_end, 380u);
+        EXPECT_LE(t.private_end, 660u);
+        continue;
+      }
+      const AgentTurn& before = rounds[r - 1][i];
+      std::string answer = " ";  // piecewise: g++ 12 raises a false -Wrestrict on " " + std::string + "\n"
+      answer += canned_reply(int(r) - 1, t.agent);
+      answer += '\n';
+      EXPECT_EQ(t.prompt.substr(0, t.private_end), before.prompt + answer);
+      // The pieces before: the last turn's, then its shared block and the answer.
+      std::vector<std::pair<size_t, size_t>> want = before.earlier_pieces;
+      want.emplace_back(before.private_end, before.shared_end);
+      want.emplace_back(before.prompt.size(), before.prompt.size() + answer.size());
+      EXPECT_EQ(t.earlier_pieces, want);
+      // The shared block of this round is the same for every agent.
+      EXPECT_EQ(shared_part(t), shared_part(rounds[r][0]));
+    }
+  }
+  // After five rounds the digests (every round's shared block) are most of a context.
+  for (const AgentTurn& t : rounds.back()) {
+    size_t shared = t.shared_end - t.private_end;
+    for (size_t k = 0; k < t.earlier_pieces.size(); k += 2) shared += t.earlier_pieces[k].second - t.earlier_pieces[k].first;
+    EXPECT_GT(double(shared) / double(t.prompt.size()), 0.75) << "agent " << t.agent;
   }
 }
 
