@@ -237,7 +237,7 @@ void CollectiveRound::finish() {
     const int g = group_of_[i];
     if (g < 0 || !blended_[i]) continue;
     e_.compact_retained(res_.turns[i].answer.retained_kv, turns_[i].segment.first, groups_[size_t(g)].master,
-                        groups_[size_t(g)].master_start);
+                        groups_[size_t(g)].master_start, turns_[i].params.kv_from);
   }
   if (opt_.keep_blended) {
     res_.masters.assign(turns_.size(), {0, 0});

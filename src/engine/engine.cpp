@@ -580,7 +580,8 @@ uint64_t Engine::fork_retained(uint64_t handle) {
   return h;
 }
 
-bool Engine::compact_retained(uint64_t handle, int64_t seg_begin, uint64_t master, int32_t master_start) {
+bool Engine::compact_retained(uint64_t handle, int64_t seg_begin, uint64_t master, int32_t master_start,
+                              uint64_t resumed_from) {
   auto it = retained_.find(handle);
   auto mi = retained_.find(master);
   if (it == retained_.end() || mi == retained_.end()) return false;
@@ -591,8 +592,18 @@ bool Engine::compact_retained(uint64_t handle, int64_t seg_begin, uint64_t maste
   if (!std::equal(dense.tokens().begin() + seg_begin, dense.tokens().begin() + seg_begin + seg_len,
                   mi->second->tokens().begin() + master_start))
     return false;
+  std::vector<CompactContext::PlacedDiff> inherited;
+  if (auto from = compact_.find(resumed_from); resumed_from && from != compact_.end()) {
+    const std::vector<int32_t>& a = from->second->kept()->tokens();
+    const std::vector<int32_t>& b = dense.tokens();
+    const int64_t common = std::mismatch(a.begin(), a.begin() + int64_t(std::min(a.size(), b.size())), b.begin()).first -
+                           a.begin();
+    const int64_t limit = std::min(common, seg_begin);
+    for (const CompactContext::PlacedDiff& d : from->second->diffs())
+      if (d.first + d.second->master()->n_tokens() <= limit) inherited.push_back(d);
+  }
   auto c = CompactContext::compact(dense, {BlendedRun{seg_begin, seg_len, mi->second, master_start}}, *lm_.model,
-                                   pool_, opt_.diff_format);
+                                   pool_, opt_.diff_format, std::move(inherited));
   if (!c) return false;
   compact_.emplace(handle, std::make_unique<CompactContext>(std::move(*c)));
   retained_.erase(it);

@@ -148,7 +148,12 @@ class Engine {
   // the handle stays valid. A request resuming from it (kv_from), or a fork, gets a dense copy
   // rebuilt (bit for bit with the lossless format). False (the snapshot stays dense) when the pool
   // is short or a handle is unknown.
-  bool compact_retained(uint64_t handle, int64_t seg_begin, uint64_t master, int32_t master_start);
+  // resumed_from: the compact snapshot `handle`'s context resumed from (0: none), e.g. an agent's
+  // context of the round before: its diffs whose runs lie before seg_begin, inside the tokens both
+  // contexts start with, are kept in the new compact form too (re-encoded from `handle`'s own K/V), so
+  // a context that accumulates blended segments round after round stays master + diff throughout.
+  bool compact_retained(uint64_t handle, int64_t seg_begin, uint64_t master, int32_t master_start,
+                        uint64_t resumed_from = 0);
   bool is_compact(uint64_t handle) const { return compact_.count(handle) != 0; }
 
  private:

@@ -2,7 +2,8 @@
 // to keep the suite affordable on 2 cores): with --recompute 1 every agent's segment is recomputed
 // in full, so every answer must be exactly prefix mode's — the teacher-forced distributions equal
 // the exact context's bit for bit (KL 0), and the free-running answers are the same tokens. With the
-// default ratio the master–diff residency must hold less KV per agent than prefix mode.
+// default ratio the master–diff residency must hold less KV per agent than prefix mode. And with contexts
+// that accumulate (long-history-society) every round's diff is kept.
 #include "lab/agents/bench_agents.h"
 
 #include "engine_test_util.h"
@@ -60,6 +61,33 @@ TEST_P(TokendanceRoundTest, RecomputeOneEqualsPrefixModeAndDiffsAreSmaller) {
               GetParam().c_str(), last.kv_bytes_per_agent_resident / 1024,
               prefix.rounds.back().kv_bytes_per_agent_resident / 1024, last.kl_mean, last.top1_agreement,
               last.greedy_agreement);
+}
+
+// long-history-society: each agent's context keeps every round's digest. A round resumed from a compact
+// context keeps its earlier diffs (Engine::compact_retained's resumed_from), so the stored diff rows
+// grow by about one digest's share each round instead of holding only the last digest's, and the
+// agents hold less KV than prefix caching's dense contexts from the second round on.
+TEST_P(TokendanceRoundTest, LongHistoryKeepsEveryRoundsDiff) {
+  const LoadedModel& lm = real_model(GetParam());
+  ThreadPool pool(0);
+  BenchAgentsOptions o = round_options({"prefix", "tokendance"}, {0.15});
+  o.workload = "long-history-society";
+  o.workload_opt.n_agents = 3;
+  o.quality = false;
+  auto rep = run_bench_agents(lm, pool, o);
+  ASSERT_TRUE(rep.ok()) << rep.error();
+  ASSERT_EQ(rep->modes.size(), 2u);
+  const ModeReport& prefix = rep->modes[0];
+  const ModeReport& td = rep->modes[1];
+  ASSERT_EQ(td.rounds.size(), 3u);
+  for (size_t r = 1; r < 3; ++r) {
+    // Every round adds its digest's diff; a context that dropped the earlier ones would stay flat.
+    EXPECT_GT(td.rounds[r].diff_bytes_per_agent, td.rounds[r - 1].diff_bytes_per_agent * 1.5) << "round " << r + 1;
+    EXPECT_LT(td.rounds[r].kv_bytes_per_agent_resident, prefix.rounds[r].kv_bytes_per_agent_resident) << "round " << r + 1;
+  }
+  std::printf("%s long history, round 3: KV/agent %.0f KiB vs prefix %.0f KiB, diff rows %.0f KiB\n", GetParam().c_str(),
+              td.rounds[2].kv_bytes_per_agent_resident / 1024, prefix.rounds[2].kv_bytes_per_agent_resident / 1024,
+              td.rounds[2].diff_bytes_per_agent / 1024);
 }
 
 INSTANTIATE_TEST_SUITE_P(BothModels, TokendanceRoundTest, ::testing::Values("smollm2", "gemma3"));
