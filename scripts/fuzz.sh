@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets (GGUF reader, tokenizer input, JSON bodies, byte sizes, HTTP requests,
 # JSON Schemas, KV tier records, segment index records)
-# with clang + ASan/UBSan and runs each for $FUZZ_SECONDS (default 60), seeded from the committed test data;
+# with clang + ASan/UBSan and runs each for $FUZZ_SECONDS (default 60), as many at once as there are cores,
+# seeded from the committed test data;
 # a crash fails the script and leaves its input in <tree>/<target>-crash-* (build-fuzz, or $FUZZ_BUILD).
 # scripts/test.sh runs all of them with FUZZ_SECONDS=20.
 #   scripts/fuzz.sh [target ...]      targets: gguf_fuzz tokenizer_fuzz json_fuzz byte_size_fuzz http_request_fuzz openai_request_fuzz agents_request_fuzz json_schema_fuzz tier_record_fuzz segment_index_record_fuzz
@@ -21,8 +22,9 @@ elif ! grep -q '^AGENTKV_FUZZ:BOOL=ON' "$tree/CMakeCache.txt" 2>/dev/null; then
   exit 2
 fi
 cmake --build "$tree" -j"$(nproc)" --target "${targets[@]}"
-for t in "${targets[@]}"; do
-  corpus=$tree/corpus-$t
+# The corpus of target $1, seeded from the committed test data.
+seed_corpus() {
+  local t=$1 corpus=$tree/corpus-$1
   mkdir -p "$corpus"
   case $t in
     gguf_fuzz) cp -n tests/data/valid_small.gguf tests/data/malformed/*.gguf "$corpus"/ ;;
@@ -47,6 +49,34 @@ for t in "${targets[@]}"; do
       printf '\x01\x02POST /v1/chat/completions?x=1 HTTP/1.1\r\nHost: h\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}' > "$corpus/seed-post"
       printf '\x07\x00GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\nGET /b HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n' > "$corpus/seed-pipelined" ;;
   esac
-  echo "== $t"
-  "$tree/$t" -max_total_time="${FUZZ_SECONDS:-60}" -print_final_stats=1 -artifact_prefix="$tree/$t-" "$corpus"
+}
+
+# Each target runs on its own core (libFuzzer is single-threaded), $(nproc) at a time; its output goes to
+# <tree>/<target>.log and its exit status to <tree>/<target>.rc, printed in order once all are done.
+run_one() {
+  local t=$1
+  seed_corpus "$t"
+  local rc=0
+  "$tree/$t" -max_total_time="${FUZZ_SECONDS:-60}" -print_final_stats=1 -artifact_prefix="$tree/$t-" \
+    "$tree/corpus-$t" > "$tree/$t.log" 2>&1 || rc=$?
+  echo "$rc" > "$tree/$t.rc"
+}
+for t in "${targets[@]}"; do
+  while (( $(jobs -rp | wc -l) >= $(nproc) )); do wait -n || true; done
+  rm -f "$tree/$t.rc"
+  run_one "$t" &
 done
+wait
+failed=()
+for t in "${targets[@]}"; do
+  echo "== $t"
+  rc=$(cat "$tree/$t.rc" 2>/dev/null || echo missing)
+  if [[ $rc == 0 ]]; then
+    grep -E '^(Done|stat::number_of_executed_units|stat::peak_rss_mb)' "$tree/$t.log" || tail -n 3 "$tree/$t.log"
+  else
+    tail -n 60 "$tree/$t.log"
+    echo "fuzz.sh: $t failed (exit $rc); its log is $tree/$t.log, a crashing input $tree/$t-crash-*" >&2
+    failed+=("$t")
+  fi
+done
+((${#failed[@]} == 0)) || { echo "fuzz.sh: failed: ${failed[*]}" >&2; exit 1; }
