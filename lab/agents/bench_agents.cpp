@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <map>
 #include <cstdlib>
 #include <unordered_map>
 
@@ -321,6 +322,91 @@ std::string human_bytes(double b) {
   return buf;
 }
 
+// Whether an error is the KV budget's refusal (engine/kv_admission.h; a round's error may have lost its
+// code on the way, its message has not).
+bool budget_refusal(const Error& e) {
+  return e.code == ErrorCode::kResourceExhausted || e.code == ErrorCode::kKvPinned ||
+         e.message.find("KV budget") != std::string::npos;
+}
+
+// The agents that fit the budget, found by running the workload (quality not measured): doubling from
+// the workload's smallest count until a run preempts or is refused or the workload's largest count is
+// reached, then bisecting between the last count that fit and the first that did not.
+Status find_agents_that_fit(const LoadedModel& lm, ThreadPool& pool, const BenchAgentsOptions& opt,
+                            const std::string& mode, double ratio, DiffFormat format, ModeReport& rep) {
+  BenchAgentsOptions o = opt;
+  o.quality = false;
+  o.progress = false;
+  std::map<int, bool> tried;
+  auto run = [&](int n) -> Result<bool> {
+    if (auto it = tried.find(n); it != tried.end()) return it->second;
+    o.workload_opt.n_agents = n;
+    int64_t budget = 0, bpb = 0;
+    FitTrial t;
+    t.agents = n;
+    auto r = run_mode(lm, pool, o, mode, ratio, format, &budget, &bpb);
+    if (!r.ok()) {
+      if (!budget_refusal(r.status_error()))
+        return make_error("finding the agents that fit, " + std::to_string(n) + " agents: " + r.error());
+      t.refused = r.error();
+    } else {
+      t.preemptions = r->overall.preemptions;
+      t.fits = t.preemptions == 0;
+    }
+    rep.fit_trials.push_back(t);
+    tried[n] = t.fits;
+    return t.fits;
+  };
+  // The workload's agent range, from its own checks.
+  auto in_range = [&](int n) {
+    WorkloadOptions w = opt.workload_opt;
+    w.n_agents = n;
+    return make_workload(opt.workload, w).ok();
+  };
+  int lo = 2;
+  while (!in_range(lo) && lo < 64) ++lo;
+  bool ok = false;
+  AGENTKV_ASSIGN_OR_RETURN(ok, run(lo));
+  if (!ok) {
+    rep.agents_fit_by_running = 0;
+    return {};
+  }
+  int hi = lo;  // hi: the first count that does not fit, once found
+  while (true) {
+    const int next = hi * 2;
+    if (!in_range(next)) {
+      int top = next;
+      while (top > hi + 1 && !in_range(top)) top = hi + (top - hi) / 2;
+      if (top == hi || !in_range(top)) {
+        rep.agents_fit_by_running = hi;  // the workload's largest count fits
+        return {};
+      }
+      AGENTKV_ASSIGN_OR_RETURN(ok, run(top));
+      if (ok) {
+        lo = hi = top;
+        continue;
+      }
+      lo = hi;
+      hi = top;
+      break;
+    }
+    AGENTKV_ASSIGN_OR_RETURN(ok, run(next));
+    if (!ok) {
+      lo = hi;
+      hi = next;
+      break;
+    }
+    hi = next;
+  }
+  while (hi - lo > 1) {
+    const int mid = lo + (hi - lo) / 2;
+    AGENTKV_ASSIGN_OR_RETURN(ok, run(mid));
+    (ok ? lo : hi) = mid;
+  }
+  rep.agents_fit_by_running = lo;
+  return {};
+}
+
 }  // namespace
 
 Result<BenchAgentsReport> run_bench_agents(const LoadedModel& lm, ThreadPool& pool, const BenchAgentsOptions& opt) {
@@ -338,6 +424,7 @@ Result<BenchAgentsReport> run_bench_agents(const LoadedModel& lm, ThreadPool& po
         ModeReport mr;
         AGENTKV_ASSIGN_OR_RETURN(mr, run_mode(lm, pool, opt, mode, ratio, format, &rep.kv_budget_bytes,
                                               &rep.bytes_per_block));
+        if (opt.find_fit) AGENTKV_TRY(find_agents_that_fit(lm, pool, opt, mode, ratio, format, mr));
         rep.n_rounds = int(mr.rounds.size());
         rep.n_agents = mr.overall.agents;
         rep.modes.push_back(std::move(mr));
@@ -351,6 +438,16 @@ void to_json(Json& j, const ModeReport& m) {
   Json rounds = Json::array();
   for (const RoundStats& s : m.rounds) rounds.push_back(round_json(s, true));
   j = {{"mode", m.mode}, {"overall", round_json(m.overall, false)}, {"rounds", std::move(rounds)}};
+  if (m.agents_fit_by_running >= 0) {
+    Json trials = Json::array();
+    for (const FitTrial& t : m.fit_trials) {
+      Json x = {{"agents", t.agents}, {"fits", t.fits}, {"preemptions", t.preemptions}};
+      if (!t.refused.empty()) x["refused"] = t.refused;
+      trials.push_back(std::move(x));
+    }
+    j["agents_fit_by_running"] = m.agents_fit_by_running;
+    j["fit_trials"] = std::move(trials);
+  }
 }
 
 void to_json(Json& j, const BenchAgentsReport& r) {
@@ -386,6 +483,16 @@ std::string bench_agents_table(const BenchAgentsReport& r) {
     };
     for (const RoundStats& s : m.rounds) row(s, std::to_string(s.round));
     row(m.overall, "all");
+  }
+  for (const ModeReport& m : r.modes) {
+    if (m.agents_fit_by_running < 0) continue;
+    std::string tried;
+    for (const FitTrial& t : m.fit_trials)
+      tried += (tried.empty() ? "" : ", ") + std::to_string(t.agents) +
+               (t.fits ? " fit" : !t.refused.empty() ? " refused" : " preempted " + std::to_string(t.preemptions) + "x");
+    std::snprintf(line, sizeof line, "%-13s agents that fit the budget, found by running: %d (tried %s)\n", m.mode.c_str(),
+                  m.agents_fit_by_running, tried.c_str());
+    out += line;
   }
   bool any_td = false;
   for (const ModeReport& m : r.modes) any_td = any_td || m.overall.segment_tokens > 0;

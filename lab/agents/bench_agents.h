@@ -27,6 +27,8 @@ struct BenchAgentsOptions {
   // and ratio (reported as td@R, td@R/int8, ...); quality is measured on the stored context.
   std::vector<DiffFormat> diff_formats{DiffFormat::kF16};
   bool quality = true;
+  // Also find, per mode, how many agents fit the budget by running them (find_agents_that_fit).
+  bool find_fit = false;
   int64_t kv_mem = 0;                        // 0: default share of RAM
   int block_size = 16;
   int max_batch_tokens = 512;
@@ -63,10 +65,22 @@ struct RoundStats {
   std::vector<std::string> replies;
 };
 
+// One run of the fit search: the agent count and how its rounds went.
+struct FitTrial {
+  int agents = 0;
+  bool fits = false;
+  int64_t preemptions = 0;
+  std::string refused;  // the budget refused a request or a round (the engine's message)
+};
+
 struct ModeReport {
   std::string mode;
   std::vector<RoundStats> rounds;
   RoundStats overall;             // sums, and TTFT percentiles over all requests
+  // BenchAgentsOptions::find_fit: the most agents whose whole run (every round) neither preempted
+  // nor was refused by the budget (0: not even the workload's smallest count), and the runs tried.
+  int agents_fit_by_running = -1;
+  std::vector<FitTrial> fit_trials;
 };
 
 struct BenchAgentsReport {

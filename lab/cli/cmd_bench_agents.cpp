@@ -16,7 +16,7 @@ namespace agentkv {
 int cmd_bench_agents(int argc, char** argv) {
   std::string model = "smollm2", workload = "generative-agents", modes = "prefix", json_out, plot_out;
   std::string recompute = "0.15", diff_formats = "f16";
-  bool no_quality = false;
+  bool no_quality = false, find_fit = false;
   int64_t agents = 0, rounds = 0, seed = 1, digest_messages = WorkloadOptions{}.digest_messages, threads = 0, block_size = 16, batch_tokens = 512, kv_mem = 0;
   bool quiet = false;
   std::string workload_help = "workload:";
@@ -38,6 +38,9 @@ int cmd_bench_agents(int argc, char** argv) {
                "run each); quality is measured on the context as stored");
   p.add_flag("--no-quality", &no_quality, "tokendance: skip the quality comparison with the exact context");
   p.add_kv_mem(&kv_mem, "KV budget in bytes, e.g. 2G (default: a quarter of RAM)");
+  p.add_flag("--find-fit", &find_fit,
+             "also find, per mode, how many agents fit --kv-mem by running them: the workload again at doubling "
+             "agent counts until a round preempts or is refused, then bisecting (quality not measured there)");
   p.add_int("--block-size", &block_size, "tokens per KV block", 1, 1024);
   p.add_int("--batch-tokens", &batch_tokens, "tokens per forward pass", 1, 1 << 16);
   p.add_threads(&threads);
@@ -60,6 +63,7 @@ int cmd_bench_agents(int argc, char** argv) {
   opt.max_batch_tokens = int(batch_tokens);
   opt.progress = !quiet;
   opt.quality = !no_quality;
+  opt.find_fit = find_fit;
   opt.recompute.clear();
   for (const std::string& r : split_commas(recompute)) {
     char* end = nullptr;
