@@ -2,6 +2,7 @@
 #include "engine/round_quality.h"
 
 #include <algorithm>
+#include <string>
 
 #include "engine/request_outcome.h"
 
@@ -58,7 +59,12 @@ Result<std::vector<TurnQuality>> measure_round_quality(Engine& engine, const std
     if (approx == ApproxContext::kStored) {
       // Restored from master + diff when compact: the greedy answer a later turn would give from it.
       stored[i] = engine.fork_retained(result.turns[i].answer.retained_kv);
-      if (!stored[i]) return make_error(ErrorCode::kResourceExhausted, "round quality: cannot restore a stored context");
+      if (!stored[i])
+        return make_error(ErrorCode::kResourceExhausted,
+                          "round quality: the KV budget cannot hold a dense copy of agent " + std::to_string(i) +
+                              "'s stored context beside every agent's exact context (the measurement holds both for "
+                              "all agents of the round at once); give it a larger KV budget or skip the quality "
+                              "measurement");
       RequestParams q = p;
       q.kv_from = stored[i];
       AGENTKV_TRY(submit(engine, std::move(q), &stored_greedy[i]));
