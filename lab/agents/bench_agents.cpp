@@ -11,7 +11,6 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
-#include <map>
 #include <cstdlib>
 #include <unordered_map>
 
@@ -329,17 +328,39 @@ bool budget_refusal(const Error& e) {
          e.message.find("KV budget") != std::string::npos;
 }
 
-// The agents that fit the budget, found by running the workload (quality not measured): doubling from
-// the workload's smallest count until a run preempts or is refused or the workload's largest count is
-// reached, then bisecting between the last count that fit and the first that did not.
+// The largest n in [lo, hi] where `holds` is true, given that it holds at lo and, once false, stays
+// false for larger n: doubling from lo, then bisecting between the last n that held and the first that
+// did not.
+template <class Holds>
+Result<int> largest_where(int lo, int hi, Holds&& holds) {
+  int good = lo, bad = hi + 1;
+  while (good < hi) {
+    const int next = std::min(hi, good * 2);
+    bool ok = false;
+    AGENTKV_ASSIGN_OR_RETURN(ok, holds(next));
+    if (!ok) {
+      bad = next;
+      break;
+    }
+    good = next;
+  }
+  while (bad - good > 1) {
+    const int mid = good + (bad - good) / 2;
+    bool ok = false;
+    AGENTKV_ASSIGN_OR_RETURN(ok, holds(mid));
+    (ok ? good : bad) = mid;
+  }
+  return good;
+}
+
+// The agents that fit the budget, found by running the workload (quality not measured): the largest
+// agent count in the workload's range whose run neither preempted nor was refused in any round.
 Status find_agents_that_fit(const LoadedModel& lm, ThreadPool& pool, const BenchAgentsOptions& opt,
                             const std::string& mode, double ratio, DiffFormat format, ModeReport& rep) {
   BenchAgentsOptions o = opt;
   o.quality = false;
   o.progress = false;
-  std::map<int, bool> tried;
   auto run = [&](int n) -> Result<bool> {
-    if (auto it = tried.find(n); it != tried.end()) return it->second;
     o.workload_opt.n_agents = n;
     int64_t budget = 0, bpb = 0;
     FitTrial t;
@@ -354,56 +375,25 @@ Status find_agents_that_fit(const LoadedModel& lm, ThreadPool& pool, const Bench
       t.fits = t.preemptions == 0;
     }
     rep.fit_trials.push_back(t);
-    tried[n] = t.fits;
     return t.fits;
   };
   // The workload's agent range, from its own checks.
-  auto in_range = [&](int n) {
+  auto in_range = [&](int n) -> Result<bool> {
     WorkloadOptions w = opt.workload_opt;
     w.n_agents = n;
     return make_workload(opt.workload, w).ok();
   };
   int lo = 2;
-  while (!in_range(lo) && lo < 64) ++lo;
+  while (!in_range(lo).value() && lo < 64) ++lo;
+  int hi = 0;
+  AGENTKV_ASSIGN_OR_RETURN(hi, largest_where(lo, 1 << 20, in_range));
   bool ok = false;
   AGENTKV_ASSIGN_OR_RETURN(ok, run(lo));
   if (!ok) {
     rep.agents_fit_by_running = 0;
     return {};
   }
-  int hi = lo;  // hi: the first count that does not fit, once found
-  while (true) {
-    const int next = hi * 2;
-    if (!in_range(next)) {
-      int top = next;
-      while (top > hi + 1 && !in_range(top)) top = hi + (top - hi) / 2;
-      if (top == hi || !in_range(top)) {
-        rep.agents_fit_by_running = hi;  // the workload's largest count fits
-        return {};
-      }
-      AGENTKV_ASSIGN_OR_RETURN(ok, run(top));
-      if (ok) {
-        lo = hi = top;
-        continue;
-      }
-      lo = hi;
-      hi = top;
-      break;
-    }
-    AGENTKV_ASSIGN_OR_RETURN(ok, run(next));
-    if (!ok) {
-      lo = hi;
-      hi = next;
-      break;
-    }
-    hi = next;
-  }
-  while (hi - lo > 1) {
-    const int mid = lo + (hi - lo) / 2;
-    AGENTKV_ASSIGN_OR_RETURN(ok, run(mid));
-    (ok ? lo : hi) = mid;
-  }
-  rep.agents_fit_by_running = lo;
+  AGENTKV_ASSIGN_OR_RETURN(rep.agents_fit_by_running, largest_where(lo, hi, run));
   return {};
 }
 

@@ -18,9 +18,9 @@ struct WorkloadOptions {
   int n_agents = 0;   // 0: the workload's default
   int n_rounds = 0;   // 0: the workload's default
   uint64_t seed = 1;
-  // generative-agents / agent-society / long-history-society: the round digest quotes at most this many of the previous
-  // round's messages (a subset drawn from the seed and the round, the same for every agent), so a
-  // large town still fits the model's context.
+  // The town workloads (generative-agents, agent-society, long-history-society): the round digest
+  // quotes at most this many of the previous round's messages (a subset drawn from the seed and the
+  // round, the same for every agent), so a large town still fits the model's context.
   int digest_messages = 32;
 };
 
@@ -63,8 +63,8 @@ class Workload {
   virtual void record(int r, const std::vector<std::string>& replies) = 0;
 };
 
-// "generative-agents", "agent-society", "long-history-society", "debate", "chain"; an error names an unknown workload or an
-// agent / round count outside the workload's range.
+// "generative-agents", "agent-society", "long-history-society", "debate", "chain"; an error names an
+// unknown workload or an agent / round count outside the workload's range.
 Result<std::unique_ptr<Workload>> make_workload(const std::string& name, const WorkloadOptions& opt);
 std::vector<std::string> workload_names();
 

@@ -49,11 +49,8 @@ void store_chat_context(Engine& e, std::shared_ptr<const KvSequence> ctx,
   }
   const auto from = std::dynamic_pointer_cast<const CompactContext>(resumed.detached);
   if (e.chat_compact() && (!runs.empty() || from)) {
-    std::vector<CompactContext::PlacedDiff> inherited;
-    if (from)
-      for (const CompactContext::PlacedDiff& d : from->diffs())
-        if (d.first + d.second->master()->n_tokens() <= resumed_tokens) inherited.push_back(d);
-    auto c = CompactContext::compact(*ctx, runs, *e.model().model, e.pool(), e.diff_format(), std::move(inherited));
+    auto c = CompactContext::compact(*ctx, runs, *e.model().model, e.pool(), e.diff_format(),
+                                     from ? from->diffs_within(resumed_tokens) : std::vector<CompactContext::PlacedDiff>{});
     if (c && !c->diffs().empty()) {
       auto compact = std::make_shared<const CompactContext>(std::move(*c));
       e.segments().add(compact->kept(), segments, compact, std::move(blended));

@@ -78,6 +78,13 @@ std::optional<KvSequence> CompactContext::expand(const Model& model, ThreadPool&
   return s;
 }
 
+std::vector<CompactContext::PlacedDiff> CompactContext::diffs_within(int64_t limit) const {
+  std::vector<PlacedDiff> out;
+  for (const PlacedDiff& d : diffs_)
+    if (d.first + d.second->master()->n_tokens() <= limit) out.push_back(d);
+  return out;
+}
+
 int64_t CompactContext::own_blocks() const {
   const auto& blocks = kept_->blocks();
   int64_t n = diff_blocks();

@@ -68,6 +68,9 @@ class CompactContext : public SegmentStore::Detached {
   // The sequence with the dropped blocks as holes (its tokens are all the context's).
   const std::shared_ptr<const KvSequence>& kept() const { return kept_; }
   const std::vector<PlacedDiff>& diffs() const { return diffs_; }
+  // The diffs whose runs end at or before slot `limit`: what a context resumed from this one, and
+  // identical to it up to `limit`, inherits (compact()'s `inherited`).
+  std::vector<PlacedDiff> diffs_within(int64_t limit) const;
   int64_t n_tokens() const { return kept_->n_tokens(); }
   // Blocks expand() allocates (the dropped ones).
   int64_t n_dropped() const { return kept_->n_holes(); }

@@ -596,11 +596,9 @@ bool Engine::compact_retained(uint64_t handle, int64_t seg_begin, uint64_t maste
   if (auto from = compact_.find(resumed_from); resumed_from && from != compact_.end()) {
     const std::vector<int32_t>& a = from->second->kept()->tokens();
     const std::vector<int32_t>& b = dense.tokens();
-    const int64_t common = std::mismatch(a.begin(), a.begin() + int64_t(std::min(a.size(), b.size())), b.begin()).first -
-                           a.begin();
-    const int64_t limit = std::min(common, seg_begin);
-    for (const CompactContext::PlacedDiff& d : from->second->diffs())
-      if (d.first + d.second->master()->n_tokens() <= limit) inherited.push_back(d);
+    const size_t n = std::min(a.size(), b.size());
+    const int64_t common = std::mismatch(a.begin(), a.begin() + int64_t(n), b.begin()).first - a.begin();
+    inherited = from->second->diffs_within(std::min(common, seg_begin));
   }
   auto c = CompactContext::compact(dense, {BlendedRun{seg_begin, seg_len, mi->second, master_start}}, *lm_.model,
                                    pool_, opt_.diff_format, std::move(inherited));
