@@ -4,12 +4,14 @@
 # python3-matplotlib), Agg backend: no display needed.
 #
 # Panels, 2 per row, one bar colour per KV mode, x = round:
-#   prefill tokens computed, round latency, TTFT p50, KV per agent (resident), prefix-cache hit rate,
-#   agents whose contexts fit the KV budget.
+#   prefill tokens computed per agent, round latency, TTFT p50, KV per agent (resident), prefix-cache
+#   hit rate, agents whose contexts fit the KV budget. A mode that ran only a sample of the agents
+#   (bench-agents --sample; the report lists them in "sampled_agents" with "replayed_from") says so in
+#   its legend and has no bars in the panels that depend on how many agents ran (latency, TTFT).
 # With two or more tokendance recompute ratios (td@R modes with quality measured), four more panels
 # against R: KL(exact || shared) mean and p95; top-1 and greedy agreement with the exact context;
-# the answers' perplexity under the exact and the shared context; prefill time of all rounds, with
-# prefix mode as a flat reference when it ran.
+# the answers' perplexity under the exact and the shared context; prefill time per agent over all
+# rounds, with prefix mode as a flat reference when it ran.
 #
 # usage: plot_bench_agents.py REPORT.json OUT.png [--list-panels]
 #   --list-panels  also print the title of each panel drawn, one per line (the tests read them)
@@ -36,14 +38,16 @@ PLOT_LEFT, PLOT_RIGHT, PLOT_TOP, PLOT_BOTTOM = 85, 25, 40, 70
 
 MIB = 1 << 20
 
-# (title, y-axis label, field of a round in the report, scale applied to the field)
+# (title, y-axis label, field of a round in the report, scale applied to the field, how the field
+# compares across modes: "per agent" (divided by the round's agents here), "agent" (already per agent
+# or a rate) or "run" (depends on how many agents ran: not drawn for a sampled mode))
 PER_ROUND_PANELS = [
-    ("Prefill tokens computed", "tokens run through the model", "prefill_tokens_computed", 1),
-    ("Round latency (submit to last token)", "seconds", "round_latency_seconds", 1),
-    ("Time to first token, median (p50)", "seconds", "ttft_p50_seconds", 1),
-    ("KV cache per agent, all contexts resident", "MiB per agent", "kv_bytes_per_agent_resident", 1 / MIB),
-    ("Prefix-cache hit rate", "% of prompt tokens reused", "cache_hit_rate", 100),
-    ("Agents whose contexts fit the KV budget", "agents", "max_agents_in_budget", 1),
+    ("Prefill tokens computed per agent", "tokens run through the model", "prefill_tokens_computed", 1, "per agent"),
+    ("Round latency (submit to last token)", "seconds", "round_latency_seconds", 1, "run"),
+    ("Time to first token, median (p50)", "seconds", "ttft_p50_seconds", 1, "run"),
+    ("KV cache per agent, all contexts resident", "MiB per agent", "kv_bytes_per_agent_resident", 1 / MIB, "agent"),
+    ("Prefix-cache hit rate", "% of prompt tokens reused", "cache_hit_rate", 100, "agent"),
+    ("Agents whose contexts fit the KV budget", "agents", "max_agents_in_budget", 1, "agent"),
 ]
 
 MODE_MEANING = {"nocache": "no KV reuse", "prefix": "prefix cache"}
@@ -61,11 +65,28 @@ def value(d, key, where):
     return math.nan if v is None else float(v)
 
 
-def mode_label(mode):
+def sampled(m):
+    """Whether the mode ran only a sample of the agents (its other agents replayed another run)."""
+    return bool(m.get("replayed_from"))
+
+
+def mode_label(m, n_agents):
+    mode = m["mode"]
     if mode.startswith("td@"):
-        return f"{mode}: tokendance, recompute R={mode[3:]}"
-    meaning = MODE_MEANING.get(mode)
-    return f"{mode}: {meaning}" if meaning else mode
+        label = f"{mode}: tokendance, recompute R={mode[3:]}"
+    else:
+        meaning = MODE_MEANING.get(mode)
+        label = f"{mode}: {meaning}" if meaning else mode
+    if sampled(m):
+        label += f" ({len(m.get('sampled_agents', []))} of {n_agents} agents sampled)"
+    return label
+
+
+def round_value(r, field, scale, kind, where):
+    v = value(r, field, where) * scale
+    if kind == "per agent":
+        v /= max(1.0, value(r, "agents", where))
+    return v
 
 
 def human_bytes(b):
@@ -84,16 +105,16 @@ def bar_value_text(v):
     return f"{v:.3g}"
 
 
-def draw_round_bars(ax, modes, rounds, title, ylabel, field, scale, colors):
+def draw_round_bars(ax, modes, rounds, n_agents, title, ylabel, field, scale, kind, colors):
     n = len(modes)
     width = min(0.8 / n, 0.4)  # a lone mode's bars are not a wall
     labelled = n * len(rounds) <= 24  # beyond that the numbers overlap; the axis still reads
     for i, m in enumerate(modes):
         by_round = {int(r["round"]): r for r in m["rounds"]}
-        ys = [value(by_round[k], field, f"mode {m['mode']} round {k}") * scale if k in by_round else math.nan
-              for k in rounds]
+        ys = [round_value(by_round[k], field, scale, kind, f"mode {m['mode']} round {k}")
+              if k in by_round and not (kind == "run" and sampled(m)) else math.nan for k in rounds]
         xs = [j + width * (i + 0.5 - n / 2) for j in range(len(rounds))]  # the group centred on its round
-        bars = ax.bar(xs, ys, width * 0.92, label=mode_label(m["mode"]), color=colors[m["mode"]])
+        bars = ax.bar(xs, ys, width * 0.92, label=mode_label(m, n_agents), color=colors[m["mode"]])
         if labelled:
             ax.bar_label(bars, labels=[bar_value_text(y) for y in ys], fontsize=7, padding=2)
     ax.set_xticks(range(len(rounds)), [f"round {k}" for k in rounds])
@@ -128,16 +149,16 @@ def recompute_panels(modes):
     td.sort(key=lambda m: float(m["mode"][3:]))
     ratios = [float(m["mode"][3:]) for m in td]
 
-    def overall(field, scale=1):
-        return [value(m["overall"], field, f"mode {m['mode']} overall") * scale for m in td]
+    def overall(field, scale=1, kind="agent"):
+        return [round_value(m["overall"], field, scale, kind, f"mode {m['mode']} overall") for m in td]
 
     line = {"marker": "o"}
     dashed = {"marker": "s", "linestyle": "--"}
-    prefill = [("tokendance", overall("prefill_seconds"), line)]
+    prefill = [("tokendance", overall("prefill_seconds", kind="per agent"), line)]
     prefix = [m for m in modes if m["mode"] == "prefix"]
     if prefix:
-        flat = [value(prefix[0]["overall"], "prefill_seconds", "mode prefix overall")] * len(ratios)
-        prefill.append(("prefix (reference)", flat, {"linestyle": ":", "color": "0.4"}))
+        per_agent = round_value(prefix[0]["overall"], "prefill_seconds", 1, "per agent", "mode prefix overall")
+        prefill.append(("prefix (reference)", [per_agent] * len(ratios), {"linestyle": ":", "color": "0.4"}))
     specs = [
         ("KL(exact || shared) of the next token vs R", "nats",
          [("mean", overall("kl_mean"), line), ("p95", overall("kl_p95"), dashed)]),
@@ -147,7 +168,7 @@ def recompute_panels(modes):
         ("Perplexity of the answers vs R", "perplexity",
          [("exact context", overall("perplexity_exact"), line),
           ("shared context", overall("perplexity_tokendance"), dashed)]),
-        ("Prefill time, all rounds, vs R", "seconds", prefill),
+        ("Prefill time per agent, all rounds, vs R", "seconds per agent", prefill),
     ]
     return [(title, lambda ax, t=title, y=ylabel, s=series: draw_ratio_lines(ax, ratios, s, t, y))
             for title, ylabel, series in specs]
@@ -164,9 +185,10 @@ def plot(report, out_path):
     cycle = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     colors = {m["mode"]: cycle[i % len(cycle)] for i, m in enumerate(modes)}
 
-    panels = [(title, lambda ax, p=(title, ylabel, field, scale):
-               draw_round_bars(ax, modes, rounds, *p, colors))
-              for title, ylabel, field, scale in PER_ROUND_PANELS]
+    n_agents = report.get("agents", "?")
+    panels = [(title, lambda ax, p=(title, ylabel, field, scale, kind):
+               draw_round_bars(ax, modes, rounds, n_agents, *p, colors))
+              for title, ylabel, field, scale, kind in PER_ROUND_PANELS]
     panels += recompute_panels(modes)
 
     cols = min(COLUMNS, len(panels))

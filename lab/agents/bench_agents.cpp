@@ -12,6 +12,8 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <random>
+#include <set>
 #include <unordered_map>
 
 #include "engine/engine.h"
@@ -119,9 +121,13 @@ std::string ratio_label(double r, DiffFormat f) {
   return diff_format_lossless(f) ? buf : std::string(buf) + "/" + std::string(diff_format_name(f));
 }
 
+// One mode's run. `sample` (not empty): tokendance measures quality on these agents only; the other
+// modes run only their turns and record `replay`'s messages (a tokendance run of the same workload) for
+// every other agent.
 Result<ModeReport> run_mode(const LoadedModel& lm, ThreadPool& pool, const BenchAgentsOptions& opt,
                             const std::string& mode, double ratio, DiffFormat format, int64_t* budget_bytes,
-                            int64_t* bytes_per_block) {
+                            int64_t* bytes_per_block, const std::set<int>& sample = {},
+                            const ModeReport* replay = nullptr) {
   if (mode != "nocache" && mode != "prefix" && mode != "tokendance")
     return make_error("unknown mode '" + mode + "' (choose nocache, prefix, tokendance)");
   const bool tokendance = mode == "tokendance";
@@ -142,12 +148,19 @@ Result<ModeReport> run_mode(const LoadedModel& lm, ThreadPool& pool, const Bench
 
   ModeReport rep;
   rep.mode = tokendance ? ratio_label(ratio, format) : mode;
+  rep.sampled_agents.assign(sample.begin(), sample.end());
+  const bool sampled_run = !tokendance && !sample.empty();
+  if (sampled_run) {
+    if (!replay) return make_error("a sampled " + mode + " run needs a tokendance run to replay the other agents");
+    rep.replayed_from = replay->mode;
+  }
   TokendanceOptions td;
   td.recompute.ratio = ratio;
   td.measure_quality = opt.quality;
+  td.quality_agents = sample;
   std::vector<double> all_ttft;
-  int64_t turns_total = 0;
-  for (int r = 0; r < wl->n_rounds(); ++r) turns_total += wl->n_agents();  // an estimate for the bar
+  int64_t turns_total = 0;  // an estimate for the bar
+  for (int r = 0; r < wl->n_rounds(); ++r) turns_total += sampled_run ? int64_t(sample.size()) : wl->n_agents();
   ProgressBar bar(lm.name + " " + opt.workload + " " + rep.mode, turns_total, opt.progress);
   int64_t turns_done = 0;
   std::map<int, uint64_t> resident;  // tokendance: every agent's retained context, as the server keeps it
@@ -165,9 +178,21 @@ Result<ModeReport> run_mode(const LoadedModel& lm, ThreadPool& pool, const Bench
       rep.rounds.push_back(std::move(rs));
       continue;
     }
+    // A sampled run answers for its sample; every other agent says what it said in the replayed run.
+    std::vector<std::string> replies(turns.size());
+    std::vector<bool> runs(turns.size(), true);
+    if (sampled_run) {
+      if (size_t(r) >= replay->rounds.size() || replay->rounds[size_t(r)].replies.size() != turns.size())
+        return make_error("round " + std::to_string(r + 1) + ": the replayed run " + replay->mode +
+                          " does not have a message for every agent");
+      for (size_t i = 0; i < turns.size(); ++i) {
+        runs[i] = sample.count(turns[i].agent) > 0;
+        if (!runs[i]) replies[i] = replay->rounds[size_t(r)].replies[i];
+      }
+    }
     RoundStats rs;
     rs.round = r + 1;
-    rs.agents = int(turns.size());
+    rs.agents = int(std::count(runs.begin(), runs.end(), true));
     const EngineMetrics m0 = engine->metrics();
     engine->kv().pool().reset_peak_used();
     struct Out {
@@ -181,6 +206,7 @@ Result<ModeReport> run_mode(const LoadedModel& lm, ThreadPool& pool, const Bench
     std::vector<std::vector<int32_t>> prompts(turns.size());
     const double t0 = monotonic_seconds();
     for (size_t i = 0; i < turns.size(); ++i) {
+      if (!runs[i]) continue;
       RequestParams p;
       prompts[i] = turn_tokens(*lm.tokenizer, turns[i]).all();
       p.prompt = prompts[i];
@@ -205,11 +231,13 @@ Result<ModeReport> run_mode(const LoadedModel& lm, ThreadPool& pool, const Bench
     std::vector<double> ttfts;
     std::vector<std::vector<int32_t>> contexts;
     for (size_t i = 0; i < outs.size(); ++i) {
+      if (!runs[i]) continue;
       if (!outs[i].error.empty()) return make_error("agent " + std::to_string(turns[i].agent) + ": " + outs[i].error);
       ttfts.push_back(outs[i].ttft);
       all_ttft.push_back(outs[i].ttft);
       rs.generated_tokens += int64_t(outs[i].tokens.size());
       rs.replies.push_back(outs[i].text);
+      replies[i] = outs[i].text;
       std::vector<int32_t> ctx = prompts[i];
       ctx.insert(ctx.end(), outs[i].tokens.begin(), outs[i].tokens.end());
       contexts.push_back(std::move(ctx));
@@ -229,7 +257,7 @@ Result<ModeReport> run_mode(const LoadedModel& lm, ThreadPool& pool, const Bench
     rs.max_agents_fit = private_per_agent > 0
                             ? std::max<int64_t>(0, int64_t(double(budget_blocks - fp.shared_blocks) / private_per_agent))
                             : 0;
-    wl->record(r, rs.replies);
+    wl->record(r, replies);
     rep.rounds.push_back(rs);
   }
   bar.finish();
@@ -286,6 +314,9 @@ Json round_json(const RoundStats& s, bool with_replies) {
   j["prefill_tokens_reused"] = s.prefill_reused;
   j["generated_tokens"] = s.generated_tokens;
   j["prefill_seconds"] = s.prefill_seconds;
+  // Per agent, so that a sampled mode compares with a whole one.
+  j["prefill_tokens_computed_per_agent"] = s.agents ? double(s.prefill_computed) / s.agents : 0.0;
+  j["prefill_seconds_per_agent"] = s.agents ? s.prefill_seconds / s.agents : 0.0;
   j["round_latency_seconds"] = s.round_seconds;
   j["ttft_p50_seconds"] = s.ttft_p50;
   j["ttft_p99_seconds"] = s.ttft_p99;
@@ -399,13 +430,38 @@ Status find_agents_that_fit(const LoadedModel& lm, ThreadPool& pool, const Bench
 
 }  // namespace
 
+std::set<int> sample_of_agents(int n_agents, int k, uint64_t seed) {
+  std::vector<int> ids(size_t(std::max(0, n_agents)));
+  for (int i = 0; i < n_agents; ++i) ids[size_t(i)] = i;
+  if (k <= 0 || k >= n_agents) return {ids.begin(), ids.end()};
+  // A partial Fisher-Yates shuffle; mt19937_64's sequence is fixed by the standard, so a seed names
+  // the same sample on every platform.
+  std::mt19937_64 rng(seed ^ 0x5a4d504c45ull);
+  for (int i = 0; i < k; ++i) std::swap(ids[size_t(i)], ids[size_t(i) + size_t(rng() % uint64_t(n_agents - i))]);
+  return {ids.begin(), ids.begin() + k};
+}
+
 Result<BenchAgentsReport> run_bench_agents(const LoadedModel& lm, ThreadPool& pool, const BenchAgentsOptions& opt) {
   if (opt.modes.empty()) return make_error("no --mode given");
   BenchAgentsReport rep;
   rep.model = lm.name;
   rep.workload = opt.workload;
   rep.threads = pool.size();
-  for (const std::string& mode : opt.modes) {
+  std::set<int> sample;
+  std::vector<std::string> modes = opt.modes;
+  if (opt.sample > 0) {
+    std::unique_ptr<Workload> wl;
+    AGENTKV_ASSIGN_OR_RETURN(wl, make_workload(opt.workload, opt.workload_opt));
+    if (opt.sample < wl->n_agents()) {
+      sample = sample_of_agents(wl->n_agents(), opt.sample, opt.workload_opt.seed);
+      // The sampled modes replay the first tokendance run's messages, so tokendance runs first.
+      std::stable_partition(modes.begin(), modes.end(), [](const std::string& m) { return m == "tokendance"; });
+      if (modes.front() != "tokendance")
+        return make_error("--sample needs a tokendance mode: the other modes run only the sampled agents and take "
+                          "everyone else's messages from the tokendance run");
+    }
+  }
+  for (const std::string& mode : modes) {
     const std::vector<double> ratios = mode == "tokendance" ? opt.recompute : std::vector<double>{0};
     const std::vector<DiffFormat> formats = mode == "tokendance" ? opt.diff_formats : std::vector<DiffFormat>{DiffFormat::kF16};
     for (double ratio : ratios) {
@@ -413,10 +469,10 @@ Result<BenchAgentsReport> run_bench_agents(const LoadedModel& lm, ThreadPool& po
       for (DiffFormat format : formats) {
         ModeReport mr;
         AGENTKV_ASSIGN_OR_RETURN(mr, run_mode(lm, pool, opt, mode, ratio, format, &rep.kv_budget_bytes,
-                                              &rep.bytes_per_block));
+                                              &rep.bytes_per_block, sample, rep.modes.empty() ? nullptr : &rep.modes.front()));
         if (opt.find_fit) AGENTKV_TRY(find_agents_that_fit(lm, pool, opt, mode, ratio, format, mr));
-        rep.n_rounds = int(mr.rounds.size());
-        rep.n_agents = mr.overall.agents;
+        rep.n_rounds = std::max(rep.n_rounds, int(mr.rounds.size()));
+        rep.n_agents = std::max(rep.n_agents, mr.overall.agents);
         rep.modes.push_back(std::move(mr));
       }
     }
@@ -428,6 +484,8 @@ void to_json(Json& j, const ModeReport& m) {
   Json rounds = Json::array();
   for (const RoundStats& s : m.rounds) rounds.push_back(round_json(s, true));
   j = {{"mode", m.mode}, {"overall", round_json(m.overall, false)}, {"rounds", std::move(rounds)}};
+  if (!m.sampled_agents.empty()) j["sampled_agents"] = m.sampled_agents;
+  if (!m.replayed_from.empty()) j["replayed_from"] = m.replayed_from;
   if (m.agents_fit_by_running >= 0) {
     Json trials = Json::array();
     for (const FitTrial& t : m.fit_trials) {
@@ -458,21 +516,38 @@ std::string bench_agents_table(const BenchAgentsReport& r) {
                 r.model.c_str(), r.workload.c_str(), r.n_agents, r.n_rounds, r.threads,
                 human_bytes(double(r.kv_budget_bytes)).c_str());
   out += line;
-  std::snprintf(line, sizeof line, "%-13s %6s %9s %9s %9s %8s %9s %9s %9s %11s %11s %6s %8s %9s\n", "mode", "round",
-                "prompt", "computed", "reused", "hit", "prefill_s", "round_s", "ttft_p50", "kv/agent", "peak/agent",
-                "preem", "gen_tok", "max_agents");
+  std::snprintf(line, sizeof line, "%-13s %6s %6s %9s %9s %9s %8s %9s %9s %9s %9s %9s %11s %11s %6s %8s %9s\n", "mode",
+                "round", "agents", "prompt", "computed", "reused", "hit", "comp/ag", "prefill_s", "pf_s/ag", "round_s",
+                "ttft_p50", "kv/agent", "peak/agent", "preem", "gen_tok", "max_agents");
   out += line;
   for (const ModeReport& m : r.modes) {
     auto row = [&](const RoundStats& s, const std::string& label) {
-      std::snprintf(line, sizeof line, "%-13s %6s %9lld %9lld %9lld %7.1f%% %9.2f %9.2f %9.3f %11s %11s %6lld %8lld %9lld\n",
-                    m.mode.c_str(), label.c_str(), (long long)s.prompt_tokens, (long long)s.prefill_computed,
-                    (long long)s.prefill_reused, s.hit_rate * 100, s.prefill_seconds, s.round_seconds, s.ttft_p50,
-                    human_bytes(s.kv_bytes_per_agent_resident).c_str(), human_bytes(s.kv_bytes_per_agent_peak).c_str(),
-                    (long long)s.preemptions, (long long)s.generated_tokens, (long long)s.max_agents_fit);
+      const double ag = std::max(1, s.agents);
+      std::snprintf(line, sizeof line,
+                    "%-13s %6s %6d %9lld %9lld %9lld %7.1f%% %9.0f %9.2f %9.3f %9.2f %9.3f %11s %11s %6lld %8lld %9lld\n",
+                    m.mode.c_str(), label.c_str(), s.agents, (long long)s.prompt_tokens, (long long)s.prefill_computed,
+                    (long long)s.prefill_reused, s.hit_rate * 100, double(s.prefill_computed) / ag, s.prefill_seconds,
+                    s.prefill_seconds / ag, s.round_seconds, s.ttft_p50, human_bytes(s.kv_bytes_per_agent_resident).c_str(),
+                    human_bytes(s.kv_bytes_per_agent_peak).c_str(), (long long)s.preemptions,
+                    (long long)s.generated_tokens, (long long)s.max_agents_fit);
       out += line;
     };
     for (const RoundStats& s : m.rounds) row(s, std::to_string(s.round));
     row(m.overall, "all");
+  }
+  for (const ModeReport& m : r.modes) {
+    if (m.sampled_agents.empty()) continue;
+    std::string ids;
+    for (size_t i = 0; i < m.sampled_agents.size() && i < 12; ++i) {
+      if (i) ids += ' ';
+      ids += std::to_string(m.sampled_agents[i]);
+    }
+    if (m.sampled_agents.size() > 12) ids += " ...";
+    std::snprintf(line, sizeof line, "%-13s %s on a sample of %zu of %d agents (%s)%s%s\n", m.mode.c_str(),
+                  m.replayed_from.empty() ? "quality measured" : "ran", m.sampled_agents.size(), r.n_agents, ids.c_str(),
+                  m.replayed_from.empty() ? "" : "; the others' messages replayed from ",
+                  m.replayed_from.c_str());
+    out += line;
   }
   for (const ModeReport& m : r.modes) {
     if (m.agents_fit_by_running < 0) continue;

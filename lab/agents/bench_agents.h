@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,12 @@ struct BenchAgentsOptions {
   // and ratio (reported as td@R, td@R/int8, ...); quality is measured on the stored context.
   std::vector<DiffFormat> diff_formats{DiffFormat::kF16};
   bool quality = true;
+  // A seeded random sample of this many agents (0, or at least the workload's agents: every agent) is
+  // what the expensive measurements run on, for towns too large to measure whole: tokendance's quality
+  // against the exact context, and the whole of the other modes (nocache, prefix), which run only the
+  // sampled agents' turns and take the others' messages from the first tokendance run (run first), so
+  // every digest still quotes the whole town. Per-agent figures of a sampled mode are the sample's.
+  int sample = 0;
   // Also find, per mode, how many agents fit the budget by running them (find_agents_that_fit).
   bool find_fit = false;
   int64_t kv_mem = 0;                        // 0: default share of RAM
@@ -75,6 +82,10 @@ struct FitTrial {
 
 struct ModeReport {
   std::string mode;
+  // BenchAgentsOptions::sample: the agents this mode ran (all of its measurements, or tokendance's
+  // quality) and, for a mode that ran only them, the run whose messages the other agents replayed.
+  std::vector<int> sampled_agents;
+  std::string replayed_from;
   std::vector<RoundStats> rounds;
   RoundStats overall;             // sums, and TTFT percentiles over all requests
   // BenchAgentsOptions::find_fit: the most agents whose whole run (every round) neither preempted
@@ -93,6 +104,10 @@ struct BenchAgentsReport {
   int threads = 0;
   std::vector<ModeReport> modes;
 };
+
+// The seeded sample of k of the agents 0..n_agents-1 (BenchAgentsOptions::sample): the same on every
+// platform for a seed; every agent when k <= 0 or k >= n_agents.
+std::set<int> sample_of_agents(int n_agents, int k, uint64_t seed);
 
 Result<BenchAgentsReport> run_bench_agents(const LoadedModel& lm, ThreadPool& pool, const BenchAgentsOptions& opt);
 

@@ -139,8 +139,11 @@ Result<TokendanceRoundOut> run_tokendance_round(Engine& engine, ThreadPool& pool
 
   // Quality against the exact context (not timed), as the start-up gate measures it.
   if (opt.measure_quality && !who.empty()) {
+    std::vector<bool> only;
+    if (!opt.quality_agents.empty())
+      for (const AgentTurn& t : turns) only.push_back(opt.quality_agents.count(t.agent) > 0);
     std::vector<TurnQuality> q;
-    AGENTKV_ASSIGN_OR_RETURN(q, measure_round_quality(engine, rt, res, opt.greedy_tokens, opt.quality_of));
+    AGENTKV_ASSIGN_OR_RETURN(q, measure_round_quality(engine, rt, res, opt.greedy_tokens, opt.quality_of, only));
     for (size_t i = 0; i < n; ++i) {
       if (!q[i].measured) continue;
       out.agents[i].has_quality = true;

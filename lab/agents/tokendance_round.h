@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -34,6 +35,8 @@ TurnTokens turn_tokens(const Tokenizer& tok, const AgentTurn& t);
 struct TokendanceOptions {
   RecomputeOptions recompute;
   bool measure_quality = true;
+  // The agents (AgentTurn::agent) whose answers are measured; empty: every agent (bench-agents --sample).
+  std::set<int> quality_agents;
   ApproxContext quality_of = ApproxContext::kStored;
   int greedy_tokens = 32;   // free-running agreement is compared over this many tokens
 };

@@ -17,7 +17,7 @@ int cmd_bench_agents(int argc, char** argv) {
   std::string model = "smollm2", workload = "generative-agents", modes = "prefix", json_out, plot_out;
   std::string recompute = "0.15", diff_formats = "f16";
   bool no_quality = false, find_fit = false;
-  int64_t agents = 0, rounds = 0, seed = 1, digest_messages = WorkloadOptions{}.digest_messages, threads = 0, block_size = 16, batch_tokens = 512, kv_mem = 0;
+  int64_t agents = 0, rounds = 0, sample = 0, seed = 1, digest_messages = WorkloadOptions{}.digest_messages, threads = 0, block_size = 16, batch_tokens = 512, kv_mem = 0;
   bool quiet = false;
   std::string workload_help = "workload:";
   for (auto& w : workload_names()) workload_help += " " + w;
@@ -37,6 +37,12 @@ int cmd_bench_agents(int argc, char** argv) {
                "tokendance: how each agent's diff rows are stored (f16 bit for bit, int8, int4), or a comma list (one "
                "run each); quality is measured on the context as stored");
   p.add_flag("--no-quality", &no_quality, "tokendance: skip the quality comparison with the exact context");
+  p.add_int("--sample", &sample,
+            "run the expensive measurements on a seeded random sample of this many agents (0 = every agent): "
+            "tokendance's quality, and the whole of the nocache and prefix modes, which then run only the sampled "
+            "agents and replay everyone else's messages from the tokendance run (run first; per-agent figures are "
+            "the sample's)",
+            0, 100000);
   p.add_kv_mem(&kv_mem, "KV budget in bytes, e.g. 2G (default: a quarter of RAM)");
   p.add_flag("--find-fit", &find_fit,
              "also find, per mode, how many agents fit --kv-mem by running them: the workload again at doubling "
@@ -64,6 +70,7 @@ int cmd_bench_agents(int argc, char** argv) {
   opt.progress = !quiet;
   opt.quality = !no_quality;
   opt.find_fit = find_fit;
+  opt.sample = int(sample);
   opt.recompute.clear();
   for (const std::string& r : split_commas(recompute)) {
     char* end = nullptr;

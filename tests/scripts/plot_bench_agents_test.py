@@ -21,7 +21,7 @@ SCRIPT = os.path.join(ROOT, "scripts", "plot_bench_agents.py")
 REPORT = os.path.join(ROOT, "tests", "data", "bench_agents", "debate_report.json")
 
 PER_ROUND = [
-    "Prefill tokens computed",
+    "Prefill tokens computed per agent",
     "Round latency (submit to last token)",
     "Time to first token, median (p50)",
     "KV cache per agent, all contexts resident",
@@ -32,7 +32,7 @@ AGAINST_R = [
     "KL(exact || shared) of the next token vs R",
     "Agreement with the exact context vs R",
     "Perplexity of the answers vs R",
-    "Prefill time, all rounds, vs R",
+    "Prefill time per agent, all rounds, vs R",
 ]
 
 
@@ -100,6 +100,22 @@ def test_two_modes_without_tokendance():
     r = load_report()
     r["modes"] = [m for m in r["modes"] if not m["mode"].startswith("td@")]
     check_chart(r, PER_ROUND)
+
+
+def test_sampled_mode_is_labelled_and_left_out_where_agents_count():
+    r = load_report()
+    r["modes"] = [m for m in r["modes"] if m["mode"] in ("prefix", "td@0")]
+    prefix = r["modes"][0]
+    prefix["sampled_agents"] = [1, 3]
+    prefix["replayed_from"] = "td@0"
+    for x in prefix["rounds"]:
+        x["agents"] = 2
+    check_chart(r, PER_ROUND)
+    layout = load_layout()
+    assert layout.mode_label(prefix, 4) == "prefix: prefix cache (2 of 4 agents sampled)"
+    # Per agent: the sampled mode's tokens are divided by the agents it ran, not by the town's.
+    x = prefix["rounds"][0]
+    assert layout.round_value(x, "prefill_tokens_computed", 1, "per agent", "t") == x["prefill_tokens_computed"] / 2
 
 
 def test_broken_report_is_one_line_error():

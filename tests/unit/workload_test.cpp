@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "lab/agents/bench_agents.h"
 #include "lab/agents/persona_text.h"
 #include "lab/agents/workload_internal.h"
 
@@ -457,6 +458,27 @@ TEST(WorkloadProtocol, AnEarlierRoundCanBeAskedForAgain) {
     const auto again = w->round(static_cast<int>(r));
     for (size_t i = 0; i < again.size(); ++i) EXPECT_EQ(again[i].prompt, rounds[r][i].prompt);
   }
+}
+
+// bench-agents --sample: k distinct agents in range, fixed by the seed (mt19937_64's sequence is the
+// standard's, so these ids hold on every platform), different for another seed; every agent when k
+// does not sample.
+TEST(BenchAgentsSample, SeededDistinctInRangeAndWholeWhenNotSampling) {
+  const std::set<int> a = sample_of_agents(200, 20, 1);
+  ASSERT_EQ(a.size(), 20u);
+  EXPECT_GE(*a.begin(), 0);
+  EXPECT_LT(*a.rbegin(), 200);
+  EXPECT_EQ(sample_of_agents(200, 20, 1), a);
+  EXPECT_NE(sample_of_agents(200, 20, 2), a);
+  const std::set<int> small = sample_of_agents(200, 3, 1);
+  EXPECT_EQ(small.size(), 3u);
+  for (int k : {0, -1, 200, 250}) EXPECT_EQ(sample_of_agents(200, k, 1).size(), 200u) << k;
+  EXPECT_TRUE(sample_of_agents(0, 5, 1).empty());
+  // Every agent can be drawn: over many seeds each of 10 agents turns up in a sample of 2.
+  std::set<int> seen;
+  for (uint64_t seed = 0; seed < 200; ++seed)
+    for (int i : sample_of_agents(10, 2, seed)) seen.insert(i);
+  EXPECT_EQ(seen.size(), 10u);
 }
 
 }  // namespace
