@@ -98,6 +98,7 @@ RoundStats tokendance_stats(const TokendanceRoundOut& t, int round, int64_t bpb,
   rs.diff_block_bytes_per_agent = double(t.diff_blocks * bpb) / std::max(1, rs.agents);
   rs.collector_seconds = t.collector_seconds;
   rs.collector_per_agent_seconds = t.collector_per_agent_seconds;
+  rs.waves = t.waves;
   rs.prefill_computed = t.prefill_computed;
   rs.prefill_reused = t.prefill_reused;
   rs.prefill_seconds = t.prefill_seconds;
@@ -279,6 +280,7 @@ Result<ModeReport> run_mode(const LoadedModel& lm, ThreadPool& pool, const Bench
     o.segment_recomputed += rs.segment_recomputed;
     o.collector_seconds += rs.collector_seconds;
     o.collector_per_agent_seconds += rs.collector_per_agent_seconds;
+    o.waves = std::max(o.waves, rs.waves);
     o.diff_bytes_per_agent = std::max(o.diff_bytes_per_agent, rs.diff_bytes_per_agent);
     o.diff_block_bytes_per_agent = std::max(o.diff_block_bytes_per_agent, rs.diff_block_bytes_per_agent);
     if (rs.quality_agents) {
@@ -330,6 +332,7 @@ Json round_json(const RoundStats& s, bool with_replies) {
     j["segment_tokens_recomputed"] = s.segment_recomputed;
     j["collector_seconds"] = s.collector_seconds;
     j["collector_agent_by_agent_seconds"] = s.collector_per_agent_seconds;
+    j["waves"] = s.waves;
     j["diff_bytes_per_agent"] = s.diff_bytes_per_agent;
     j["diff_block_bytes_per_agent"] = s.diff_block_bytes_per_agent;
     j["quality_agents"] = s.quality_agents;
@@ -547,6 +550,16 @@ std::string bench_agents_table(const BenchAgentsReport& r) {
                   m.replayed_from.empty() ? "quality measured" : "ran", m.sampled_agents.size(), r.n_agents, ids.c_str(),
                   m.replayed_from.empty() ? "" : "; the others' messages replayed from ",
                   m.replayed_from.c_str());
+    out += line;
+  }
+  for (const ModeReport& m : r.modes) {
+    std::string split;
+    for (const RoundStats& s : m.rounds)
+      if (s.waves > 1) split += (split.empty() ? "" : ", ") + std::string("round ") + std::to_string(s.round) + ": " +
+                                std::to_string(s.waves);
+    if (split.empty()) continue;
+    std::snprintf(line, sizeof line, "%-13s rounds run in waves, the KV budget not holding every turn at once (%s)\n",
+                  m.mode.c_str(), split.c_str());
     out += line;
   }
   for (const ModeReport& m : r.modes) {

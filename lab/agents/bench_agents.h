@@ -62,6 +62,7 @@ struct RoundStats {
   int64_t segment_recomputed = 0; // segment tokens recomputed, all agents
   double collector_seconds = 0;   // the collective step (re-rotation + selective recompute of all agents)
   double collector_per_agent_seconds = 0;  // the same reuse done agent by agent
+  int waves = 0;                  // the collective round ran in this many waves (> 1: the budget split it)
   double diff_bytes_per_agent = 0;        // an agent's diff rows in their format (records, not blocks)
   double diff_block_bytes_per_agent = 0;  // the blocks those rows take
   int quality_agents = 0;         // answers scored against the exact context

@@ -74,6 +74,8 @@ Result<TokendanceRoundOut> run_tokendance_round(Engine& engine, ThreadPool& pool
   CollectiveRoundOptions ro;
   ro.recompute = opt.recompute.ratio;
   ro.keep_blended = true;  // for the quality and agent-by-agent measurements below
+  if (!opt.quality_agents.empty())  // on the sample only: a kept copy stays pinned through later waves
+    for (const AgentTurn& t : turns) ro.keep_only.push_back(opt.quality_agents.count(t.agent) > 0);
   std::optional<CollectiveRoundResult> got;
   start_collective_round(engine, rt, ro, [&got](CollectiveRoundResult&& r) { got = std::move(r); });
   AGENTKV_TRY(engine.run_until_idle());
@@ -105,6 +107,7 @@ Result<TokendanceRoundOut> run_tokendance_round(Engine& engine, ThreadPool& pool
   }
   out.segment_tokens = res.sharing.segment_tokens;
   out.collector_seconds = res.sharing.collector_seconds;
+  out.waves = res.sharing.waves;
   const EngineMetrics m1 = engine.metrics();
   out.peak_blocks = engine.kv().pool().stats().peak_used;
   out.preemptions = int64_t(m1.preemptions - m0.preemptions);
@@ -118,10 +121,13 @@ Result<TokendanceRoundOut> run_tokendance_round(Engine& engine, ThreadPool& pool
   out.prefill_seconds = (m1.prefill_seconds - m0.prefill_seconds) + out.collector_seconds;
 
   // The same reuse agent by agent, for the collector's gain (measurement only: scratch copies of
-  // each agent's exact prefix).
+  // each agent's exact prefix). On a sample, the sampled agents' time scaled to every shared agent.
   if (time_per_agent && !who.empty()) {
     double total = 0;
+    size_t timed = 0;
     for (size_t i : who) {
+      if (!res.turns[i].prefix) continue;  // not kept: outside the sample
+      ++timed;
       const auto [mh, start] = res.masters[i];
       const int32_t p = int32_t(pieces[i].prefix.size());
       KvSequence s = engine.retained(res.turns[i].prefix)->fork();
@@ -134,7 +140,8 @@ Result<TokendanceRoundOut> run_tokendance_round(Engine& engine, ThreadPool& pool
       total += monotonic_seconds() - c0;
       if (!r.ok()) return make_error(r.error());
     }
-    out.collector_per_agent_seconds = total;
+    out.collector_per_agent_seconds = timed ? total * double(who.size()) / double(timed) : 0;
+    out.collector_per_agent_timed = int(timed);
   }
 
   // Quality against the exact context (not timed), as the start-up gate measures it.

@@ -1,7 +1,11 @@
 // The collective round as one engine-thread job (engine/collective_round.h). Each phase submits
 // scheduler requests and the last one's completion starts the next phase (deferred until the engine
 // step that finished it is over: Engine::defer), so the engine loop keeps stepping (and serving
-// other requests) in between; the collector itself runs there, on the engine thread.
+// other requests) in between; the collector itself runs there, on the engine thread. A round whose
+// turns do not all fit the unpinned KV at once runs in waves: each wave takes the next turns (in
+// order) that fit the budget as it stands, runs phases 1-4 for them, and its compacted contexts stay
+// pinned for the waves after it; the masters are computed once, in the first wave. The selective
+// recompute is batch-invariant, so a turn's copy is the same whichever wave it runs in.
 #include "engine/collective_round.h"
 
 #include <algorithm>
@@ -36,9 +40,13 @@ class CollectiveRound : public std::enable_shared_from_this<CollectiveRound> {
   void end_submitting();
   void request_done();
   void note(const RequestEvent& ev, const char* what);
+  bool plan_wave();
+  void start_wave();
   void collect();
   void run_turns();
+  void finish_wave();
   void finish();
+  bool kept(size_t i) const { return opt_.keep_blended && (opt_.keep_only.empty() || opt_.keep_only[i]); }
   void fail(Error error);
   // The first error wins; the job fails with it once its requests are done.
   void set_error(ErrorCode code, std::string message) {
@@ -55,6 +63,12 @@ class CollectiveRound : public std::enable_shared_from_this<CollectiveRound> {
   std::vector<int> group_of_;                  // per turn: its group, or -1
   std::vector<uint64_t> prefix_, blended_;     // per turn: snapshots the job owns until it ends
   std::vector<uint64_t> live_;                 // request ids in flight
+  std::vector<int64_t> turn_blocks_;           // per turn: unpinned blocks it may need (admission)
+  std::vector<int64_t> turn_tokens_;           // per turn: the worst-case tokens behind them
+  int64_t master_blocks_ = 0;                  // every master, until the first wave computed them
+  bool masters_made_ = false;
+  std::vector<size_t> wave_;                   // the turns of the wave running
+  size_t next_ = 0;                            // the first turn no wave has taken
   int pending_ = 0;
   bool submitting_ = false;
   bool cancelled_ = false;
@@ -97,7 +111,13 @@ void CollectiveRound::request_done() {
     collect();
     if (phase_ != Phase::kDone) run_turns();
   } else if (phase_ == Phase::kTurns) {
-    finish();
+    finish_wave();
+    if (phase_ == Phase::kDone) return;
+    if (next_ < turns_.size()) {
+      if (plan_wave()) start_wave();
+    } else {
+      finish();
+    }
   }
 }
 
@@ -133,39 +153,84 @@ void CollectiveRound::start() {
   if (groups_.empty())
     rep.reason = opt_.recompute ? "fewer than two agents hold the round's block as a segment" : opt_.exact_reason;
 
-  // Admission before work (engine/kv_admission.h): every turn's new context is kept until the round
-  // commits, so all of them must fit the unpinned KV at once; sharing adds one master per block and,
-  // per sharing agent, the partial last blocks its prefix and its blended copy copy on write.
-  KvDemand need;
-  const int bs = e_.kv().block_size();
+  // Admission before work (engine/kv_admission.h): a turn's new context is kept until the round
+  // commits; a sharing agent adds the partial last blocks its prefix and its blended copy copy on
+  // write, and the first wave one master per block. The round as a whole need not fit at once (it
+  // runs in waves), but its largest turn beside the masters must, or it never could.
+  turn_blocks_.assign(n, 0);
+  turn_tokens_.assign(n, 0);
+  size_t largest = 0;
   for (size_t i = 0; i < n; ++i) {
     const KvDemand d = e_.kv_demand(turns_[i].params);
-    need.need_blocks += d.need_blocks + (group_of_[i] >= 0 ? 2 : 0);
-    need.reused_blocks += d.reused_blocks;
-    need.tokens += d.tokens;
+    turn_blocks_[i] = d.need_blocks - d.reused_blocks + (group_of_[i] >= 0 ? 2 : 0);
+    turn_tokens_[i] = d.tokens;
+    if (turn_blocks_[i] > turn_blocks_[largest]) largest = i;
   }
+  const int bs = e_.kv().block_size();
   const int64_t bos = e_.model().tokenizer->add_bos_default() ? 1 : 0;
-  for (const Group& g : groups_) need.need_blocks += (bos + int64_t(g.segment.size()) + bs - 1) / bs;
-  if (Status st = e_.check_admission(need, "the round of " + std::to_string(n) + " agents"); !st.ok())
-    return fail(st.status_error());
+  for (const Group& g : groups_) master_blocks_ += (bos + int64_t(g.segment.size()) + bs - 1) / bs;
+  if (n > 0) {
+    const KvDemand one{turn_blocks_[largest] + master_blocks_, 0, turn_tokens_[largest]};
+    if (Status st = e_.check_admission(one, "the largest turn of the round of " + std::to_string(n) +
+                                                " agents (with the round's shared blocks)");
+        !st.ok())
+      return fail(st.status_error());
+  }
+  if (plan_wave()) start_wave();
+}
 
-  // 1. Every sharing agent's prefix (from its resident context) and one master per block.
+bool CollectiveRound::plan_wave() {
+  // The next turns, in order, whose demands fit the unpinned KV as it stands now (earlier waves'
+  // contexts and kept copies are pinned by now).
+  // A wave also leaves room for compacting its contexts one by one: a context's packed diff rows are
+  // allocated while its dense copy is still held (at most the blocks the diff replaces, + 1 partial),
+  // and each compaction frees more than the next needs. Without that room a context would stay dense.
+  const KvBudget b = e_.kv_budget();
+  const int64_t masters = masters_made_ ? 0 : master_blocks_;
+  const int64_t room = b.total_blocks - b.pinned_blocks - masters;
+  int64_t compaction = 0;
+  for (size_t i = next_; i < turns_.size(); ++i)
+    if (group_of_[i] >= 0) compaction = std::max(compaction, turn_blocks_[i] + 1);
+  wave_.clear();
+  int64_t used = 0;
+  while (next_ < turns_.size() &&
+         used + turn_blocks_[next_] <= (wave_.empty() ? room : room - compaction)) {  // one turn: it must fit
+    used += turn_blocks_[next_];
+    wave_.push_back(next_++);
+  }
+  if (wave_.empty()) {
+    const KvDemand d{turn_blocks_[next_] + masters, 0, turn_tokens_[next_]};
+    Status st = check_kv_fit(d, b,
+                             "turn " + std::to_string(next_) + " of the round of " + std::to_string(turns_.size()) +
+                                 " agents (after " + std::to_string(next_) + " turns kept for the round's commit)");
+    if (st.ok()) st = Status(make_error(ErrorCode::kKvPinned, "the round's next turn does not fit the KV budget"));
+    fail(st.status_error());
+    return false;
+  }
+  ++res_.sharing.waves;
+  return true;
+}
+
+void CollectiveRound::start_wave() {
+  // 1. The wave's sharing agents' prefixes (from their resident contexts) and, in the first wave,
+  //    one master per block.
   phase_ = Phase::kPrefill;
   begin_submitting();
   const Tokenizer& tok = *e_.model().tokenizer;
-  for (size_t g = 0; g < groups_.size(); ++g) {
-    for (size_t i : groups_[g].members) {
-      RequestParams p;
-      p.prompt.assign(turns_[i].params.prompt.begin(), turns_[i].params.prompt.begin() + turns_[i].segment.first);
-      p.max_tokens = 0;
-      p.retain_kv = true;
-      p.kv_from = turns_[i].params.kv_from;
-      p.cache_salt = turns_[i].params.cache_salt;
-      submit(std::move(p), [this, i](const RequestEvent& ev) {
-        note(ev, "an agent's prefix");
-        if (ev.seq_finished) prefix_[i] = ev.retained_kv;
-      });
-    }
+  for (size_t i : wave_) {
+    if (group_of_[i] < 0) continue;
+    RequestParams p;
+    p.prompt.assign(turns_[i].params.prompt.begin(), turns_[i].params.prompt.begin() + turns_[i].segment.first);
+    p.max_tokens = 0;
+    p.retain_kv = true;
+    p.kv_from = turns_[i].params.kv_from;
+    p.cache_salt = turns_[i].params.cache_salt;
+    submit(std::move(p), [this, i](const RequestEvent& ev) {
+      note(ev, "an agent's prefix");
+      if (ev.seq_finished) prefix_[i] = ev.retained_kv;
+    });
+  }
+  for (size_t g = 0; !masters_made_ && g < groups_.size(); ++g) {
     RequestParams m;
     if (tok.add_bos_default()) m.prompt.push_back(tok.bos_id());
     groups_[g].master_start = int32_t(m.prompt.size());
@@ -180,43 +245,51 @@ void CollectiveRound::start() {
       }
     });
   }
+  masters_made_ = true;
   end_submitting();
 }
 
 void CollectiveRound::collect() {
+  // 2. The wave's copies of each block, one collective step per block.
   if (groups_.empty()) return;
   RoundSharingReport& rep = res_.sharing;
   RecomputeOptions ro;
   ro.ratio = *opt_.recompute;
   const double c0 = monotonic_seconds();
-  for (Group& g : groups_) {
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    const Group& group = groups_[g];
+    std::vector<size_t> members;
+    for (size_t i : wave_)
+      if (group_of_[i] == int(g)) members.push_back(i);
+    if (members.empty()) continue;
     std::vector<uint64_t> prefixes;
-    for (size_t i : g.members) prefixes.push_back(prefix_[i]);
-    auto copies = collect_shared_segment(e_, g.master, g.master_start, g.segment, prefixes, ro);
+    for (size_t i : members) prefixes.push_back(prefix_[i]);
+    auto copies = collect_shared_segment(e_, group.master, group.master_start, group.segment, prefixes, ro);
     // The blended copies share what they need of the prefixes.
-    if (!opt_.keep_blended)
-      for (size_t i : g.members) e_.release_retained(std::exchange(prefix_[i], 0));
+    for (size_t i : members)
+      if (!kept(i)) e_.release_retained(std::exchange(prefix_[i], 0));
     if (!copies.ok()) return fail(copies.status_error());
-    for (size_t k = 0; k < g.members.size(); ++k) {
-      const size_t i = g.members[k];
+    for (size_t k = 0; k < members.size(); ++k) {
+      const size_t i = members[k];
       blended_[i] = (*copies)[k].handle;
       res_.turns[i].shared = true;
       res_.turns[i].recomputed = int64_t((*copies)[k].recomputed_slots.size());
       rep.recomputed_tokens += res_.turns[i].recomputed;
     }
-    rep.agents += int(g.members.size());
-    rep.segment_tokens = std::max<int64_t>(rep.segment_tokens, int64_t(g.segment.size()));
+    rep.agents += int(members.size());
+    rep.segment_tokens = std::max<int64_t>(rep.segment_tokens, int64_t(group.segment.size()));
   }
-  rep.collector_seconds = monotonic_seconds() - c0;
+  rep.collector_seconds += monotonic_seconds() - c0;
   rep.mode = "tokendance";
   rep.reason = opt_.exact_reason;  // e.g. another model of the round runs exactly
 }
 
 void CollectiveRound::run_turns() {
-  // 3. Every turn, from its blended copy when shared (the longest common prefix with it is reused).
+  // 3. The wave's turns, each from its blended copy when shared (the longest common prefix with it
+  //    is reused).
   phase_ = Phase::kTurns;
   begin_submitting();
-  for (size_t i = 0; i < turns_.size(); ++i) {
+  for (size_t i : wave_) {
     RequestParams p = turns_[i].params;
     p.retain_kv = true;
     if (blended_[i]) p.kv_from = blended_[i];
@@ -230,24 +303,28 @@ void CollectiveRound::run_turns() {
   end_submitting();
 }
 
-void CollectiveRound::finish() {
+void CollectiveRound::finish_wave() {
   // 4. Master–diff: each shared agent's new context keeps the master by reference and its diff rows.
-  //    A context the pool cannot compact stays dense (still correct, only larger).
-  for (size_t i = 0; i < turns_.size(); ++i) {
+  //    A context the pool cannot compact stays dense (still correct, only larger). The copies it was
+  //    blended from are done with, unless kept for the caller.
+  for (size_t i : wave_) {
     const int g = group_of_[i];
     if (g < 0 || !blended_[i]) continue;
     e_.compact_retained(res_.turns[i].answer.retained_kv, turns_[i].segment.first, groups_[size_t(g)].master,
                         groups_[size_t(g)].master_start, turns_[i].params.kv_from);
+    if (!kept(i)) e_.release_retained(std::exchange(blended_[i], 0));
   }
+}
+
+void CollectiveRound::finish() {
   if (opt_.keep_blended) {
     res_.masters.assign(turns_.size(), {0, 0});
     for (size_t i = 0; i < turns_.size(); ++i) {
-      res_.turns[i].blended = blended_[i];
-      res_.turns[i].prefix = prefix_[i];
+      res_.turns[i].blended = std::exchange(blended_[i], 0);
+      res_.turns[i].prefix = std::exchange(prefix_[i], 0);
       if (group_of_[i] >= 0) res_.masters[i] = {groups_[size_t(group_of_[i])].master, groups_[size_t(group_of_[i])].master_start};
     }
   } else {
-    for (uint64_t h : blended_) e_.release_retained(h);
     for (const Group& g : groups_) e_.release_retained(g.master);  // the compact contexts hold forks of it
   }
   if (opt_.release_resumed)

@@ -8,7 +8,11 @@
 //      the master in one collective step,
 //   3. every turn runs from its blended copy (or its resident context when not shared),
 //   4. each shared agent's new context is compacted to master + diff (Engine::compact_retained),
-// then one callback gets every turn's outcome and the sharing report. The job is a state machine
+// then one callback gets every turn's outcome and the sharing report. When the turns' contexts do not
+// all fit the KV that resident contexts leave unpinned, the round runs in waves of the turns that
+// fit (1-4 per wave; the masters once, kept until the last wave), so a society larger than one
+// budget's worth of dense contexts still runs; only a turn that cannot fit beside the masters even
+// alone is refused before any work. The job is a state machine
 // driven by its requests' completion callbacks, so other traffic is served between its steps; it
 // never waits. All or nothing: on any error (or cancel) every snapshot it made is released and the
 // turns' resident contexts are left as they were.
@@ -37,6 +41,7 @@ struct RoundSharingReport {
   int64_t recomputed_tokens = 0;  // all agents
   int64_t master_tokens_computed = 0;  // prefill of the masters ([BOS][block]) not served by the prefix cache
   double collector_seconds = 0;
+  int waves = 0;                  // the round ran in this many waves (1: all turns at once)
 };
 
 struct RoundTurn {
@@ -66,6 +71,9 @@ struct CollectiveRoundOptions {
   // Measurement (bench, gate): keep each shared turn's blended copy, its prefix and the masters;
   // the caller releases them (CollectiveRoundResult::masters, RoundTurnOutcome::blended, ::prefix).
   bool keep_blended = false;
+  // With keep_blended: the turns whose copy and prefix are kept (empty: every turn). A kept copy
+  // stays pinned through the later waves, so a measurement on a large round keeps a sample.
+  std::vector<bool> keep_only;
 };
 
 struct CollectiveRoundResult {

@@ -324,6 +324,7 @@ Json round_sharing_json(const RoundSharingReport& r) {
     j["recomputed_tokens"] = r.recomputed_tokens;
     j["master_tokens_computed"] = r.master_tokens_computed;
     j["collector_seconds"] = r.collector_seconds;
+    j["waves"] = r.waves;
   }
   return j;
 }

@@ -198,6 +198,7 @@ bool run_turns(ServerState& s, std::vector<Agent>& agents, const SamplingFields&
       rep.recomputed_tokens += sr.recomputed_tokens;
       rep.master_tokens_computed += sr.master_tokens_computed;
       rep.collector_seconds += sr.collector_seconds;
+      rep.waves = std::max(rep.waves, sr.waves);
     }
     // A model that failed its gate is the reason worth naming, whether or not another model shared.
     rep.reason = !gate_reason.empty() || rep.mode == "tokendance" ? gate_reason : first_reason;

@@ -76,9 +76,9 @@ def test_refused_up_front_when_pins_hold_the_kv(port):
     r, dt = post(port, f"/v1/agents/{small_ids[0]}/respond",
                  {"messages": [{"role": "user", "content": "Go on."}], "max_tokens": over})
     check_refused(r, dt, "agent respond")
-    # Each agent's turn alone fits; the round needs all of them at once, and that does not.
-    each = int(unpinned * bs * 0.5)
-    r, dt = post(port, "/v1/rounds", {"agents": small_ids, "shared": "Discuss.", "max_tokens": each})
+    # A round runs in waves when its turns do not all fit at once (engine/collective_round.h), so it is
+    # refused up front only when one turn alone cannot fit.
+    r, dt = post(port, "/v1/rounds", {"agents": small_ids, "shared": "Discuss.", "max_tokens": over})
     check_refused(r, dt, "round")
     assert "round of 3 agents" in r.json()["error"]["message"], r.body[:400]
     # Nothing was computed for any of them.
