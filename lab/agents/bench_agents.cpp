@@ -388,7 +388,8 @@ Result<int> largest_where(int lo, int hi, Holds&& holds) {
 }
 
 // The agents that fit the budget, found by running the workload (quality not measured): the largest
-// agent count in the workload's range whose run neither preempted nor was refused in any round.
+// agent count in the workload's range whose run neither preempted, nor was refused, nor had a round
+// split into waves (collective_round.h: its turns did not fit the budget at once).
 Status find_agents_that_fit(const LoadedModel& lm, ThreadPool& pool, const BenchAgentsOptions& opt,
                             const std::string& mode, double ratio, DiffFormat format, ModeReport& rep) {
   BenchAgentsOptions o = opt;
@@ -406,7 +407,8 @@ Status find_agents_that_fit(const LoadedModel& lm, ThreadPool& pool, const Bench
       t.refused = r.error();
     } else {
       t.preemptions = r->overall.preemptions;
-      t.fits = t.preemptions == 0;
+      t.waves = r->overall.waves;
+      t.fits = t.preemptions == 0 && t.waves <= 1;
     }
     rep.fit_trials.push_back(t);
     return t.fits;
@@ -493,6 +495,7 @@ void to_json(Json& j, const ModeReport& m) {
     Json trials = Json::array();
     for (const FitTrial& t : m.fit_trials) {
       Json x = {{"agents", t.agents}, {"fits", t.fits}, {"preemptions", t.preemptions}};
+      if (t.waves > 0) x["waves"] = t.waves;
       if (!t.refused.empty()) x["refused"] = t.refused;
       trials.push_back(std::move(x));
     }
@@ -567,7 +570,10 @@ std::string bench_agents_table(const BenchAgentsReport& r) {
     std::string tried;
     for (const FitTrial& t : m.fit_trials)
       tried += (tried.empty() ? "" : ", ") + std::to_string(t.agents) +
-               (t.fits ? " fit" : !t.refused.empty() ? " refused" : " preempted " + std::to_string(t.preemptions) + "x");
+               (t.fits                 ? " fit"
+                : !t.refused.empty()   ? " refused"
+                : t.preemptions == 0   ? " in " + std::to_string(t.waves) + " waves"
+                                       : " preempted " + std::to_string(t.preemptions) + "x");
     std::snprintf(line, sizeof line, "%-13s agents that fit the budget, found by running: %d (tried %s)\n", m.mode.c_str(),
                   m.agents_fit_by_running, tried.c_str());
     out += line;

@@ -78,6 +78,7 @@ struct FitTrial {
   int agents = 0;
   bool fits = false;
   int64_t preemptions = 0;
+  int waves = 0;        // the most waves a tokendance round ran in (> 1: its turns did not fit at once)
   std::string refused;  // the budget refused a request or a round (the engine's message)
 };
 

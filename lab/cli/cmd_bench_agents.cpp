@@ -46,7 +46,8 @@ int cmd_bench_agents(int argc, char** argv) {
   p.add_kv_mem(&kv_mem, "KV budget in bytes, e.g. 2G (default: a quarter of RAM)");
   p.add_flag("--find-fit", &find_fit,
              "also find, per mode, how many agents fit --kv-mem by running them: the workload again at doubling "
-             "agent counts until a round preempts or is refused, then bisecting (quality not measured there)");
+             "agent counts until a round preempts, is refused or runs in waves (its turns not fitting at once), then "
+             "bisecting (quality not measured there)");
   p.add_int("--block-size", &block_size, "tokens per KV block", 1, 1024);
   p.add_int("--batch-tokens", &batch_tokens, "tokens per forward pass", 1, 1 << 16);
   p.add_threads(&threads);
