@@ -73,7 +73,8 @@ def sampled(m):
 def mode_label(m, n_agents):
     mode = m["mode"]
     if mode.startswith("td@"):
-        label = f"{mode}: tokendance, recompute R={mode[3:]}"
+        ratio, _, fmt = mode[3:].partition("/")
+        label = f"{mode}: tokendance, recompute R={ratio}" + (f", {fmt} diff rows" if fmt else "")
     else:
         meaning = MODE_MEANING.get(mode)
         label = f"{mode}: {meaning}" if meaning else mode
@@ -143,11 +144,18 @@ def draw_ratio_lines(ax, ratios, series, title, ylabel):
 
 def recompute_panels(modes):
     """The panels against R, as (title, draw(ax)) pairs; none unless two or more ratios were measured."""
-    td = [m for m in modes if m["mode"].startswith("td@") and m["overall"].get("quality_agents", 0) > 0]
-    if len(td) < 2:
+    # Modes are td@R, or td@R/FORMAT with more than one --diff-format: R varies within one format.
+    by_format = {}
+    for m in modes:
+        if m["mode"].startswith("td@") and m["overall"].get("quality_agents", 0) > 0:
+            ratio, _, fmt = m["mode"][3:].partition("/")
+            by_format.setdefault(fmt, []).append((float(ratio), m))
+    groups = [g for g in by_format.values() if len(g) >= 2]
+    if not groups:
         return []
-    td.sort(key=lambda m: float(m["mode"][3:]))
-    ratios = [float(m["mode"][3:]) for m in td]
+    group = sorted(max(groups, key=len), key=lambda rm: rm[0])
+    ratios = [r for r, _ in group]
+    td = [m for _, m in group]
 
     def overall(field, scale=1, kind="agent"):
         return [round_value(m["overall"], field, scale, kind, f"mode {m['mode']} overall") for m in td]

@@ -588,11 +588,14 @@ std::string bench_agents_table(const BenchAgentsReport& r) {
   out += line;
   for (const ModeReport& m : r.modes) {
     if (m.overall.segment_tokens == 0) continue;
+    int64_t turns = 0;  // the overall row's segment is the mean per turn (RoundStats keeps the total)
+    for (const RoundStats& s : m.rounds) turns += s.agents;
     auto row = [&](const RoundStats& s, const std::string& label) {
       const double seg_all = s.round ? double(s.segment_tokens * s.agents) : double(s.segment_tokens);
       std::snprintf(line, sizeof line,
                     "%-13s %6s %8lld %7.1f%% %11.3f %11.3f %10s %10s %9.4f %9.4f %7.3f %7.3f %9.3f %9.3f\n",
-                    m.mode.c_str(), label.c_str(), (long long)(s.round ? s.segment_tokens : s.segment_tokens),
+                    m.mode.c_str(), label.c_str(),
+                    (long long)(s.round ? s.segment_tokens : s.segment_tokens / std::max<int64_t>(1, turns)),
                     seg_all > 0 ? 100.0 * double(s.segment_recomputed) / seg_all : 0.0, s.collector_seconds,
                     s.collector_per_agent_seconds, human_bytes(s.diff_bytes_per_agent).c_str(),
                     human_bytes(s.diff_block_bytes_per_agent).c_str(), s.kl_mean, s.kl_p95, s.top1_agreement,

@@ -118,6 +118,25 @@ def test_sampled_mode_is_labelled_and_left_out_where_agents_count():
     assert layout.round_value(x, "prefill_tokens_computed", 1, "per agent", "t") == x["prefill_tokens_computed"] / 2
 
 
+def test_diff_formats_of_one_ratio_are_not_a_ratio_sweep():
+    # --diff-format f16,int4 names the modes td@R and td@R/int4: one R, so no panels against R.
+    r = load_report()
+    r["modes"] = [m for m in r["modes"] if m["mode"] in ("prefix", "td@0.5")]
+    int4 = copy.deepcopy(r["modes"][1])
+    int4["mode"] = "td@0.5/int4"
+    r["modes"].append(int4)
+    check_chart(r, PER_ROUND)
+    assert load_layout().mode_label(int4, 4) == "td@0.5/int4: tokendance, recompute R=0.5, int4 diff rows"
+    # Two ratios in one format still sweep R.
+    r = load_report()
+    for m in list(r["modes"]):
+        if m["mode"].startswith("td@"):
+            x = copy.deepcopy(m)
+            x["mode"] += "/int4"
+            r["modes"].append(x)
+    check_chart(r, PER_ROUND + AGAINST_R)
+
+
 def test_broken_report_is_one_line_error():
     r = copy.deepcopy(load_report())
     del r["modes"][0]["rounds"][1]["round_latency_seconds"]
