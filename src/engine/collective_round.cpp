@@ -135,6 +135,8 @@ void CollectiveRound::start() {
   group_of_.assign(n, -1);
   prefix_.assign(n, 0);
   blended_.assign(n, 0);
+  if (!opt_.keep_only.empty() && opt_.keep_only.size() != n)
+    return fail(make_error(ErrorCode::kInvalidArgument, "the round's keep_only does not have one entry per turn"));
   RoundSharingReport& rep = res_.sharing;
   if (opt_.recompute) rep.recompute = *opt_.recompute;
   // Groups: one per block (the same tokens; a block tokenized on its own is the same in every context).
