@@ -200,7 +200,7 @@ bool CollectiveRound::plan_wave() {
     used += turn_blocks_[next_];
     wave_.push_back(next_++);
   }
-  if (wave_.empty()) {
+  if (wave_.empty() && next_ < turns_.size()) {
     const KvDemand d{turn_blocks_[next_] + masters, 0, turn_tokens_[next_]};
     Status st = check_kv_fit(d, b,
                              "turn " + std::to_string(next_) + " of the round of " + std::to_string(turns_.size()) +
