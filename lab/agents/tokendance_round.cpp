@@ -73,8 +73,10 @@ Result<TokendanceRoundOut> run_tokendance_round(Engine& engine, ThreadPool& pool
   const double t0 = monotonic_seconds();
   CollectiveRoundOptions ro;
   ro.recompute = opt.recompute.ratio;
-  ro.keep_blended = true;  // for the quality and agent-by-agent measurements below
-  if (!opt.quality_agents.empty())  // on the sample only: a kept copy stays pinned through later waves
+  // Kept for the quality and agent-by-agent measurements below, on the sample only when there is
+  // one (a kept copy stays pinned through the round's later waves).
+  ro.keep_blended = true;
+  if (!opt.quality_agents.empty())
     for (const AgentTurn& t : turns) ro.keep_only.push_back(opt.quality_agents.count(t.agent) > 0);
   std::optional<CollectiveRoundResult> got;
   start_collective_round(engine, rt, ro, [&got](CollectiveRoundResult&& r) { got = std::move(r); });
@@ -141,16 +143,12 @@ Result<TokendanceRoundOut> run_tokendance_round(Engine& engine, ThreadPool& pool
       if (!r.ok()) return make_error(r.error());
     }
     out.collector_per_agent_seconds = timed ? total * double(who.size()) / double(timed) : 0;
-    out.collector_per_agent_timed = int(timed);
   }
 
   // Quality against the exact context (not timed), as the start-up gate measures it.
   if (opt.measure_quality && !who.empty()) {
-    std::vector<bool> only;
-    if (!opt.quality_agents.empty())
-      for (const AgentTurn& t : turns) only.push_back(opt.quality_agents.count(t.agent) > 0);
-    std::vector<TurnQuality> q;
-    AGENTKV_ASSIGN_OR_RETURN(q, measure_round_quality(engine, rt, res, opt.greedy_tokens, opt.quality_of, only));
+    std::vector<TurnQuality> q;  // the kept turns: the sample, if any
+    AGENTKV_ASSIGN_OR_RETURN(q, measure_round_quality(engine, rt, res, opt.greedy_tokens, opt.quality_of));
     for (size_t i = 0; i < n; ++i) {
       if (!q[i].measured) continue;
       out.agents[i].has_quality = true;

@@ -61,9 +61,8 @@ struct TokendanceRoundOut {
   double prefill_seconds = 0;        // engine prefill (prefixes, master, own prompts) + the collector
   double collector_seconds = 0;      // the collective step alone
   // The same reuse done agent by agent (measured when asked; on a quality sample, the sampled
-  // agents' time scaled to every shared agent, collector_per_agent_timed telling how many were timed).
+  // agents' time scaled to every shared agent).
   double collector_per_agent_seconds = 0;
-  int collector_per_agent_timed = 0;
   int waves = 0;                     // the round's waves (collective_round.h): > 1 when the budget split it
   double round_seconds = 0;
   int64_t resident_blocks = 0;       // pool blocks after master–diff conversion (all agents)

@@ -20,16 +20,13 @@ Status submit(Engine& e, RequestParams p, RequestOutcome* o) {
 
 Result<std::vector<TurnQuality>> measure_round_quality(Engine& engine, const std::vector<RoundTurn>& turns,
                                                        const CollectiveRoundResult& result, int greedy_tokens,
-                                                       ApproxContext approx, const std::vector<bool>& only) {
+                                                       ApproxContext approx) {
   const size_t n = turns.size();
   if (result.turns.size() != n) return make_error("round quality: the result does not match the turns");
-  if (!only.empty() && only.size() != n) return make_error("round quality: the sample does not match the turns");
   std::vector<TurnQuality> out(n);
   std::vector<size_t> who;
   for (size_t i = 0; i < n; ++i)
-    if (result.turns[i].shared && result.turns[i].blended && !result.turns[i].answer.tokens.empty() &&
-        (only.empty() || only[i]))
-      who.push_back(i);
+    if (result.turns[i].shared && result.turns[i].blended && !result.turns[i].answer.tokens.empty()) who.push_back(i);
   std::vector<RequestOutcome> exact(n), greedy(n), stored_greedy(n);
   std::vector<uint64_t> stored(n, 0);  // kStored: a dense copy of each turn's stored context
   struct Release {

@@ -26,12 +26,11 @@ struct TurnQuality {
 enum class ApproxContext { kBlended, kStored };
 
 // `result` is a finished round of `turns` run with keep_blended. Steps `engine` until idle (its
-// caller owns the engine thread); the contexts it makes are released before it returns. `only`, when
-// not empty (one flag per turn), limits the measurement to the flagged turns (a sample of a large
-// round: the exact contexts of every measured turn are held at once).
+// caller owns the engine thread); the contexts it makes are released before it returns. Turns whose
+// blended copy was not kept (CollectiveRoundOptions::keep_only: a sample of a large round) are not
+// measured.
 Result<std::vector<TurnQuality>> measure_round_quality(Engine& engine, const std::vector<RoundTurn>& turns,
                                                        const CollectiveRoundResult& result, int greedy_tokens,
-                                                       ApproxContext approx = ApproxContext::kBlended,
-                                                       const std::vector<bool>& only = {});
+                                                       ApproxContext approx = ApproxContext::kBlended);
 
 }  // namespace agentkv
