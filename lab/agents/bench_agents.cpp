@@ -262,6 +262,22 @@ Result<ModeReport> run_mode(const LoadedModel& lm, ThreadPool& pool, const Bench
     rep.rounds.push_back(rs);
   }
   bar.finish();
+  // The leak check: every agent leaves, in a seeded random order, and nothing may stay referenced.
+  {
+    std::vector<uint64_t> handles;
+    for (const auto& [agent, handle] : resident) handles.push_back(handle);
+    rep.release_order_seed = 0x5eed0000u + uint64_t(wl->n_agents()) * 131u + uint64_t(wl->n_rounds());
+    std::mt19937_64 rng(rep.release_order_seed);
+    std::shuffle(handles.begin(), handles.end(), rng);
+    for (uint64_t h : handles) engine->release_retained(h);
+    rep.blocks_held_after_release = engine->kv().pool().stats().n_used;
+    rep.snapshots_after_release = int64_t(engine->n_retained());
+    if (rep.blocks_held_after_release != 0 || rep.snapshots_after_release != 0)
+      return make_error(ErrorCode::kInternal,
+                        rep.mode + ": KV leaked: " + std::to_string(rep.blocks_held_after_release) +
+                            " blocks and " + std::to_string(rep.snapshots_after_release) +
+                            " snapshots still held after every agent's context was released");
+  }
   RoundStats& o = rep.overall;
   o.round = 0;
   for (const RoundStats& rs : rep.rounds) {
@@ -491,6 +507,10 @@ void to_json(Json& j, const ModeReport& m) {
   j = {{"mode", m.mode}, {"overall", round_json(m.overall, false)}, {"rounds", std::move(rounds)}};
   if (!m.sampled_agents.empty()) j["sampled_agents"] = m.sampled_agents;
   if (!m.replayed_from.empty()) j["replayed_from"] = m.replayed_from;
+  if (m.blocks_held_after_release >= 0)
+    j["after_release"] = {{"blocks_held", m.blocks_held_after_release},
+                          {"snapshots_held", m.snapshots_after_release},
+                          {"release_order_seed", m.release_order_seed}};
   if (m.agents_fit_by_running >= 0) {
     Json trials = Json::array();
     for (const FitTrial& t : m.fit_trials) {
@@ -564,6 +584,12 @@ std::string bench_agents_table(const BenchAgentsReport& r) {
     std::snprintf(line, sizeof line, "%-13s rounds run in waves, the KV budget not holding every turn at once (%s)\n",
                   m.mode.c_str(), split.c_str());
     out += line;
+  }
+  {
+    std::string modes;
+    for (const ModeReport& m : r.modes)
+      if (m.blocks_held_after_release == 0 && m.snapshots_after_release == 0) modes += (modes.empty() ? "" : ", ") + m.mode;
+    if (!modes.empty()) out += "after every agent left (seeded random order): 0 KV blocks held (" + modes + ")\n";
   }
   for (const ModeReport& m : r.modes) {
     if (m.agents_fit_by_running < 0) continue;

@@ -85,6 +85,12 @@ TEST_P(TokendanceRoundTest, LongHistoryKeepsEveryRoundsDiff) {
     EXPECT_GT(td.rounds[r].diff_bytes_per_agent, td.rounds[r - 1].diff_bytes_per_agent * 1.5) << "round " << r + 1;
     EXPECT_LT(td.rounds[r].kv_bytes_per_agent_resident, prefix.rounds[r].kv_bytes_per_agent_resident) << "round " << r + 1;
   }
+  // Every agent released in a seeded random order: the masters and the compressed diffs go with the
+  // last user, nothing stays referenced (run_mode fails otherwise; asserted here as well).
+  for (const ModeReport& m : rep->modes) {
+    EXPECT_EQ(m.blocks_held_after_release, 0) << m.mode;
+    EXPECT_EQ(m.snapshots_after_release, 0) << m.mode;
+  }
   std::printf("%s long history, round 3: KV/agent %.0f KiB vs prefix %.0f KiB, diff rows %.0f KiB\n", GetParam().c_str(),
               td.rounds[2].kv_bytes_per_agent_resident / 1024, prefix.rounds[2].kv_bytes_per_agent_resident / 1024,
               td.rounds[2].diff_bytes_per_agent / 1024);
