@@ -78,7 +78,7 @@ int cmd_fit_prm(int argc, char** argv) {
   p.add_int("--epochs", &epochs, "--lora: passes over the train steps", 1, 1000);
   p.add_int("--batch", &batch, "--lora: examples per optimizer step", 1, 4096);
   p.add_float("--lr", &lr, "--lora: learning rate", 1e-9, 10);
-  p.add_string("--loss", &loss, "--lora: mse (squared error of P(+), the paper's) or bce (cross-entropy)");
+  p.add_string("--loss", &loss, "--lora: mse (squared error of P(+), the paper's), bce (cross-entropy) or pairwise (a logistic ranking loss over each batch's right/wrong pairs: shifting every score alike does not change it)");
   p.add_flag("--sgd", &sgd, "--lora: plain SGD instead of Adam");
   p.add_int("--mc-rollouts", &mc_rollouts,
             "--lora: train on Monte-Carlo step values, the share of this many policy rollouts (--max-tokens "
@@ -110,12 +110,15 @@ int cmd_fit_prm(int argc, char** argv) {
   if (!lm.ok()) return cli_fail(lm.error());
   ThreadPool pool{int(threads)};
   if (lora) {
-    if (loss != "mse" && loss != "bce") return cli_fail("--loss: '" + loss + "' is neither mse nor bce");
+    if (loss != "mse" && loss != "bce" && loss != "pairwise")
+      return cli_fail("--loss: '" + loss + "' is none of mse, bce, pairwise");
     lo.rank = int(rank);
     lo.alpha = float(alpha);
     lo.epochs = int(epochs);
     lo.batch = int(batch);
-    lo.loss = loss == "mse" ? prm::VerifyLoss::kSquaredError : prm::VerifyLoss::kCrossEntropy;
+    lo.loss = loss == "mse"   ? prm::VerifyLoss::kSquaredError
+              : loss == "bce" ? prm::VerifyLoss::kCrossEntropy
+                              : prm::VerifyLoss::kPairwise;
     lo.optimizer.kind = sgd ? prm::OptimizerOptions::Kind::kSgd : prm::OptimizerOptions::Kind::kAdam;
     lo.optimizer.lr = lr;
     lo.kv_mem_bytes = o.sampling.kv_mem_bytes;

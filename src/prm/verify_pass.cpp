@@ -215,9 +215,8 @@ Result<std::vector<VerifyContext>> prepare_verify_contexts(const Model& model, K
   return out;
 }
 
-Result<VerifyOutput> verify_pass(const Model& model, const VerifyContext& ctx, const VerifyHead& head,
-                                 const LoraAdapters& adapters, double target, VerifyLoss loss, LoraAdapters* grad,
-                                 ThreadPool& pool) {
+Status check_pass_inputs(const Model& model, const VerifyContext& ctx, const VerifyHead& head,
+                         const LoraAdapters& adapters, double target, const LoraAdapters* grad) {
   const ModelConfig& c = model.config();
   if (!adapters.fits(c)) return make_error("verify training: the adapters were made for another model geometry");
   if (grad && (grad->params().size() != adapters.params().size() || grad->rank() != adapters.rank()))
@@ -228,6 +227,15 @@ Result<VerifyOutput> verify_pass(const Model& model, const VerifyContext& ctx, c
   if (!(target >= 0.0 && target <= 1.0)) return make_error("verify training: target outside [0, 1]");
   if (ctx.n_slots < 1 || ctx.n_slots > int64_t(ctx.fork.blocks().size()) * ctx.fork.manager().block_size())
     return make_error("verify training: the context's slots are outside its blocks");
+  return {};
+}
+
+Result<VerifyOutput> verify_pass(const Model& model, const VerifyContext& ctx, const VerifyHead& head,
+                                 const LoraAdapters& adapters, double target, VerifyLoss loss, LoraAdapters* grad,
+                                 ThreadPool& pool) {
+  if (loss == VerifyLoss::kPairwise)
+    return make_error("verify training: the pairwise loss is a batch's (batch_gradient), not one example's");
+  AGENTKV_TRY(check_pass_inputs(model, ctx, head, adapters, target, grad));
   const PassRecord rec = forward_pass(model, ctx, head, adapters, pool);
   const LossValue l = verify_loss(rec.logodds, target, loss);
   if (grad) backward_pass(model, ctx, head, adapters, rec, l.dlogodds, *grad, pool);

@@ -39,6 +39,11 @@ Result<std::vector<VerifyContext>> prepare_verify_contexts(const Model& model, K
 enum class VerifyLoss {
   kSquaredError,  // (P("+") - target)^2, the paper's choice against Monte-Carlo step values
   kCrossEntropy,  // -target log P("+") - (1 - target) log(1 - P("+"))
+  // A batch's loss, not one example's (verify_training.h's batch_gradient): over the pairs (i, j) of
+  // a batch with target_i > target_j, the mean of softplus(-(logodds_i - logodds_j)) weighted by
+  // target_i - target_j: a logistic ranking loss, AUROC's smooth surrogate. A shift of every
+  // log-odds alike leaves it unchanged, so the update moves only what separates the steps.
+  kPairwise,
 };
 
 struct VerifyOutput {
@@ -48,7 +53,8 @@ struct VerifyOutput {
 };
 
 // The verify token's pass over ctx with `adapters` on, and the loss against target (in [0, 1]).
-// With grad non-null (adapters' shape), adds dloss/dparameters into it.
+// With grad non-null (adapters' shape), adds dloss/dparameters into it. kPairwise is a batch's loss:
+// refused here (verify_training.h's batch_gradient computes it).
 Result<VerifyOutput> verify_pass(const Model& model, const VerifyContext& ctx, const VerifyHead& head,
                                  const LoraAdapters& adapters, double target, VerifyLoss loss, LoraAdapters* grad,
                                  ThreadPool& pool);

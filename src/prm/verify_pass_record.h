@@ -47,6 +47,10 @@ void weight_row(const WeightView& w, int64_t r, float* row);
 // K and V of cached slots [lo, ctx.n_slots) of layer il, [slots][kv_dim] each, as f32.
 void load_cached_kv(const VerifyContext& ctx, int il, int64_t lo, std::vector<float>& k, std::vector<float>& v);
 
+// What every pass checks first: the adapters' and gradient's shape, the head's tokens, the target,
+// the context's slots.
+Status check_pass_inputs(const Model& model, const VerifyContext& ctx, const VerifyHead& head,
+                         const LoraAdapters& adapters, double target, const LoraAdapters* grad);
 PassRecord forward_pass(const Model& model, const VerifyContext& ctx, const VerifyHead& head,
                         const LoraAdapters& adapters, ThreadPool& pool);
 LossValue verify_loss(double logodds, double target, VerifyLoss loss);

@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "prm/verify_pass_record.h"
 #include "util/status.h"
 
 namespace agentkv::prm {
@@ -30,22 +31,78 @@ void optimizer_step(const OptimizerOptions& opt, OptimizerState& state, std::spa
   }
 }
 
+namespace {
+
+// dloss/dlogodds of each example under the pairwise loss, its value, and the pairs counted.
+double pairwise_loss(std::span<const VerifyExample> batch, std::span<const double> logodds, std::vector<double>& dl,
+                     int64_t& pairs) {
+  dl.assign(batch.size(), 0.0);
+  double weight = 0, loss = 0;
+  pairs = 0;
+  for (size_t i = 0; i < batch.size(); ++i)
+    for (size_t j = 0; j < batch.size(); ++j) {
+      const double w = batch[i].target - batch[j].target;
+      if (!(w > 0)) continue;
+      const double d = logodds[i] - logodds[j];
+      loss += w * (d > 0 ? std::log1p(std::exp(-d)) : -d + std::log1p(std::exp(d)));  // softplus(-d)
+      const double g = w / (1.0 + std::exp(d));  // w * sigmoid(-d)
+      dl[i] -= g;
+      dl[j] += g;
+      weight += w;
+      ++pairs;
+    }
+  if (weight == 0) return 0;
+  for (double& x : dl) x /= weight;
+  return loss / weight;
+}
+
+}  // namespace
+
+Result<StepResult> batch_gradient(const Model& model, std::span<const VerifyExample> batch, const VerifyHead& head,
+                                  const LoraAdapters& adapters, VerifyLoss loss, LoraAdapters* grad, ThreadPool& pool) {
+  if (batch.empty()) return make_error("train step: empty batch");
+  for (const VerifyExample& ex : batch) {
+    if (!ex.ctx) return make_error("train step: an example has no context");
+    AGENTKV_TRY(check_pass_inputs(model, *ex.ctx, head, adapters, ex.target, grad));
+  }
+  StepResult out;
+  const double inv = 1.0 / double(batch.size());
+  if (loss != VerifyLoss::kPairwise) {
+    LoraAdapters g = grad ? adapters.zeros_like() : LoraAdapters{};
+    for (const VerifyExample& ex : batch) {
+      auto r = verify_pass(model, *ex.ctx, head, adapters, ex.target, loss, grad ? &g : nullptr, pool);
+      if (!r.ok()) return r.status_error();
+      out.mean_loss += r->loss * inv;
+      out.p_pos.push_back(r->p_pos);
+    }
+    if (grad)
+      for (size_t i = 0; i < g.params().size(); ++i) grad->params()[i] += float(double(g.params()[i]) * inv);
+    return out;
+  }
+  // The pairwise loss needs every log-odds before any backward: the forwards first, kept.
+  std::vector<PassRecord> recs;
+  std::vector<double> logodds;
+  recs.reserve(batch.size());
+  for (const VerifyExample& ex : batch) {
+    recs.push_back(forward_pass(model, *ex.ctx, head, adapters, pool));
+    logodds.push_back(recs.back().logodds);
+    out.p_pos.push_back(1.0 / (1.0 + std::exp(-recs.back().logodds)));
+  }
+  std::vector<double> dl;
+  out.mean_loss = pairwise_loss(batch, logodds, dl, out.pairs);
+  if (grad && out.pairs > 0)
+    for (size_t i = 0; i < batch.size(); ++i)
+      if (dl[i] != 0) backward_pass(model, *batch[i].ctx, head, adapters, recs[i], dl[i], *grad, pool);
+  return out;
+}
+
 Result<StepResult> train_step(const Model& model, std::span<const VerifyExample> batch, const VerifyHead& head,
                               LoraAdapters& adapters, VerifyLoss loss, const OptimizerOptions& opt,
                               OptimizerState& state, ThreadPool& pool) {
-  if (batch.empty()) return make_error("train step: empty batch");
   LoraAdapters grad = adapters.zeros_like();
-  StepResult out;
-  for (const VerifyExample& ex : batch) {
-    if (!ex.ctx) return make_error("train step: an example has no context");
-    auto r = verify_pass(model, *ex.ctx, head, adapters, ex.target, loss, &grad, pool);
-    if (!r.ok()) return r.status_error();
-    out.mean_loss += r->loss;
-    out.p_pos.push_back(r->p_pos);
-  }
-  const double inv = 1.0 / double(batch.size());
-  out.mean_loss *= inv;
-  for (float& g : grad.params()) g = float(double(g) * inv);
+  auto out = batch_gradient(model, batch, head, adapters, loss, &grad, pool);
+  if (!out.ok()) return out;
+  if (loss == VerifyLoss::kPairwise && out->pairs == 0) return out;
   optimizer_step(opt, state, adapters.params(), grad.params());
   return out;
 }

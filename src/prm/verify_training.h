@@ -35,9 +35,18 @@ struct VerifyExample {
 struct StepResult {
   double mean_loss = 0;          // before the update
   std::vector<double> p_pos;     // per example, before the update
+  int64_t pairs = 0;             // kPairwise: the batch's pairs of different targets
 };
 
-// One update of `adapters` on the batch's mean loss.
+// The batch's loss with `adapters` (before any update) and, with grad non-null (the adapters'
+// shape, zeroed by the caller), its gradient added into grad. Per-example losses are averaged; the
+// pairwise loss is the batch's own (VerifyLoss::kPairwise), 0 with no gradient for a batch without a
+// pair of different targets (StepResult::pairs says how many it had).
+Result<StepResult> batch_gradient(const Model& model, std::span<const VerifyExample> batch, const VerifyHead& head,
+                                  const LoraAdapters& adapters, VerifyLoss loss, LoraAdapters* grad, ThreadPool& pool);
+
+// One update of `adapters` on the batch's loss (batch_gradient); no update for a pairwise batch
+// without a pair.
 Result<StepResult> train_step(const Model& model, std::span<const VerifyExample> batch, const VerifyHead& head,
                               LoraAdapters& adapters, VerifyLoss loss, const OptimizerOptions& opt,
                               OptimizerState& state, ThreadPool& pool);

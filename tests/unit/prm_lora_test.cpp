@@ -135,6 +135,67 @@ TEST_P(PrmLoraTest, ScoringWithAdaptersLeavesThePolicyLogitsBitForBit) {
 
 // Bound: 0.05 in log-odds. The served scorer rounds the verify token's own K/V, its Q (for the K dot)
 // and the softmax weights to f16 and evaluates GELU through an f16 table; the training pass does not.
+// The pairwise (ranking) loss is a batch's: its gradient, backpropagated from every example's
+// dloss/dlogodds, against five-point finite differences of the batch loss, along a random +-1
+// direction and along the gradient over every parameter. Three examples with targets 1, 0.5 and 0
+// (two contexts, one twice) make three weighted pairs. Bound 5e-3 relative, as the per-example check.
+TEST_P(PrmLoraTest, PairwiseBatchGradientMatchesFiniteDifferences) {
+  LoraSetup s(GetParam());
+  const VerifyHead head = synthetic_head();
+  auto ctxs = prepare_verify_contexts(*s.m.model, *s.kv, s.context_ptrs(), head, s.pool);
+  ASSERT_TRUE(ctxs.ok()) << ctxs.error();
+  LoraAdapters ad = lora_check::random_adapters(s.m.model->config(), 3, 11);
+  const std::vector<VerifyExample> batch = {{&(*ctxs)[0], 1.0}, {&(*ctxs)[1], 0.0}, {&(*ctxs)[0], 0.5}};
+  LoraAdapters grad = ad.zeros_like();
+  auto base = batch_gradient(*s.m.model, batch, head, ad, VerifyLoss::kPairwise, &grad, s.pool);
+  ASSERT_TRUE(base.ok()) << base.error();
+  EXPECT_EQ(base->pairs, 3);
+  const std::vector<float> keep(ad.params().begin(), ad.params().end());
+  auto loss_at = [&](const std::vector<float>& dir, double t) {
+    for (size_t i = 0; i < keep.size(); ++i) ad.params()[i] = keep[i] + float(t * double(dir[i]));
+    auto r = batch_gradient(*s.m.model, batch, head, ad, VerifyLoss::kPairwise, nullptr, s.pool);
+    EXPECT_TRUE(r.ok());
+    return r.ok() ? r->mean_loss : 0.0;
+  };
+  uint64_t st = 5;
+  for (bool along : {false, true}) {
+    std::vector<float> dir(keep.size());
+    double norm2 = 0;
+    for (size_t i = 0; i < dir.size(); ++i) {
+      st = st * 6364136223846793005ull + 1442695040888963407ull;
+      dir[i] = along ? grad.params()[i] : ((st >> 63) ? 1.0f : -1.0f);
+      norm2 += double(dir[i]) * double(dir[i]);
+    }
+    ASSERT_GT(norm2, 0);
+    double analytic = 0;
+    for (size_t i = 0; i < dir.size(); ++i) {
+      dir[i] = float(double(dir[i]) / std::sqrt(norm2));
+      analytic += double(dir[i]) * double(grad.params()[i]);
+    }
+    const double h = along ? 2e-3 : 5e-2;
+    const double numeric =
+        (8.0 * (loss_at(dir, h) - loss_at(dir, -h)) - (loss_at(dir, 2 * h) - loss_at(dir, -2 * h))) / (12.0 * h);
+    const double rel = std::abs(numeric - analytic) / std::max(std::abs(numeric), std::abs(analytic));
+    EXPECT_LT(rel, 5e-3) << (along ? "along the gradient" : "random direction") << ": analytic " << analytic
+                         << ", numeric " << numeric;
+    std::printf("[ %s ] pairwise gradient, %s: relative error %.3g\n", GetParam().c_str(),
+                along ? "along the gradient" : "random direction", rel);
+  }
+  std::copy(keep.begin(), keep.end(), ad.params().begin());
+  // A shift shared by every example's log-odds does not change the loss; a batch of equal targets has
+  // no pair, no loss and no update; one example alone is refused the pairwise loss.
+  const std::vector<VerifyExample> same = {{&(*ctxs)[0], 1.0}, {&(*ctxs)[1], 1.0}};
+  auto none = batch_gradient(*s.m.model, same, head, ad, VerifyLoss::kPairwise, nullptr, s.pool);
+  ASSERT_TRUE(none.ok()) << none.error();
+  EXPECT_EQ(none->pairs, 0);
+  EXPECT_EQ(none->mean_loss, 0.0);
+  OptimizerState state;
+  const std::vector<float> before(ad.params().begin(), ad.params().end());
+  ASSERT_TRUE(train_step(*s.m.model, same, head, ad, VerifyLoss::kPairwise, {}, state, s.pool).ok());
+  EXPECT_TRUE(std::equal(before.begin(), before.end(), ad.params().begin())) << "a batch without a pair moved the adapters";
+  EXPECT_FALSE(verify_pass(*s.m.model, (*ctxs)[0], head, ad, 1.0, VerifyLoss::kPairwise, nullptr, s.pool).ok());
+}
+
 TEST_P(PrmLoraTest, TrainingPassAgreesWithTheServedScore) {
   LoraSetup s(GetParam());
   VerifyHead head = synthetic_head();
