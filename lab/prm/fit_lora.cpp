@@ -59,10 +59,17 @@ Result<LoraFitFigures> fit_lora_adapters(const LoadedModel& lm, const StepSet& s
     fig.epoch_loss.push_back(n ? loss_sum / double(n) : 0.0);
     fig.epoch_auroc.push_back(auroc(p_pos, labels));
     fig.n_examples = n;
+    if (opt.after_epoch) {
+      auto v = opt.after_epoch(adapters);
+      if (!v.ok()) return make_error(v.error());
+      fig.epoch_after.push_back(*v);
+    }
     if (progress) {
-      char line[128];
-      std::snprintf(line, sizeof line, "lora epoch %d: %lld examples, mean loss %.5f, train AUROC %.4f", epoch + 1,
-                    (long long)n, fig.epoch_loss.back(), fig.epoch_auroc.back());
+      char line[160];
+      int len = std::snprintf(line, sizeof line, "lora epoch %d: %lld examples, mean loss %.5f, train AUROC %.4f",
+                              epoch + 1, (long long)n, fig.epoch_loss.back(), fig.epoch_auroc.back());
+      if (opt.after_epoch && len > 0 && size_t(len) < sizeof line)
+        std::snprintf(line + len, sizeof line - size_t(len), ", held-out AUROC %.4f", fig.epoch_after.back());
       progress(line);
     }
   }

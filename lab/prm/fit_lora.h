@@ -28,6 +28,9 @@ struct FitLoraOptions {
   // The targets: with rollouts.n > 0 each train step's Monte-Carlo value (step_values.h), the
   // paper's; with 0 the checker's hard label.
   RolloutOptions rollouts{.n = 0};
+  // Optional: called after every epoch with the adapters as they are then (e.g. the held-out AUROC,
+  // reported per epoch; never used to choose the epoch).
+  std::function<Result<double>(const LoraAdapters&)> after_epoch;
 };
 
 struct LoraFitFigures {
@@ -36,6 +39,7 @@ struct LoraFitFigures {
   // checker's labels: whether the adapters separate the train steps as they train, without the
   // served kernels' rounding.
   std::vector<double> epoch_auroc;
+  std::vector<double> epoch_after;  // FitLoraOptions::after_epoch's value per epoch (if set)
   int64_t n_examples = 0;
 };
 

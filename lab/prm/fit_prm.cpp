@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <memory>
+#include <optional>
 
 #include "lab/prm/calibration_fit.h"
 #include "util/monotonic_clock.h"
@@ -258,29 +259,38 @@ Result<FitPrmLoraReport> fit_prm_lora(const LoadedModel& lm, const FitPrmOptions
         std::to_string(seconds_since(t0)) + " s): AUROC against the checker's labels " +
         std::to_string(rep.values_auroc));
   }
-  auto fit = fit_lora_adapters(lm, train->set, rep.train_values, *head, rep.adapters, lora, pool, progress);
-  if (!fit.ok()) return make_error(fit.error());
-  rep.fit = *fit;
-  rep.train = train->fig;
-  rep.train.logodds_auroc = auroc(std::vector<double>(train->logodds.begin(), train->logodds.end()), train->y);
-  VerifyHead adapted = *head;
-  adapted.adapters = std::make_shared<LoraAdapters>(rep.adapters);
-  // The adapted verifier's AUROC on a split's steps, scored as serving scores them.
-  auto adapted_auroc = [&](const SplitData& d) -> Result<double> {
+  // The verifier with `ad` on: its AUROC on a split's steps, scored as serving scores them.
+  auto adapted_auroc = [&](const SplitData& d, const LoraAdapters& ad) -> Result<double> {
+    VerifyHead adapted = *head;
+    adapted.adapters = std::make_shared<LoraAdapters>(ad);
     auto scores = kv_score_labelled(lm, d.set, adapted, pool, opt.sampling.kv_mem_bytes);
     if (!scores.ok()) return make_error(scores.error());
     return auroc(std::vector<double>(scores->logodds.begin(), scores->logodds.end()), d.y);
   };
-  AGENTKV_ASSIGN_OR_RETURN(rep.train.auroc, adapted_auroc(*train));
+  std::optional<SplitData> held;
+  if (opt.n_heldout > 0) {
+    auto h = collect(lm, ArithSplit::kHeldOut, opt.n_heldout, opt, *head, pool);
+    if (!h.ok()) return make_error(h.error());
+    held = std::move(*h);
+  }
+  FitLoraOptions lo = lora;
+  if (held) lo.after_epoch = [&](const LoraAdapters& ad) { return adapted_auroc(*held, ad); };
+  auto fit = fit_lora_adapters(lm, train->set, rep.train_values, *head, rep.adapters, lo, pool, progress);
+  if (!fit.ok()) return make_error(fit.error());
+  rep.fit = *fit;
+  rep.train = train->fig;
+  rep.train.logodds_auroc = auroc(std::vector<double>(train->logodds.begin(), train->logodds.end()), train->y);
+  AGENTKV_ASSIGN_OR_RETURN(rep.train.auroc, adapted_auroc(*train, rep.adapters));
   AdapterRecord& r = rep.record;
   name_model_and_question(r, lm, opt);
   r.n_train_examples = fit->n_examples;
-  if (opt.n_heldout > 0) {
-    auto held = collect(lm, ArithSplit::kHeldOut, opt.n_heldout, opt, *head, pool);
-    if (!held.ok()) return make_error(held.error());
+  if (held) {
     rep.heldout = held->fig;
     rep.heldout.logodds_auroc = auroc(std::vector<double>(held->logodds.begin(), held->logodds.end()), held->y);
-    AGENTKV_ASSIGN_OR_RETURN(rep.heldout.auroc, adapted_auroc(*held));
+    if (!fit->epoch_after.empty())
+      rep.heldout.auroc = fit->epoch_after.back();
+    else
+      AGENTKV_ASSIGN_OR_RETURN(rep.heldout.auroc, adapted_auroc(*held, rep.adapters));
     r.heldout_auroc = rep.heldout.auroc;
     say(describe("held-out", held->fig));
   }
