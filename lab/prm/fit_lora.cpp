@@ -13,6 +13,8 @@ Result<LoraFitFigures> fit_lora_adapters(const LoadedModel& lm, const StepSet& s
                                          ThreadPool& pool, const std::function<void(const std::string&)>& progress) {
   if (opt.epochs < 1 || opt.batch < 1) return make_error("fit-prm --lora: epochs and batch must be >= 1");
   if (set.steps.empty()) return make_error("fit-prm --lora: no labelled steps to train on");
+  if (!(opt.average_decay >= 0 && opt.average_decay < 1))
+    return make_error("fit-prm --lora: the average's decay must be in [0, 1), not " + std::to_string(opt.average_decay));
   if (!targets.empty() && targets.size() != set.steps.size())
     return make_error("fit-prm --lora: " + std::to_string(targets.size()) + " targets for " +
                       std::to_string(set.steps.size()) + " steps");
@@ -24,6 +26,20 @@ Result<LoraFitFigures> fit_lora_adapters(const LoadedModel& lm, const StepSet& s
   if (!kv.ok()) return make_error(kv.error());
   LoraFitFigures fig;
   OptimizerState state;
+  // The averaged adapters (average_decay > 0), started at the initial iterate.
+  const bool averaging = opt.average_decay > 0;
+  std::vector<float> avg;
+  if (averaging) avg.assign(adapters.params().begin(), adapters.params().end());
+  const float d = float(opt.average_decay);
+  auto with_average = [&](auto&& use) {
+    // `use` sees the averaged parameters in `adapters`; the iterate is put back afterwards.
+    if (!averaging) return use();
+    std::vector<float> iterate(adapters.params().begin(), adapters.params().end());
+    std::copy(avg.begin(), avg.end(), adapters.params().begin());
+    auto r = use();
+    std::copy(iterate.begin(), iterate.end(), adapters.params().begin());
+    return r;
+  };
   uint64_t shuffle = opt.seed;
   for (int epoch = 0; epoch < opt.epochs; ++epoch) {
     double loss_sum = 0;
@@ -48,6 +64,10 @@ Result<LoraFitFigures> fit_lora_adapters(const LoadedModel& lm, const StepSet& s
               batch.push_back(VerifyExample{&(*ready)[order[j]], target(steps[order[j]])});
             auto r = train_step(*lm.model, batch, head, adapters, opt.loss, opt.optimizer, state, pool);
             if (!r.ok()) return r.status_error();
+            if (averaging) {
+              std::span<const float> now = adapters.params();
+              for (size_t k = 0; k < avg.size(); ++k) avg[k] = d * avg[k] + (1.0f - d) * now[k];
+            }
             loss_sum += r->mean_loss * double(batch.size());
             p_pos.insert(p_pos.end(), r->p_pos.begin(), r->p_pos.end());
             for (size_t j = b0; j < std::min(order.size(), b0 + size_t(opt.batch)); ++j)
@@ -60,7 +80,7 @@ Result<LoraFitFigures> fit_lora_adapters(const LoadedModel& lm, const StepSet& s
     fig.epoch_auroc.push_back(auroc(p_pos, labels));
     fig.n_examples = n;
     if (opt.after_epoch) {
-      auto v = opt.after_epoch(adapters);
+      auto v = with_average([&] { return opt.after_epoch(adapters); });
       if (!v.ok()) return make_error(v.error());
       fig.epoch_after.push_back(*v);
     }
@@ -73,6 +93,7 @@ Result<LoraFitFigures> fit_lora_adapters(const LoadedModel& lm, const StepSet& s
       progress(line);
     }
   }
+  if (averaging) std::copy(avg.begin(), avg.end(), adapters.params().begin());
   return fig;
 }
 
