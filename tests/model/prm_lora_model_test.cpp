@@ -221,6 +221,40 @@ TEST(PrmLoraFit, FitPrmLoraWritesAnAdapterFileForItsModelOnly) {
   EXPECT_EQ(refused.code(), ErrorCode::kConflict);
 }
 
+// fit-prm --lora --average D: with one optimizer step (one batch holds every example) the adapters
+// written are exactly D * the initial ones + (1 - D) * the last step's, computed as the fit computes it.
+TEST(PrmLoraFit, AverageOfOneStepBlendsTheInitialAndTheUpdatedAdapters) {
+  const LoadedModel& lm = agentkv::testing::real_model("smollm2");
+  FitPrmOptions o;
+  o.steps_file = agentkv::testing::source_path("tests/data/prm/arith1_steps.tsv");
+  o.shape = ArithShape{1, 1};
+  o.n_train = 2;
+  o.n_heldout = 0;
+  FitLoraOptions lo;
+  lo.rank = 2;
+  lo.alpha = 4.0f;
+  lo.batch = 4096;
+  auto last = fit_prm_lora(lm, o, lo, agentkv::testing::test_pool());
+  ASSERT_TRUE(last.ok()) << last.error();
+  lo.average_decay = 0.75;
+  auto avg = fit_prm_lora(lm, o, lo, agentkv::testing::test_pool());
+  ASSERT_TRUE(avg.ok()) << avg.error();
+  const LoraAdapters init = LoraAdapters::create(lm.config(), lo.rank, lo.alpha, lo.seed);
+  std::span<const float> p0 = init.params(), p1 = last->adapters.params(), a = avg->adapters.params();
+  ASSERT_EQ(a.size(), p0.size());
+  size_t moved = 0, mismatched = 0;
+  for (size_t k = 0; k < a.size(); ++k) {
+    moved += p1[k] != p0[k];
+    mismatched += a[k] != 0.75f * p0[k] + (1.0f - 0.75f) * p1[k];
+  }
+  EXPECT_GT(moved, 0u);
+  EXPECT_EQ(mismatched, 0u);
+  lo.average_decay = 1.0;
+  auto refused = fit_prm_lora(lm, o, lo, agentkv::testing::test_pool());
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.error().find("decay"), std::string::npos) << refused.error();
+}
+
 // The trained verifier separates held-out steps: fit-prm --lora --loss pairwise on the committed
 // one-operation steps (10 train problems: 50 steps, 13 correct; 6 epochs, rank 8, alpha 16, Adam lr
 // 3e-4, batch 8), then the adapted verifier scores the 8 held-out problems' 43 steps (8 correct) as
