@@ -149,6 +149,26 @@ TEST_P(PrmLoraModelTest, TrainingPassAgreesWithTheServedScore) {
   }
 }
 
+// fit-prm's options for the committed one-operation steps: the first n_train train problems and
+// n_heldout held-out ones.
+FitPrmOptions one_op_steps(int n_train, int n_heldout) {
+  FitPrmOptions o;
+  o.steps_file = agentkv::testing::source_path("tests/data/prm/arith1_steps.tsv");
+  o.shape = ArithShape{1, 1};
+  o.n_train = n_train;
+  o.n_heldout = n_heldout;
+  return o;
+}
+
+// A small, quick fit: rank 2, alpha 4.
+FitLoraOptions small_fit(int batch) {
+  FitLoraOptions lo;
+  lo.rank = 2;
+  lo.alpha = 4.0f;
+  lo.batch = batch;
+  return lo;
+}
+
 // The optimizer moves the adapters the right way: eight Adam steps (lr 3e-4) on a right and a wrong
 // step (targets 1 and 0) lower the loss and open the log-odds gap between them, for both losses (a
 // sign error in the gradient or the update, or an update that never lands, closes or keeps it).
@@ -195,15 +215,8 @@ TEST(PrmLoraFit, AdamStepsSeparateARightFromAWrongStep) {
 // finite, and the adapter file it writes reads back bit for bit for SmolLM2 and is refused for Gemma 3.
 TEST(PrmLoraFit, FitPrmLoraWritesAnAdapterFileForItsModelOnly) {
   const LoadedModel& lm = agentkv::testing::real_model("smollm2");
-  FitPrmOptions o;
-  o.steps_file = agentkv::testing::source_path("tests/data/prm/arith1_steps.tsv");
-  o.shape = ArithShape{1, 1};
-  o.n_train = 2;
-  o.n_heldout = 0;
-  FitLoraOptions lo;
-  lo.rank = 2;
-  lo.alpha = 4.0f;
-  lo.batch = 4;
+  const FitPrmOptions o = one_op_steps(2, 0);
+  const FitLoraOptions lo = small_fit(4);
   auto rep = fit_prm_lora(lm, o, lo, agentkv::testing::test_pool());
   ASSERT_TRUE(rep.ok()) << rep.error();
   ASSERT_EQ(rep->fit.epoch_loss.size(), 1u);
@@ -225,15 +238,8 @@ TEST(PrmLoraFit, FitPrmLoraWritesAnAdapterFileForItsModelOnly) {
 // written are exactly D * the initial ones + (1 - D) * the last step's, computed as the fit computes it.
 TEST(PrmLoraFit, AverageOfOneStepBlendsTheInitialAndTheUpdatedAdapters) {
   const LoadedModel& lm = agentkv::testing::real_model("smollm2");
-  FitPrmOptions o;
-  o.steps_file = agentkv::testing::source_path("tests/data/prm/arith1_steps.tsv");
-  o.shape = ArithShape{1, 1};
-  o.n_train = 2;
-  o.n_heldout = 0;
-  FitLoraOptions lo;
-  lo.rank = 2;
-  lo.alpha = 4.0f;
-  lo.batch = 4096;
+  const FitPrmOptions o = one_op_steps(2, 0);
+  FitLoraOptions lo = small_fit(4096);
   auto last = fit_prm_lora(lm, o, lo, agentkv::testing::test_pool());
   ASSERT_TRUE(last.ok()) << last.error();
   lo.average_decay = 0.75;
@@ -267,11 +273,7 @@ constexpr double kMinPairwiseOneOpHeldoutAuroc = 0.72;
 
 TEST(PrmLoraFit, PairwiseFitSeparatesHeldOutOneOperationSteps) {
   const LoadedModel& lm = agentkv::testing::real_model("smollm2");
-  FitPrmOptions o;
-  o.steps_file = agentkv::testing::source_path("tests/data/prm/arith1_steps.tsv");
-  o.shape = ArithShape{1, 1};
-  o.n_train = 10;
-  o.n_heldout = 8;
+  const FitPrmOptions o = one_op_steps(10, 8);
   FitLoraOptions lo;
   lo.epochs = 6;
   lo.loss = VerifyLoss::kPairwise;
