@@ -80,6 +80,9 @@ int cmd_fit_prm(int argc, char** argv) {
   p.add_float("--lr", &lr, "--lora: learning rate", 1e-9, 10);
   p.add_string("--loss", &loss, "--lora: pairwise (the default, chosen by held-out AUROC: a logistic ranking loss over each batch's right/wrong pairs, which shifting every score alike does not change), mse (squared error of P(+), the paper's) or bce (cross-entropy)");
   p.add_flag("--sgd", &sgd, "--lora: plain SGD instead of Adam");
+  p.add_flag("--batch-by-problem", &lo.batch_by_problem,
+             "--lora: each optimizer step takes one problem's steps (so the pairwise loss compares only steps of "
+             "the same problem, as best-of-N does) instead of --batch steps shuffled across problems");
   p.add_float("--average", &average,
               "--lora: write (and score after each epoch) an exponential moving average of the adapters over the "
               "optimizer's steps with this decay, e.g. 0.9; 0: the last step's adapters",

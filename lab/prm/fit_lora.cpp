@@ -51,16 +51,36 @@ Result<LoraFitFigures> fit_lora_adapters(const LoadedModel& lm, const StepSet& s
         [&](std::span<const KvSequence* const> contexts, std::span<const size_t> steps) -> Status {
           auto ready = prepare_verify_contexts(*lm.model, **kv, contexts, head, pool);
           if (!ready.ok()) return ready.status_error();
-          // A fixed shuffle of the group's examples, so batches mix problems and labels.
+          // A fixed shuffle of the group's examples, so batches mix problems and labels (or, by
+          // problem, a shuffle of the problems, each one batch).
           std::vector<size_t> order(steps.size());
           for (size_t i = 0; i < order.size(); ++i) order[i] = i;
           for (size_t i = order.size(); i > 1; --i) {
             shuffle = shuffle * 6364136223846793005ull + 1442695040888963407ull;
             std::swap(order[i - 1], order[size_t(shuffle >> 33) % i]);
           }
-          for (size_t b0 = 0; b0 < order.size(); b0 += size_t(opt.batch)) {
+          std::vector<size_t> batch_starts;  // into order; the last batch ends at order.size()
+          if (opt.batch_by_problem) {
+            // Stable: each problem's steps stay in their shuffled order, problems in the order in
+            // which the shuffle first met them.
+            std::vector<size_t> first_seen(set.problems.size(), order.size());
+            for (size_t j = 0; j < order.size(); ++j) {
+              size_t& f = first_seen[set.steps[steps[order[j]]].problem];
+              f = std::min(f, j);
+            }
+            std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+              return first_seen[set.steps[steps[a]].problem] < first_seen[set.steps[steps[b]].problem];
+            });
+            for (size_t j = 0; j < order.size(); ++j)
+              if (j == 0 || set.steps[steps[order[j]]].problem != set.steps[steps[order[j - 1]]].problem)
+                batch_starts.push_back(j);
+          } else {
+            for (size_t j = 0; j < order.size(); j += size_t(opt.batch)) batch_starts.push_back(j);
+          }
+          for (size_t bi = 0; bi < batch_starts.size(); ++bi) {
+            const size_t b0 = batch_starts[bi], b1 = bi + 1 < batch_starts.size() ? batch_starts[bi + 1] : order.size();
             std::vector<VerifyExample> batch;
-            for (size_t j = b0; j < std::min(order.size(), b0 + size_t(opt.batch)); ++j)
+            for (size_t j = b0; j < b1; ++j)
               batch.push_back(VerifyExample{&(*ready)[order[j]], target(steps[order[j]])});
             auto r = train_step(*lm.model, batch, head, adapters, opt.loss, opt.optimizer, state, pool);
             if (!r.ok()) return r.status_error();
@@ -70,7 +90,7 @@ Result<LoraFitFigures> fit_lora_adapters(const LoadedModel& lm, const StepSet& s
             }
             loss_sum += r->mean_loss * double(batch.size());
             p_pos.insert(p_pos.end(), r->p_pos.begin(), r->p_pos.end());
-            for (size_t j = b0; j < std::min(order.size(), b0 + size_t(opt.batch)); ++j)
+            for (size_t j = b0; j < b1; ++j)
               labels.push_back(set.steps[steps[order[j]]].label);
             n += int64_t(batch.size());
           }

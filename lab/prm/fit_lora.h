@@ -35,6 +35,10 @@ struct FitLoraOptions {
   // (Polyak-Ruppert averaging; it damps the epoch-to-epoch swings of a small noisy fit). 0: the last
   // iterate.
   double average_decay = 0;
+  // True: every batch holds one problem's steps (all of them, whatever `batch` says), so a pairwise
+  // loss compares only steps of the same problem, as best-of-N compares a problem's candidates;
+  // false: batches of `batch` steps shuffled across the problems of a group.
+  bool batch_by_problem = false;
   // Optional: called after every epoch with the adapters as they are then (e.g. the held-out AUROC,
   // reported per epoch; never used to choose the epoch).
   std::function<Result<double>(const LoraAdapters&)> after_epoch;
