@@ -23,13 +23,14 @@ int fit_prm_lora_command(const LoadedModel& lm, const prm::FitPrmOptions& o, con
   if (lo.rollouts.n > 0)
     std::printf("targets:  Monte-Carlo step values, %d rollouts a step; their AUROC against the checker's labels %.4f\n",
                 lo.rollouts.n, rep->values_auroc);
-  std::printf("train:    %lld steps, %lld correct; answer AUROC with adapters %.4f, without %.4f\n",
-              (long long)rep->train.n_steps, (long long)rep->train.n_steps_correct, rep->train.auroc,
-              rep->train.logodds_auroc);
-  if (o.n_heldout > 0)
-    std::printf("held-out: %lld steps, %lld correct; answer AUROC with adapters %.4f, without %.4f\n",
-                (long long)rep->heldout.n_steps, (long long)rep->heldout.n_steps_correct, rep->heldout.auroc,
-                rep->heldout.logodds_auroc);
+  auto split = [](const char* name, const prm::SplitFigures& f) {
+    std::printf("%s %lld steps, %lld correct; answer AUROC with adapters %.4f, without %.4f; within a problem "
+                "%.4f, without %.4f\n",
+                name, (long long)f.n_steps, (long long)f.n_steps_correct, f.auroc, f.logodds_auroc, f.within_auroc,
+                f.logodds_within_auroc);
+  };
+  split("train:   ", rep->train);
+  if (o.n_heldout > 0) split("held-out:", rep->heldout);
   return 0;
 }
 

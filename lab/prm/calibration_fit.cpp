@@ -84,4 +84,27 @@ double auroc(std::span<const double> score, std::span<const int> label) {
   return (rank_sum - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg);
 }
 
+double within_group_auroc(std::span<const double> score, std::span<const int> label, std::span<const size_t> group) {
+  AGENTKV_CHECK(score.size() == label.size() && score.size() == group.size());
+  std::vector<size_t> order(score.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](size_t i, size_t j) { return group[i] < group[j]; });
+  double right = 0, pairs = 0;
+  for (size_t g0 = 0; g0 < order.size();) {
+    size_t g1 = g0;
+    while (g1 < order.size() && group[order[g1]] == group[order[g0]]) ++g1;
+    for (size_t a = g0; a < g1; ++a) {
+      if (!label[order[a]]) continue;
+      for (size_t b = g0; b < g1; ++b) {
+        if (label[order[b]]) continue;
+        const double sp = score[order[a]], sn = score[order[b]];
+        right += sp > sn ? 1.0 : sp == sn ? 0.5 : 0.0;
+        pairs += 1;
+      }
+    }
+    g0 = g1;
+  }
+  return pairs > 0 ? right / pairs : std::numeric_limits<double>::quiet_NaN();
+}
+
 }  // namespace agentkv::prm

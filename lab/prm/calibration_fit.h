@@ -19,5 +19,10 @@ double log_loss(const Calibration& c, std::span<const float> x, std::span<const 
 // Area under the ROC curve: the probability that a random positive scores above a random negative
 // (ties count half), by ranks. NaN when a class is empty.
 double auroc(std::span<const double> score, std::span<const int> label);
+// The AUROC within groups: the share of (positive, negative) pairs of the same group, pooled over
+// every group, that the score orders right (ties count one half). It is what choosing among one
+// problem's candidates needs; a score can separate problems (easy from hard) and still rank a
+// problem's own steps at chance. NaN when no group holds both labels.
+double within_group_auroc(std::span<const double> score, std::span<const int> label, std::span<const size_t> group);
 
 }  // namespace agentkv::prm

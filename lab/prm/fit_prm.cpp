@@ -259,13 +259,16 @@ Result<FitPrmLoraReport> fit_prm_lora(const LoadedModel& lm, const FitPrmOptions
         std::to_string(seconds_since(t0)) + " s): AUROC against the checker's labels " +
         std::to_string(rep.values_auroc));
   }
-  // The verifier with `ad` on: its AUROC on a split's steps, scored as serving scores them.
-  auto adapted_auroc = [&](const SplitData& d, const LoraAdapters& ad) -> Result<double> {
+  // The verifier with `ad` on: its AUROC on a split's steps, scored as serving scores them (and, in
+  // *within, the AUROC within a problem).
+  auto adapted_auroc = [&](const SplitData& d, const LoraAdapters& ad, double* within = nullptr) -> Result<double> {
     VerifyHead adapted = *head;
     adapted.adapters = std::make_shared<LoraAdapters>(ad);
     auto scores = kv_score_labelled(lm, d.set, adapted, pool, opt.sampling.kv_mem_bytes);
     if (!scores.ok()) return make_error(scores.error());
-    return auroc(std::vector<double>(scores->logodds.begin(), scores->logodds.end()), d.y);
+    const std::vector<double> z(scores->logodds.begin(), scores->logodds.end());
+    if (within) *within = within_group_auroc(z, d.y, d.problem);
+    return auroc(z, d.y);
   };
   std::optional<SplitData> held;
   if (opt.n_heldout > 0) {
@@ -274,23 +277,30 @@ Result<FitPrmLoraReport> fit_prm_lora(const LoadedModel& lm, const FitPrmOptions
     held = std::move(*h);
   }
   FitLoraOptions lo = lora;
-  if (held) lo.after_epoch = [&](const LoraAdapters& ad) { return adapted_auroc(*held, ad); };
+  double held_within = std::nan("");  // of the last epoch's adapters
+  if (held) lo.after_epoch = [&](const LoraAdapters& ad) { return adapted_auroc(*held, ad, &held_within); };
   auto fit = fit_lora_adapters(lm, train->set, rep.train_values, *head, rep.adapters, lo, pool, progress);
   if (!fit.ok()) return make_error(fit.error());
   rep.fit = *fit;
   rep.train = train->fig;
   rep.train.logodds_auroc = auroc(std::vector<double>(train->logodds.begin(), train->logodds.end()), train->y);
-  AGENTKV_ASSIGN_OR_RETURN(rep.train.auroc, adapted_auroc(*train, rep.adapters));
+  rep.train.logodds_within_auroc = within_group_auroc(
+      std::vector<double>(train->logodds.begin(), train->logodds.end()), train->y, train->problem);
+  AGENTKV_ASSIGN_OR_RETURN(rep.train.auroc, adapted_auroc(*train, rep.adapters, &rep.train.within_auroc));
   AdapterRecord& r = rep.record;
   name_model_and_question(r, lm, opt);
   r.n_train_examples = fit->n_examples;
   if (held) {
     rep.heldout = held->fig;
-    rep.heldout.logodds_auroc = auroc(std::vector<double>(held->logodds.begin(), held->logodds.end()), held->y);
-    if (!fit->epoch_after.empty())
+    const std::vector<double> base(held->logodds.begin(), held->logodds.end());
+    rep.heldout.logodds_auroc = auroc(base, held->y);
+    rep.heldout.logodds_within_auroc = within_group_auroc(base, held->y, held->problem);
+    if (!fit->epoch_after.empty()) {
       rep.heldout.auroc = fit->epoch_after.back();
-    else
-      AGENTKV_ASSIGN_OR_RETURN(rep.heldout.auroc, adapted_auroc(*held, rep.adapters));
+      rep.heldout.within_auroc = held_within;
+    } else {
+      AGENTKV_ASSIGN_OR_RETURN(rep.heldout.auroc, adapted_auroc(*held, rep.adapters, &rep.heldout.within_auroc));
+    }
     r.heldout_auroc = rep.heldout.auroc;
     say(describe("held-out", held->fig));
   }

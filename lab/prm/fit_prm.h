@@ -47,6 +47,9 @@ struct SplitFigures {
   double auroc = 0;          // of the probe
   double log_loss = 0;       // of the probe's probabilities
   double logodds_auroc = 0;  // of the answer tokens' log-odds alone (NaN without with_logodds)
+  // The same two within a problem (within_group_auroc: only a problem's own steps compared), as
+  // choosing among a problem's candidates needs. fit_prm_lora's only; NaN where not measured.
+  double within_auroc = std::nan(""), logodds_within_auroc = std::nan("");
   double seconds_sampling = 0, seconds_scoring = 0;
   // Per kind of error (StepError, index 0 unused): the wrong steps of that kind, and the probe's
   // AUROC of the correct steps against them alone (NaN without both): which mistakes it can see.

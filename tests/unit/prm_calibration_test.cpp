@@ -26,6 +26,29 @@ TEST(CalibrationFit, AurocCountsPairs) {
   EXPECT_TRUE(std::isnan(auroc(std::vector<double>{1, 2}, std::vector<int>{1, 1})));
 }
 
+// Two problems: a score that puts every step of the easy problem (group 0) above the hard one's
+// separates the labels globally, yet ranks each problem's own steps wrongly.
+TEST(CalibrationFit, WithinGroupAurocCountsOnlyPairsOfAGroup) {
+  // Group 0: positive 0.9, negatives 0.95, 0.8 -> pairs won 0 + 1 = 1 of 2. Group 1: positive 0.3,
+  // negatives 0.3 (tie), 0.1 -> 0.5 + 1 = 1.5 of 2. Group 2: positives only, no pair.
+  const std::vector<double> s = {0.9, 0.3, 0.95, 0.3, 0.8, 0.1, 0.7};
+  const std::vector<int> y = {1, 1, 0, 0, 0, 0, 1};
+  const std::vector<size_t> g = {0, 1, 0, 1, 0, 1, 2};
+  EXPECT_DOUBLE_EQ(within_group_auroc(s, y, g), 2.5 / 4);
+  // One group: the plain AUROC.
+  const std::vector<size_t> one(s.size(), 7);
+  EXPECT_DOUBLE_EQ(within_group_auroc(s, y, one), auroc(s, y));
+  // The easy problem's steps all above the hard one's, its own ranked backwards: globally 4 of 6
+  // pairs right, within the one problem that has both labels 0 of 2.
+  const std::vector<double> s2 = {0.8, 0.85, 0.9, 0.1, 0.2};
+  const std::vector<int> y2 = {1, 1, 0, 0, 0};
+  const std::vector<size_t> g2 = {0, 0, 0, 1, 1};
+  EXPECT_DOUBLE_EQ(within_group_auroc(s2, y2, g2), 0.0);
+  EXPECT_DOUBLE_EQ(auroc(s2, y2), 4.0 / 6);
+  EXPECT_TRUE(std::isnan(within_group_auroc(std::vector<double>{1, 2}, std::vector<int>{1, 0},
+                                            std::vector<size_t>{0, 1})));
+}
+
 // Labels drawn with P(y = 1 | x) = sigmoid(2x - 1) from a fixed LCG: the fit must land near (2, -1).
 TEST(CalibrationFit, RecoversKnownLogistic) {
   std::vector<float> x;
