@@ -25,9 +25,9 @@ int fit_prm_lora_command(const LoadedModel& lm, const prm::FitPrmOptions& o, con
                 lo.rollouts.n, rep->values_auroc);
   auto split = [](const char* name, const prm::SplitFigures& f) {
     std::printf("%s %lld steps, %lld correct; answer AUROC with adapters %.4f, without %.4f; within a problem "
-                "%.4f, without %.4f\n",
-                name, (long long)f.n_steps, (long long)f.n_steps_correct, f.auroc, f.logodds_auroc, f.within_auroc,
-                f.logodds_within_auroc);
+                "(%lld pairs) %.4f, without %.4f\n",
+                name, (long long)f.n_steps, (long long)f.n_steps_correct, f.auroc, f.logodds_auroc,
+                (long long)f.n_within_pairs, f.within_auroc, f.logodds_within_auroc);
   };
   split("train:   ", rep->train);
   if (o.n_heldout > 0) split("held-out:", rep->heldout);

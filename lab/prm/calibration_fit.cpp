@@ -84,7 +84,8 @@ double auroc(std::span<const double> score, std::span<const int> label) {
   return (rank_sum - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg);
 }
 
-double within_group_auroc(std::span<const double> score, std::span<const int> label, std::span<const size_t> group) {
+double within_group_auroc(std::span<const double> score, std::span<const int> label, std::span<const size_t> group,
+                          int64_t* n_pairs) {
   AGENTKV_CHECK(score.size() == label.size() && score.size() == group.size());
   std::vector<size_t> order(score.size());
   std::iota(order.begin(), order.end(), 0);
@@ -104,6 +105,7 @@ double within_group_auroc(std::span<const double> score, std::span<const int> la
     }
     g0 = g1;
   }
+  if (n_pairs) *n_pairs = int64_t(pairs);
   return pairs > 0 ? right / pairs : std::numeric_limits<double>::quiet_NaN();
 }
 

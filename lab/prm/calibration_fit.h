@@ -23,6 +23,8 @@ double auroc(std::span<const double> score, std::span<const int> label);
 // every group, that the score orders right (ties count one half). It is what choosing among one
 // problem's candidates needs; a score can separate problems (easy from hard) and still rank a
 // problem's own steps at chance. NaN when no group holds both labels.
-double within_group_auroc(std::span<const double> score, std::span<const int> label, std::span<const size_t> group);
+// n_pairs (may be null) receives the number of pairs compared.
+double within_group_auroc(std::span<const double> score, std::span<const int> label, std::span<const size_t> group,
+                          int64_t* n_pairs = nullptr);
 
 }  // namespace agentkv::prm

@@ -284,8 +284,9 @@ Result<FitPrmLoraReport> fit_prm_lora(const LoadedModel& lm, const FitPrmOptions
   rep.fit = *fit;
   rep.train = train->fig;
   rep.train.logodds_auroc = auroc(std::vector<double>(train->logodds.begin(), train->logodds.end()), train->y);
-  rep.train.logodds_within_auroc = within_group_auroc(
-      std::vector<double>(train->logodds.begin(), train->logodds.end()), train->y, train->problem);
+  rep.train.logodds_within_auroc =
+      within_group_auroc(std::vector<double>(train->logodds.begin(), train->logodds.end()), train->y, train->problem,
+                         &rep.train.n_within_pairs);
   AGENTKV_ASSIGN_OR_RETURN(rep.train.auroc, adapted_auroc(*train, rep.adapters, &rep.train.within_auroc));
   AdapterRecord& r = rep.record;
   name_model_and_question(r, lm, opt);
@@ -294,7 +295,7 @@ Result<FitPrmLoraReport> fit_prm_lora(const LoadedModel& lm, const FitPrmOptions
     rep.heldout = held->fig;
     const std::vector<double> base(held->logodds.begin(), held->logodds.end());
     rep.heldout.logodds_auroc = auroc(base, held->y);
-    rep.heldout.logodds_within_auroc = within_group_auroc(base, held->y, held->problem);
+    rep.heldout.logodds_within_auroc = within_group_auroc(base, held->y, held->problem, &rep.heldout.n_within_pairs);
     if (!fit->epoch_after.empty()) {
       rep.heldout.auroc = fit->epoch_after.back();
       rep.heldout.within_auroc = held_within;

@@ -50,6 +50,7 @@ struct SplitFigures {
   // The same two within a problem (within_group_auroc: only a problem's own steps compared), as
   // choosing among a problem's candidates needs. fit_prm_lora's only; NaN where not measured.
   double within_auroc = std::nan(""), logodds_within_auroc = std::nan("");
+  int64_t n_within_pairs = 0;  // the (correct, wrong) pairs of the same problem they compare
   double seconds_sampling = 0, seconds_scoring = 0;
   // Per kind of error (StepError, index 0 unused): the wrong steps of that kind, and the probe's
   // AUROC of the correct steps against them alone (NaN without both): which mistakes it can see.

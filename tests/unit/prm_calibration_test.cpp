@@ -34,7 +34,9 @@ TEST(CalibrationFit, WithinGroupAurocCountsOnlyPairsOfAGroup) {
   const std::vector<double> s = {0.9, 0.3, 0.95, 0.3, 0.8, 0.1, 0.7};
   const std::vector<int> y = {1, 1, 0, 0, 0, 0, 1};
   const std::vector<size_t> g = {0, 1, 0, 1, 0, 1, 2};
-  EXPECT_DOUBLE_EQ(within_group_auroc(s, y, g), 2.5 / 4);
+  int64_t pairs = 0;
+  EXPECT_DOUBLE_EQ(within_group_auroc(s, y, g, &pairs), 2.5 / 4);
+  EXPECT_EQ(pairs, 4);
   // One group: the plain AUROC.
   const std::vector<size_t> one(s.size(), 7);
   EXPECT_DOUBLE_EQ(within_group_auroc(s, y, one), auroc(s, y));
