@@ -1,12 +1,31 @@
 #include "lab/prm/fit_lora.h"
 
 #include <algorithm>
+#include <map>
 #include <cstdio>
 #include <string>
 
 #include "lab/prm/calibration_fit.h"
 
 namespace agentkv::prm {
+
+std::vector<size_t> plan_batches(std::vector<size_t>& order, std::span<const size_t> problem_of, int batch,
+                                 bool by_problem) {
+  std::vector<size_t> starts;
+  if (!by_problem) {
+    for (size_t j = 0; j < order.size(); j += size_t(std::max(batch, 1))) starts.push_back(j);
+    return starts;
+  }
+  // Stable: each problem's examples keep their shuffled order, problems come in the order in which
+  // the shuffle first met them.
+  std::map<size_t, size_t> first_seen;  // problem -> first position in order
+  for (size_t j = 0; j < order.size(); ++j) first_seen.try_emplace(problem_of[order[j]], j);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return first_seen[problem_of[a]] < first_seen[problem_of[b]]; });
+  for (size_t j = 0; j < order.size(); ++j)
+    if (j == 0 || problem_of[order[j]] != problem_of[order[j - 1]]) starts.push_back(j);
+  return starts;
+}
 
 Result<LoraFitFigures> fit_lora_adapters(const LoadedModel& lm, const StepSet& set, std::span<const double> targets,
                                          const VerifyHead& head, LoraAdapters& adapters, const FitLoraOptions& opt,
@@ -59,24 +78,9 @@ Result<LoraFitFigures> fit_lora_adapters(const LoadedModel& lm, const StepSet& s
             shuffle = shuffle * 6364136223846793005ull + 1442695040888963407ull;
             std::swap(order[i - 1], order[size_t(shuffle >> 33) % i]);
           }
-          std::vector<size_t> batch_starts;  // into order; the last batch ends at order.size()
-          if (opt.batch_by_problem) {
-            // Stable: each problem's steps stay in their shuffled order, problems in the order in
-            // which the shuffle first met them.
-            std::vector<size_t> first_seen(set.problems.size(), order.size());
-            for (size_t j = 0; j < order.size(); ++j) {
-              size_t& f = first_seen[set.steps[steps[order[j]]].problem];
-              f = std::min(f, j);
-            }
-            std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-              return first_seen[set.steps[steps[a]].problem] < first_seen[set.steps[steps[b]].problem];
-            });
-            for (size_t j = 0; j < order.size(); ++j)
-              if (j == 0 || set.steps[steps[order[j]]].problem != set.steps[steps[order[j - 1]]].problem)
-                batch_starts.push_back(j);
-          } else {
-            for (size_t j = 0; j < order.size(); j += size_t(opt.batch)) batch_starts.push_back(j);
-          }
+          std::vector<size_t> problem_of(order.size());
+          for (size_t j = 0; j < order.size(); ++j) problem_of[j] = set.steps[steps[j]].problem;
+          const std::vector<size_t> batch_starts = plan_batches(order, problem_of, opt.batch, opt.batch_by_problem);
           for (size_t bi = 0; bi < batch_starts.size(); ++bi) {
             const size_t b0 = batch_starts[bi], b1 = bi + 1 < batch_starts.size() ? batch_starts[bi + 1] : order.size();
             std::vector<VerifyExample> batch;

@@ -54,6 +54,13 @@ struct LoraFitFigures {
   int64_t n_examples = 0;
 };
 
+// The batches of one group's shuffled examples: `order` lists example indices (into problem_of, each
+// example's problem); returns each batch's first position in `order` (the last ends at its end). By
+// problem, `order` is regrouped (stably) so each problem's examples are one batch; otherwise every
+// `batch` consecutive examples are one.
+std::vector<size_t> plan_batches(std::vector<size_t>& order, std::span<const size_t> problem_of, int batch,
+                                 bool by_problem);
+
 // Trains `adapters` (LoraAdapters::create's, or resumed) on set.steps against targets (one per step,
 // in [0, 1]; empty: the checker's labels). progress (may be empty) hears one line per epoch.
 Result<LoraFitFigures> fit_lora_adapters(const LoadedModel& lm, const StepSet& set, std::span<const double> targets,
