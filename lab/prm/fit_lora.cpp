@@ -1,8 +1,8 @@
 #include "lab/prm/fit_lora.h"
 
 #include <algorithm>
-#include <map>
 #include <cstdio>
+#include <map>
 #include <string>
 
 #include "lab/prm/calibration_fit.h"
