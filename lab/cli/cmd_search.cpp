@@ -92,14 +92,30 @@ int cmd_search(int argc, char** argv) {
   }
   auto cands = prm::sample_candidates(**lm, probs, sampling.options(), pool);
   if (!cands.ok()) return cli_fail(cands.error());
+  {
+    // What there is to choose from, as the checker sees it.
+    int64_t n = 0, steps_right = 0, answer_right = 0, both = 0, no_step = 0;
+    for (const prm::ProblemCandidates& pc : *cands)
+      for (const prm::Candidate& c : pc.candidates) {
+        const bool sr = !c.check.steps.empty() && c.check.all_steps_correct;
+        ++n;
+        steps_right += sr;
+        answer_right += c.check.answer_correct;
+        both += sr && c.check.answer_correct;
+        no_step += c.check.steps.empty();
+      }
+    std::printf("candidates: %lld; every step right %lld, answer right %lld, both %lld, no step line %lld\n",
+                (long long)n, (long long)steps_right, (long long)answer_right, (long long)both, (long long)no_step);
+  }
   std::vector<std::vector<bool>> correct;
   for (size_t i = 0; i < kinds.size(); ++i) {
     auto r = prm::best_of_n(**lm, *cands, kinds[i], *head, pool);
     if (!r.ok()) return cli_fail(r.error());
-    std::printf("%-8s best-of-%lld: %lld / %lld correct (%.1f%%), oracle %lld, scoring %.2f s\n", names[i].c_str(),
-                (long long)sampling.n, (long long)r->n_correct, (long long)r->n_problems,
+    std::printf("%-8s best-of-%lld: %lld / %lld correct (%.1f%%), oracle %lld, scoring %.2f s; chosen with every "
+                "step right %lld, with no step %lld\n",
+                names[i].c_str(), (long long)sampling.n, (long long)r->n_correct, (long long)r->n_problems,
                 100.0 * double(r->n_correct) / double(std::max<int64_t>(1, r->n_problems)), (long long)r->n_oracle,
-                r->seconds_scoring);
+                r->seconds_scoring, (long long)r->n_chosen_steps_right, (long long)r->n_chosen_no_step);
     correct.push_back(r->correct);
   }
   print_paired_comparisons(names, correct);

@@ -97,6 +97,9 @@ Result<BestOfNResult> best_of_n(const LoadedModel& lm, std::span<const ProblemCa
     r.chosen.push_back(best);
     r.n_correct += cands[best].check.answer_correct;
     r.correct.push_back(cands[best].check.answer_correct);
+    const SolutionCheck& chosen = cands[best].check;
+    r.n_chosen_steps_right += !chosen.steps.empty() && chosen.all_steps_correct;
+    r.n_chosen_no_step += chosen.steps.empty();
     r.n_oracle += std::any_of(cands.begin(), cands.end(), [](const Candidate& c) { return c.check.answer_correct; });
   }
   return r;

@@ -23,6 +23,9 @@ struct BestOfNResult {
   double seconds_scoring = 0;     // choosing, sampling excluded
   std::vector<size_t> chosen;     // per problem
   std::vector<bool> correct;      // per problem: the chosen candidate's answer is right
+  // The chosen candidates' steps as the checker sees them: every "Step" line right (and at least one),
+  // or no step line at all. A PRM scores steps only, so it can choose right steps with a wrong answer.
+  int64_t n_chosen_steps_right = 0, n_chosen_no_step = 0;
 };
 
 // PRM scorers rank a solution by its weakest step: min over steps of the head's score (a
