@@ -1,4 +1,6 @@
+#include <array>
 #include <cstdio>
+#include <string>
 
 #include "cli/arg_parser.h"
 #include "cli/commands.h"
@@ -106,6 +108,22 @@ int cmd_search(int argc, char** argv) {
       }
     std::printf("candidates: %lld; every step right %lld, answer right %lld, both %lld, no step line %lld\n",
                 (long long)n, (long long)steps_right, (long long)answer_right, (long long)both, (long long)no_step);
+    // Why the right-answer candidates' steps fail: the first wrong step's kind of error.
+    std::array<int64_t, prm::kStepErrorKinds> first_error{};
+    for (const prm::ProblemCandidates& pc : *cands)
+      for (const prm::Candidate& c : pc.candidates) {
+        if (!c.check.answer_correct) continue;
+        for (const prm::StepCheck& st : c.check.steps)
+          if (!st.correct) {
+            ++first_error[size_t(st.error())];
+            break;
+          }
+      }
+    std::string kinds_text;
+    for (int k = 1; k < prm::kStepErrorKinds; ++k)
+      kinds_text += std::string(kinds_text.empty() ? "" : ", ") + prm::step_error_name(prm::StepError(k)) + " " +
+                    std::to_string(first_error[size_t(k)]);
+    std::printf("right-answer candidates' first wrong step: %s\n", kinds_text.c_str());
   }
   std::vector<std::vector<bool>> correct;
   for (size_t i = 0; i < kinds.size(); ++i) {
