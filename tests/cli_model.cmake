@@ -33,3 +33,16 @@ add_test(NAME cli.generate_stop_string
 )
 # Greedy continuation is " Paris.\n\nThe United States ..." — the stop string cuts it right before the dot.
 set_tests_properties(cli.generate_stop_string PROPERTIES LABELS model PASS_REGULAR_EXPRESSION "^ Paris\n$")
+
+# fit-prm --lora's bad options are one-line errors naming the option (label `model`: the model loads first).
+foreach(bad "--loss nope|--loss" "--average 1|--average" "--epochs 0|--epochs" "--batch 0|--batch")
+  string(REPLACE "|" ";" bad "${bad}")
+  list(GET bad 0 opts)
+  list(GET bad 1 names)
+  string(REPLACE " " "_" name "${opts}")
+  string(REPLACE "-" "" name "${name}")
+  add_test(NAME cli.fit_prm_lora_rejects_${name}
+           COMMAND bash -c "out=$($<TARGET_FILE:agentkv> fit-prm -m smollm2 --lora ${opts} --train 1 --heldout 0 2>&1); rc=$?; \
+             echo \"$out\"; [ $rc -eq 1 ] && [ $(echo \"$out\" | wc -l) -eq 1 ] && echo \"$out\" | grep -q -- '^agentkv: error: .*${names}'")
+  set_tests_properties(cli.fit_prm_lora_rejects_${name} PROPERTIES LABELS model)
+endforeach()
