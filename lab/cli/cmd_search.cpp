@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <string>
@@ -95,8 +96,10 @@ int cmd_search(int argc, char** argv) {
   auto cands = prm::sample_candidates(**lm, probs, sampling.options(), pool);
   if (!cands.ok()) return cli_fail(cands.error());
   {
-    // What there is to choose from, as the checker sees it.
+    // What there is to choose from, as the checker sees it, and why the right-answer candidates'
+    // steps fail (the first wrong step's kind of error).
     int64_t n = 0, steps_right = 0, answer_right = 0, both = 0, no_step = 0;
+    std::array<int64_t, prm::kStepErrorKinds> first_error{};
     for (const prm::ProblemCandidates& pc : *cands)
       for (const prm::Candidate& c : pc.candidates) {
         const bool sr = !c.check.steps.empty() && c.check.all_steps_correct;
@@ -105,20 +108,13 @@ int cmd_search(int argc, char** argv) {
         answer_right += c.check.answer_correct;
         both += sr && c.check.answer_correct;
         no_step += c.check.steps.empty();
+        if (!c.check.answer_correct) continue;
+        auto wrong = std::find_if(c.check.steps.begin(), c.check.steps.end(),
+                                  [](const prm::StepCheck& st) { return !st.correct; });
+        if (wrong != c.check.steps.end()) ++first_error[size_t(wrong->error())];
       }
     std::printf("candidates: %lld; every step right %lld, answer right %lld, both %lld, no step line %lld\n",
                 (long long)n, (long long)steps_right, (long long)answer_right, (long long)both, (long long)no_step);
-    // Why the right-answer candidates' steps fail: the first wrong step's kind of error.
-    std::array<int64_t, prm::kStepErrorKinds> first_error{};
-    for (const prm::ProblemCandidates& pc : *cands)
-      for (const prm::Candidate& c : pc.candidates) {
-        if (!c.check.answer_correct) continue;
-        for (const prm::StepCheck& st : c.check.steps)
-          if (!st.correct) {
-            ++first_error[size_t(st.error())];
-            break;
-          }
-      }
     std::string kinds_text;
     for (int k = 1; k < prm::kStepErrorKinds; ++k)
       kinds_text += std::string(kinds_text.empty() ? "" : ", ") + prm::step_error_name(prm::StepError(k)) + " " +

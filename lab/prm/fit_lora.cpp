@@ -50,15 +50,6 @@ Result<LoraFitFigures> fit_lora_adapters(const LoadedModel& lm, const StepSet& s
   std::vector<float> avg;
   if (averaging) avg.assign(adapters.params().begin(), adapters.params().end());
   const float d = float(opt.average_decay);
-  auto with_average = [&](auto&& use) {
-    // `use` sees the averaged parameters in `adapters`; the iterate is put back afterwards.
-    if (!averaging) return use();
-    std::vector<float> iterate(adapters.params().begin(), adapters.params().end());
-    std::copy(avg.begin(), avg.end(), adapters.params().begin());
-    auto r = use();
-    std::copy(iterate.begin(), iterate.end(), adapters.params().begin());
-    return r;
-  };
   uint64_t shuffle = opt.seed;
   for (int epoch = 0; epoch < opt.epochs; ++epoch) {
     double loss_sum = 0;
@@ -84,8 +75,10 @@ Result<LoraFitFigures> fit_lora_adapters(const LoadedModel& lm, const StepSet& s
           for (size_t bi = 0; bi < batch_starts.size(); ++bi) {
             const size_t b0 = batch_starts[bi], b1 = bi + 1 < batch_starts.size() ? batch_starts[bi + 1] : order.size();
             std::vector<VerifyExample> batch;
-            for (size_t j = b0; j < b1; ++j)
+            for (size_t j = b0; j < b1; ++j) {
               batch.push_back(VerifyExample{&(*ready)[order[j]], target(steps[order[j]])});
+              labels.push_back(set.steps[steps[order[j]]].label);
+            }
             auto r = train_step(*lm.model, batch, head, adapters, opt.loss, opt.optimizer, state, pool);
             if (!r.ok()) return r.status_error();
             if (averaging) {
@@ -94,8 +87,6 @@ Result<LoraFitFigures> fit_lora_adapters(const LoadedModel& lm, const StepSet& s
             }
             loss_sum += r->mean_loss * double(batch.size());
             p_pos.insert(p_pos.end(), r->p_pos.begin(), r->p_pos.end());
-            for (size_t j = b0; j < b1; ++j)
-              labels.push_back(set.steps[steps[order[j]]].label);
             n += int64_t(batch.size());
           }
           return {};
@@ -104,7 +95,13 @@ Result<LoraFitFigures> fit_lora_adapters(const LoadedModel& lm, const StepSet& s
     fig.epoch_auroc.push_back(auroc(p_pos, labels));
     fig.n_examples = n;
     if (opt.after_epoch) {
-      auto v = with_average([&] { return opt.after_epoch(adapters); });
+      // Scored as they would be written: the average when averaging.
+      auto v = [&]() -> Result<double> {
+        if (!averaging) return opt.after_epoch(adapters);
+        LoraAdapters averaged = adapters;
+        std::copy(avg.begin(), avg.end(), averaged.params().begin());
+        return opt.after_epoch(averaged);
+      }();
       if (!v.ok()) return make_error(v.error());
       fig.epoch_after.push_back(*v);
     }

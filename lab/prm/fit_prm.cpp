@@ -283,10 +283,9 @@ Result<FitPrmLoraReport> fit_prm_lora(const LoadedModel& lm, const FitPrmOptions
   if (!fit.ok()) return make_error(fit.error());
   rep.fit = *fit;
   rep.train = train->fig;
-  rep.train.logodds_auroc = auroc(std::vector<double>(train->logodds.begin(), train->logodds.end()), train->y);
-  rep.train.logodds_within_auroc =
-      within_group_auroc(std::vector<double>(train->logodds.begin(), train->logodds.end()), train->y, train->problem,
-                         &rep.train.n_within_pairs);
+  const std::vector<double> train_base(train->logodds.begin(), train->logodds.end());
+  rep.train.logodds_auroc = auroc(train_base, train->y);
+  rep.train.logodds_within_auroc = within_group_auroc(train_base, train->y, train->problem, &rep.train.n_within_pairs);
   AGENTKV_ASSIGN_OR_RETURN(rep.train.auroc, adapted_auroc(*train, rep.adapters, &rep.train.within_auroc));
   AdapterRecord& r = rep.record;
   name_model_and_question(r, lm, opt);
