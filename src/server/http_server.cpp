@@ -304,6 +304,13 @@ void refuse(int fd, int status, const std::string& message) {
 
 }  // namespace
 
+int HttpServer::idle_connections() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  int n = 0;
+  for (const auto& c : connections_) n += !c->done && !c->evicted && c->phase == Phase::kIdle;
+  return n;
+}
+
 bool HttpServer::evict_one(const std::string* client) {
   Connection* victim = nullptr;
   for (auto& c : connections_) {

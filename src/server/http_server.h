@@ -123,6 +123,9 @@ class HttpServer {
   // Connections holding a large-body slot; a slot is given back after its handler returned, which is
   // just after the client could read the response.
   int large_bodies_held() const { return large_bodies_.load(); }
+  // Keep-alive connections waiting for their next request (the first to go at the cap). A response can
+  // reach its client just before its connection counts here.
+  int idle_connections() const;
 
  private:
   // What a connection is doing, in the order in which connections are closed at a cap. A new connection
@@ -162,7 +165,7 @@ class HttpServer {
   std::atomic<int> large_bodies_{0};         // connections holding a large-body slot (see HttpServerOptions)
   int evicting_ = 0;  // connections evicted whose threads have not closed them yet (guarded by mu_)
   std::thread accept_thread_;
-  std::mutex mu_;
+  mutable std::mutex mu_;
   std::condition_variable cv_;
   std::list<std::unique_ptr<Connection>> connections_;
 };
