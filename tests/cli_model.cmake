@@ -34,15 +34,25 @@ add_test(NAME cli.generate_stop_string
 # Greedy continuation is " Paris.\n\nThe United States ..." — the stop string cuts it right before the dot.
 set_tests_properties(cli.generate_stop_string PROPERTIES LABELS model PASS_REGULAR_EXPRESSION "^ Paris\n$")
 
-# fit-prm --lora's bad options are one-line errors naming the option (label `model`: the model loads first).
-foreach(bad "--loss nope|--loss" "--average 1|--average" "--epochs 0|--epochs" "--batch 0|--batch")
-  string(REPLACE "|" ";" bad "${bad}")
-  list(GET bad 0 opts)
-  list(GET bad 1 names)
-  string(REPLACE " " "_" name "${opts}")
-  string(REPLACE "-" "" name "${name}")
-  add_test(NAME cli.fit_prm_lora_rejects_${name}
-           COMMAND bash -c "out=$($<TARGET_FILE:agentkv> fit-prm -m smollm2 --lora ${opts} --train 1 --heldout 0 2>&1); rc=$?; \
-             echo \"$out\"; [ $rc -eq 1 ] && [ $(echo \"$out\" | wc -l) -eq 1 ] && echo \"$out\" | grep -q -- '^agentkv: error: .*${names}'")
-  set_tests_properties(cli.fit_prm_lora_rejects_${name} PROPERTIES LABELS model)
-endforeach()
+# Bad options are one-line errors naming the option (label `model`: the model loads first). `bads`:
+# "options|what the error names" entries; `command` ends where the options go, `tail` follows them.
+function(add_cli_rejects prefix command tail)
+  foreach(bad ${ARGN})
+    string(REPLACE "|" ";" bad "${bad}")
+    list(GET bad 0 opts)
+    list(GET bad 1 names)
+    string(REPLACE " " "_" name "${opts}")
+    string(REPLACE "-" "" name "${name}")
+    add_test(NAME cli.${prefix}_${name}
+             COMMAND bash -c "out=$(${command} ${opts} ${tail} 2>&1); rc=$?; \
+               echo \"$out\"; [ $rc -eq 1 ] && [ $(echo \"$out\" | wc -l) -eq 1 ] && echo \"$out\" | grep -q -- '^agentkv: error: .*${names}'")
+    set_tests_properties(cli.${prefix}_${name} PROPERTIES LABELS model)
+  endforeach()
+endfunction()
+
+add_cli_rejects(fit_prm_lora_rejects "$<TARGET_FILE:agentkv> fit-prm -m smollm2 --lora" "--train 1 --heldout 0"
+                "--loss nope|--loss" "--average 1|--average" "--epochs 0|--epochs" "--batch 0|--batch"
+                "--solutions --mc-rollouts 2|--mc-rollouts" "--solutions --steps x.tsv|--steps")
+# search's --score-at: a name it knows, and bestofn only (a beam ranks partial solutions step by step).
+add_cli_rejects(search_rejects "$<TARGET_FILE:agentkv> search -m smollm2" "--problems 1"
+                "--score-at nope|--score-at" "--method beam --score-at solution|--score-at solution")

@@ -66,6 +66,10 @@ int cmd_fit_prm(int argc, char** argv) {
   p.add_flag("--with-logodds", &o.with_logodds,
              "also fit the answer tokens' log-odds calibration (the untrained baseline; runs the full model)");
   p.add_string("--steps", &o.steps_file, "take the proposals from a --dump file instead of sampling the policy");
+  p.add_flag("--solutions", &o.solutions,
+             "examples are the policy's own whole solutions (-n per problem, --max-tokens long), each labelled by "
+             "its final answer, with the verify token after the answer line, instead of one-line proposals after "
+             "reference prefixes (for search --score-at solution)");
   p.add_string("--sweep-layers", &sweep_layers,
                "comma-separated layers to choose from by cross-validation on train (with --sweep-l2)");
   p.add_string("--sweep-l2", &sweep_l2, "comma-separated ridge strengths to choose from (with --sweep-layers)");
@@ -98,6 +102,7 @@ int cmd_fit_prm(int argc, char** argv) {
   o.n_train = int(n_train);
   o.n_heldout = int(n_heldout);
   o.sampling = sampling.propose_options();
+  o.solution_max_tokens = int(sampling.max_tokens);
   o.feature_layer = int(layer);
   o.l2 = l2;
   if (ops > 0) o.shape = prm::ArithShape{int(ops), int(ops)};
@@ -146,9 +151,11 @@ int cmd_fit_prm(int argc, char** argv) {
     FILE* f = std::fopen(dump.c_str(), "w");
     if (!f) return cli_fail("--dump: cannot write '" + dump + "'");
     for (const auto& [name, set] : {std::pair{"train", &rep->train_set}, std::pair{"heldout", &rep->heldout_set}})
-      for (const prm::LabelledStep& s : set->steps)
-        std::fprintf(f, "%s\t%zu\t%zu\t%d\t%s\t%s\n", name, s.problem, s.k, s.label, s.why.c_str(),
-                     s.proposal.text.c_str());
+      for (const prm::LabelledStep& s : set->steps) {
+        std::string text = s.proposal.text;  // a whole solution (--solutions) has several lines
+        for (size_t at; (at = text.find('\n')) != std::string::npos;) text.replace(at, 1, "\\n");
+        std::fprintf(f, "%s\t%zu\t%zu\t%d\t%s\t%s\n", name, s.problem, s.k, s.label, s.why.c_str(), text.c_str());
+      }
     std::fclose(f);
   }
   const prm::CalibrationRecord& r = rep->record;

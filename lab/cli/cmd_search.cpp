@@ -25,7 +25,8 @@ void print_paired_comparisons(const std::vector<std::string>& names, const std::
 }  // namespace
 
 int cmd_search(int argc, char** argv) {
-  std::string model = "smollm2", task = "arith", method = "bestofn", scorers = "kvprm", calibration, adapter;
+  std::string model = "smollm2", task = "arith", method = "bestofn", scorers = "kvprm", calibration, adapter,
+              score_at = "steps";
   int64_t problems = 32, threads = 0, width = 2, max_steps = 8, ops = 0;
   PolicySamplingArgs sampling;
   ArgParser p("search",
@@ -42,6 +43,10 @@ int cmd_search(int argc, char** argv) {
   p.add_string("--scorer", &scorers, "comma-separated scorers: kvprm, textprm, logprob, vote");
   p.add_string("--calibration", &calibration, "fit-prm's calibration file (default: identity calibration)");
   p.add_string("--adapter", &adapter, "fit-prm --lora's adapter file: the verifier with its trained LoRA adapters (not with --calibration)");
+  p.add_string("--score-at", &score_at,
+               "bestofn: where kvprm and textprm read a solution: steps (its weakest \"Step\" line, a process "
+               "verifier) or solution (one verify token after the whole solution, answer line included: for an "
+               "adapter from fit-prm --lora --solutions)");
   sampling.declare(p);
   p.add_int("--problems", &problems, "held-out problems", 1, 100000);
   p.add_int("--ops", &ops, "operations per problem, 1..3 (0: the task's 2 or 3)", 0, 3);
@@ -50,6 +55,10 @@ int cmd_search(int argc, char** argv) {
   if (task != "arith") return cli_fail("--task: only 'arith' is implemented");
   if (method != "bestofn" && method != "beam") return cli_fail("--method: '" + method + "' is not bestofn or beam");
   const bool beam = method == "beam";
+  auto at = prm::parse_prm_score_at(score_at);
+  if (!at.ok()) return cli_fail("--score-at: " + at.error());
+  if (beam && *at != prm::PrmScoreAt::kWeakestStep)
+    return cli_fail("--score-at solution is for bestofn; a beam ranks its partial solutions step by step");
   std::vector<prm::BestOfNScorer> kinds;
   std::vector<prm::BeamScorer> beam_kinds;
   for (const std::string& s : split_commas(scorers)) {
@@ -123,7 +132,7 @@ int cmd_search(int argc, char** argv) {
   }
   std::vector<std::vector<bool>> correct;
   for (size_t i = 0; i < kinds.size(); ++i) {
-    auto r = prm::best_of_n(**lm, *cands, kinds[i], *head, pool);
+    auto r = prm::best_of_n(**lm, *cands, kinds[i], *head, pool, *at);
     if (!r.ok()) return cli_fail(r.error());
     std::printf("%-8s best-of-%lld: %lld / %lld correct (%.1f%%), oracle %lld, scoring %.2f s; chosen with every "
                 "step right %lld, with no step %lld\n",

@@ -6,12 +6,21 @@
 #include <map>
 
 #include "prm/kv_scorer.h"
+#include "lab/prm/solution_examples.h"
 #include "lab/prm/trajectory.h"
 
 namespace agentkv::prm {
 namespace {
 
 constexpr double kNoScore = -std::numeric_limits<double>::infinity();
+
+// The text PRM's own cache: it re-encodes every trajectory, so nothing is shared or kept.
+Result<std::unique_ptr<KvManager>> text_prm_scratch(const LoadedModel& lm) {
+  KvManagerOptions ko;
+  ko.prefix_caching = false;
+  ko.mem_bytes = int64_t(256) << 20;
+  return KvManager::create(lm.config(), lm.fingerprint, ko);
+}
 
 // Per problem, per candidate: min over its steps of the calibrated score.
 Result<std::vector<std::vector<double>>> prm_solution_scores(const LoadedModel& lm,
@@ -29,10 +38,7 @@ Result<std::vector<std::vector<double>>> prm_solution_scores(const LoadedModel& 
     for (const ScoredStep& s : *steps) fold(s.problem, s.candidate, s.score);
     return out;
   }
-  KvManagerOptions ko;
-  ko.prefix_caching = false;  // the baseline re-encodes everything
-  ko.mem_bytes = int64_t(256) << 20;
-  auto kv = KvManager::create(lm.config(), lm.fingerprint, ko);
+  auto kv = text_prm_scratch(lm);
   if (!kv.ok()) return make_error(kv.error());
   for (size_t p = 0; p < problems.size(); ++p) {
     const ProblemCandidates& pc = problems[p];
@@ -45,6 +51,38 @@ Result<std::vector<std::vector<double>>> prm_solution_scores(const LoadedModel& 
       if (!scores.ok()) return make_error(scores.error());
       for (double s : scores->score) fold(p, c, s);
     }
+  }
+  return out;
+}
+
+// Per problem, per candidate: the head's score of one verify token after the whole solution.
+Result<std::vector<std::vector<double>>> prm_whole_solution_scores(const LoadedModel& lm,
+                                                                   std::span<const ProblemCandidates> problems,
+                                                                   bool via_kv, const VerifyHead& head,
+                                                                   ThreadPool& pool) {
+  std::vector<std::vector<double>> out(problems.size());
+  if (via_kv) {
+    auto set = solution_set(lm, problems);
+    if (!set.ok()) return make_error(set.error());
+    auto scores = kv_score_labelled(lm, *set, head, pool);
+    if (!scores.ok()) return make_error(scores.error());
+    for (size_t i = 0; i < set->steps.size(); ++i) out[set->steps[i].problem].push_back(scores->score[i]);
+    return out;
+  }
+  auto kv = text_prm_scratch(lm);
+  if (!kv.ok()) return make_error(kv.error());
+  for (size_t p = 0; p < problems.size(); ++p) {
+    const ProblemCandidates& pc = problems[p];
+    std::vector<std::vector<int32_t>> texts;
+    for (const Candidate& c : pc.candidates) {
+      texts.push_back(pc.prompt);
+      const std::vector<int32_t> sol = solution_tokens(*lm.tokenizer, c);
+      texts.back().insert(texts.back().end(), sol.begin(), sol.end());
+    }
+    if (texts.empty()) continue;
+    auto scores = text_prm_score(*lm.model, **kv, texts, head, pool);
+    if (!scores.ok()) return make_error(scores.error());
+    out[p] = scores->score;
   }
   return out;
 }
@@ -66,13 +104,21 @@ Result<BestOfNScorer> parse_best_of_n_scorer(const std::string& name) {
   return make_error("unknown scorer '" + name + "' (kvprm, textprm, logprob, vote)");
 }
 
+Result<PrmScoreAt> parse_prm_score_at(const std::string& name) {
+  if (name == "steps") return PrmScoreAt::kWeakestStep;
+  if (name == "solution") return PrmScoreAt::kWholeSolution;
+  return make_error("unknown place to score at '" + name + "' (steps, solution)");
+}
+
 Result<BestOfNResult> best_of_n(const LoadedModel& lm, std::span<const ProblemCandidates> problems,
-                                BestOfNScorer scorer, const VerifyHead& head, ThreadPool& pool) {
+                                BestOfNScorer scorer, const VerifyHead& head, ThreadPool& pool, PrmScoreAt at) {
   BestOfNResult r;
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<std::vector<double>> scores(problems.size());
   if (scorer == BestOfNScorer::kKvPrm || scorer == BestOfNScorer::kTextPrm) {
-    auto s = prm_solution_scores(lm, problems, scorer == BestOfNScorer::kKvPrm, head, pool);
+    const bool via_kv = scorer == BestOfNScorer::kKvPrm;
+    auto s = at == PrmScoreAt::kWholeSolution ? prm_whole_solution_scores(lm, problems, via_kv, head, pool)
+                                              : prm_solution_scores(lm, problems, via_kv, head, pool);
     if (!s.ok()) return make_error(s.error());
     scores = std::move(*s);
   } else {

@@ -16,6 +16,13 @@ enum class BestOfNScorer { kKvPrm, kTextPrm, kLogprob, kVote };
 
 Result<BestOfNScorer> parse_best_of_n_scorer(const std::string& name);
 
+// Where the PRM scorers read a solution: kWeakestStep, min over its "Step" lines of the head's score
+// (a process verifier; a solution with no step scores lowest); kWholeSolution, one verify token after
+// the complete solution, answer line included (the form fit-prm --solutions trains).
+enum class PrmScoreAt { kWeakestStep, kWholeSolution };
+
+Result<PrmScoreAt> parse_prm_score_at(const std::string& name);
+
 struct BestOfNResult {
   int64_t n_problems = 0;
   int64_t n_correct = 0;          // chosen candidate's final answer is right
@@ -28,9 +35,9 @@ struct BestOfNResult {
   int64_t n_chosen_steps_right = 0, n_chosen_no_step = 0;
 };
 
-// PRM scorers rank a solution by its weakest step: min over steps of the head's score (a
-// solution with no step scores lowest). Ties keep the earlier candidate.
+// PRM scorers rank a solution as `at` says. Ties keep the earlier candidate.
 Result<BestOfNResult> best_of_n(const LoadedModel& lm, std::span<const ProblemCandidates> problems,
-                                BestOfNScorer scorer, const VerifyHead& head, ThreadPool& pool);
+                                BestOfNScorer scorer, const VerifyHead& head, ThreadPool& pool,
+                                PrmScoreAt at = PrmScoreAt::kWeakestStep);
 
 }  // namespace agentkv::prm

@@ -8,6 +8,7 @@
 #include <optional>
 
 #include "lab/prm/calibration_fit.h"
+#include "lab/prm/solution_examples.h"
 #include "util/monotonic_clock.h"
 
 namespace agentkv::prm {
@@ -31,8 +32,21 @@ Result<SplitData> collect(const LoadedModel& lm, ArithSplit split, int n, const 
   for (int i = 0; i < n; ++i) problems.push_back(generate_arith_problem(arith_seed(split, uint64_t(i)), opt.shape));
   SplitData d;
   auto t0 = std::chrono::steady_clock::now();
-  auto set = opt.steps_file.empty() ? sample_labelled_steps(lm, problems, opt.sampling, pool)
-                                    : read_step_dump(lm, opt.steps_file, split, n, opt.shape);
+  Result<StepSet> set = make_error("no examples");
+  if (opt.solutions) {
+    SampleOptions so;
+    so.n_samples = opt.sampling.n;
+    so.temperature = opt.sampling.temperature;
+    so.max_tokens = opt.solution_max_tokens;
+    so.seed = opt.sampling.seed;
+    so.kv_mem_bytes = opt.sampling.kv_mem_bytes;
+    auto cands = sample_candidates(lm, problems, so, pool);
+    if (!cands.ok()) return make_error(cands.error());
+    set = solution_set(lm, *cands);
+  } else {
+    set = opt.steps_file.empty() ? sample_labelled_steps(lm, problems, opt.sampling, pool)
+                                 : read_step_dump(lm, opt.steps_file, split, n, opt.shape);
+  }
   if (!set.ok()) return make_error(set.error());
   d.fig.seconds_sampling = seconds_since(t0);
   t0 = std::chrono::steady_clock::now();
@@ -129,11 +143,24 @@ std::string mean_and_sd_text(std::span<const float> x) {
   return buf;
 }
 
-std::string describe(const char* name, const SplitFigures& f) {
-  return std::string(name) + ": " + std::to_string(f.n_problems) + " problems, " + std::to_string(f.n_proposals) +
-         " proposed lines, " + std::to_string(f.n_steps) + " steps (" + std::to_string(f.n_steps_correct) +
-         " correct); sampling " + std::to_string(f.seconds_sampling) + " s, scoring " +
-         std::to_string(f.seconds_scoring) + " s";
+std::string describe(const char* name, const SplitFigures& f, bool solutions) {
+  const std::string examples =
+      solutions ? std::to_string(f.n_steps) + " sampled solutions (" + std::to_string(f.n_steps_correct) +
+                      " with the right answer)"
+                : std::to_string(f.n_proposals) + " proposed lines, " + std::to_string(f.n_steps) + " steps (" +
+                      std::to_string(f.n_steps_correct) + " correct)";
+  return std::string(name) + ": " + std::to_string(f.n_problems) + " problems, " + examples + "; sampling " +
+         std::to_string(f.seconds_sampling) + " s, scoring " + std::to_string(f.seconds_scoring) + " s";
+}
+
+Status check_example_source(const FitPrmOptions& opt, int mc_rollouts) {
+  if (!opt.solutions) return {};
+  if (!opt.steps_file.empty())
+    return make_error("fit-prm: --solutions samples whole solutions; a --steps file holds one-line proposals");
+  if (mc_rollouts > 0)
+    return make_error("fit-prm: --mc-rollouts values steps; --solutions labels whole solutions by their answer");
+  if (opt.solution_max_tokens < 1) return make_error("fit-prm: the solutions' --max-tokens must be positive");
+  return {};
 }
 
 }  // namespace
@@ -183,9 +210,10 @@ Result<FitPrmReport> fit_prm(const LoadedModel& lm, const FitPrmOptions& opt, Th
   for (double c : opt.sweep_l2)
     if (!(c > 0)) return make_error("fit-prm: sweep l2 values must be positive");
   head->every_layer = !opt.sweep_layers.empty() && !opt.sweep_l2.empty();
+  AGENTKV_TRY(check_example_source(opt, 0));
   auto train = collect(lm, ArithSplit::kTrain, opt.n_train, opt, *head, pool);
   if (!train.ok()) return make_error(train.error());
-  say(describe("train", train->fig));
+  say(describe("train", train->fig, opt.solutions));
   if (train->fig.n_steps_correct == 0 || train->fig.n_steps_correct == train->fig.n_steps)
     return make_error("fit-prm: the train steps are all of one label; sample more problems or raise --temperature");
   FitPrmReport rep;
@@ -229,7 +257,7 @@ Result<FitPrmReport> fit_prm(const LoadedModel& lm, const FitPrmOptions& opt, Th
     rep.heldout = held->fig;
     rep.heldout_set = std::move(held->set);
     r.heldout_auroc = held->fig.auroc;
-    say(describe("held-out", held->fig));
+    say(describe("held-out", held->fig, opt.solutions));
   }
   return rep;
 }
@@ -242,9 +270,10 @@ Result<FitPrmLoraReport> fit_prm_lora(const LoadedModel& lm, const FitPrmOptions
   auto head = make_verify_head(*lm.tokenizer, opt.question, opt.pos, opt.neg);
   if (!head.ok()) return make_error(head.error());
   head->read_logits = true;  // the verify answer is the score; no probe features
+  AGENTKV_TRY(check_example_source(opt, lora.rollouts.n));
   auto train = collect(lm, ArithSplit::kTrain, opt.n_train, opt, *head, pool);
   if (!train.ok()) return make_error(train.error());
-  say(describe("train", train->fig));
+  say(describe("train", train->fig, opt.solutions));
   say("train base log-odds of the verify answer: " + mean_and_sd_text(train->logodds));
   if (lora.rank < 1 || !(lora.alpha > 0)) return make_error("fit-prm --lora: rank and alpha must be positive");
   FitPrmLoraReport rep;
@@ -302,7 +331,7 @@ Result<FitPrmLoraReport> fit_prm_lora(const LoadedModel& lm, const FitPrmOptions
       AGENTKV_ASSIGN_OR_RETURN(rep.heldout.auroc, adapted_auroc(*held, rep.adapters, &rep.heldout.within_auroc));
     }
     r.heldout_auroc = rep.heldout.auroc;
-    say(describe("held-out", held->fig));
+    say(describe("held-out", held->fig, opt.solutions));
   }
   return rep;
 }

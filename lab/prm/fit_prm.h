@@ -34,6 +34,11 @@ struct FitPrmOptions {
   // baseline); without it the verify pass stops after feature_layer.
   bool with_logodds = false;
   std::string steps_file;  // a fit-prm --dump file to take the proposals from instead of sampling
+  // True: the examples are the policy's own whole solutions (sampling.n per problem, at most
+  // solution_max_tokens long), each labelled by its final answer, the verify token after the answer
+  // line (solution_examples.h), instead of one-line proposals after reference prefixes.
+  bool solutions = false;
+  int solution_max_tokens = 96;
   ArithShape shape;        // the problems' operations (the task's 2..3 by default)
   // Model selection: when both are set, feature_layer and l2 are chosen among these by 4-fold
   // cross-validated AUROC on the train problems (folds by problem); held-out stays untouched.

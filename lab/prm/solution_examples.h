@@ -1,0 +1,26 @@
+// Whole solutions as verifier examples (outcome supervision through the KV-PRM's verify token): each
+// candidate the policy sampled becomes one example whose context is the prompt and every line the
+// policy wrote, answer line included, labelled right when its final answer is right. The verify token
+// then judges the complete solution from its cache, as best-of-N needs (a solution's steps can all
+// be wrong by the checker while its answer is right: BENCHMARKS.md, issue 20).
+#pragma once
+
+#include <span>
+#include <vector>
+
+#include "lab/prm/step_dataset.h"
+#include "lab/prm/step_labels.h"
+
+namespace agentkv::prm {
+
+// The candidate's tokens as a verify question expects to follow them: every line, and a newline after
+// a last line that lacks one (a solution cut by max_tokens, or ended without a newline).
+std::vector<int32_t> solution_tokens(const Tokenizer& tok, const Candidate& c);
+
+// One example per candidate, problem by problem in candidate order (so kv_score_labelled's i-th score
+// is the i-th candidate of the flattened list), each at k = 0 with the whole solution as its proposal;
+// label 1 when the final answer is right. A wrong one's error is its first wrong step's kind (format
+// when it has no step line, off track when every step is right but the answer is not).
+Result<StepSet> solution_set(const LoadedModel& lm, std::span<const ProblemCandidates> problems);
+
+}  // namespace agentkv::prm
