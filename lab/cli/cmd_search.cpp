@@ -40,7 +40,7 @@ int cmd_search(int argc, char** argv) {
   p.add_string("--method", &method, "search method (bestofn, beam)");
   p.add_int("--width", &width, "beam: beams kept per problem", 1, 64);
   p.add_int("--max-steps", &max_steps, "beam: most step rounds", 1, 64);
-  p.add_string("--scorer", &scorers, "comma-separated scorers: kvprm, textprm, logprob, vote");
+  p.add_string("--scorer", &scorers, "comma-separated scorers: kvprm, textprm, logprob, vote, kvprm-vote (bestofn: vote weighted by the KV-PRM's P(correct))");
   p.add_string("--calibration", &calibration, "fit-prm's calibration file (default: identity calibration)");
   p.add_string("--adapter", &adapter, "fit-prm --lora's adapter file: the verifier with its trained LoRA adapters (not with --calibration)");
   p.add_string("--score-at", &score_at,

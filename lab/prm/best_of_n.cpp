@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <limits>
 #include <map>
 
@@ -101,7 +102,19 @@ Result<BestOfNScorer> parse_best_of_n_scorer(const std::string& name) {
   if (name == "textprm") return BestOfNScorer::kTextPrm;
   if (name == "logprob") return BestOfNScorer::kLogprob;
   if (name == "vote") return BestOfNScorer::kVote;
-  return make_error("unknown scorer '" + name + "' (kvprm, textprm, logprob, vote)");
+  if (name == "kvprm-vote") return BestOfNScorer::kKvPrmVote;
+  return make_error("unknown scorer '" + name + "' (kvprm, textprm, logprob, vote, kvprm-vote)");
+}
+
+std::vector<double> weighted_vote(std::span<const Candidate> cands, std::span<const double> prm_scores) {
+  AGENTKV_CHECK(cands.size() == prm_scores.size());
+  std::map<int64_t, double> weight;
+  for (size_t c = 0; c < cands.size(); ++c)
+    if (cands[c].check.final_answer && prm_scores[c] != kNoScore)
+      weight[*cands[c].check.final_answer] += 1.0 / (1.0 + std::exp(-prm_scores[c]));
+  std::vector<double> out;
+  for (const Candidate& c : cands) out.push_back(c.check.final_answer ? weight[*c.check.final_answer] : kNoScore);
+  return out;
 }
 
 Result<PrmScoreAt> parse_prm_score_at(const std::string& name) {
@@ -115,12 +128,14 @@ Result<BestOfNResult> best_of_n(const LoadedModel& lm, std::span<const ProblemCa
   BestOfNResult r;
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<std::vector<double>> scores(problems.size());
-  if (scorer == BestOfNScorer::kKvPrm || scorer == BestOfNScorer::kTextPrm) {
-    const bool via_kv = scorer == BestOfNScorer::kKvPrm;
+  if (scorer == BestOfNScorer::kKvPrm || scorer == BestOfNScorer::kTextPrm || scorer == BestOfNScorer::kKvPrmVote) {
+    const bool via_kv = scorer != BestOfNScorer::kTextPrm;
     auto s = at == PrmScoreAt::kWholeSolution ? prm_whole_solution_scores(lm, problems, via_kv, head, pool)
                                               : prm_solution_scores(lm, problems, via_kv, head, pool);
     if (!s.ok()) return make_error(s.error());
     scores = std::move(*s);
+    if (scorer == BestOfNScorer::kKvPrmVote)
+      for (size_t p = 0; p < problems.size(); ++p) scores[p] = weighted_vote(problems[p].candidates, scores[p]);
   } else {
     for (size_t p = 0; p < problems.size(); ++p) {
       std::map<int64_t, int> votes;

@@ -1,7 +1,8 @@
 // Best-of-N over whole solutions: the policy samples N solutions per problem and one is chosen by a
 // scorer. Scorers: the KV-PRM (reads the candidates' caches), the text PRM (re-encodes each prefix,
 // the O(L^2) baseline; same head, so the same choices), the policy's mean token log-probability,
-// and majority vote over final answers.
+// majority vote over final answers, and majority vote weighted by the KV-PRM (each answer weighs the
+// summed P(correct) of the candidates stating it: weighted self-consistency).
 #pragma once
 
 #include <span>
@@ -12,7 +13,7 @@
 
 namespace agentkv::prm {
 
-enum class BestOfNScorer { kKvPrm, kTextPrm, kLogprob, kVote };
+enum class BestOfNScorer { kKvPrm, kTextPrm, kLogprob, kVote, kKvPrmVote };
 
 Result<BestOfNScorer> parse_best_of_n_scorer(const std::string& name);
 
@@ -34,6 +35,11 @@ struct BestOfNResult {
   // or no step line at all. A PRM scores steps only, so it can choose right steps with a wrong answer.
   int64_t n_chosen_steps_right = 0, n_chosen_no_step = 0;
 };
+
+// kKvPrmVote's candidate scores from the PRM's (log-odds; -inf: not scored): each final answer weighs
+// the summed sigmoid(score) of the candidates stating it, and a candidate scores its answer's weight
+// (-inf without a final answer).
+std::vector<double> weighted_vote(std::span<const Candidate> cands, std::span<const double> prm_scores);
 
 // PRM scorers rank a solution as `at` says. Ties keep the earlier candidate.
 Result<BestOfNResult> best_of_n(const LoadedModel& lm, std::span<const ProblemCandidates> problems,
