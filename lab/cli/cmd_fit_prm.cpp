@@ -23,10 +23,11 @@ int fit_prm_lora_command(const LoadedModel& lm, const prm::FitPrmOptions& o, con
   if (lo.rollouts.n > 0)
     std::printf("targets:  Monte-Carlo step values, %d rollouts a step; their AUROC against the checker's labels %.4f\n",
                 lo.rollouts.n, rep->values_auroc);
-  auto split = [](const char* name, const prm::SplitFigures& f) {
-    std::printf("%s %lld steps, %lld correct; answer AUROC with adapters %.4f, without %.4f; within a problem "
+  const char* examples = o.solutions ? "solutions" : "steps";
+  auto split = [&](const char* name, const prm::SplitFigures& f) {
+    std::printf("%s %lld %s, %lld correct; answer AUROC with adapters %.4f, without %.4f; within a problem "
                 "(%lld pairs) %.4f, without %.4f\n",
-                name, (long long)f.n_steps, (long long)f.n_steps_correct, f.auroc, f.logodds_auroc,
+                name, (long long)f.n_steps, examples, (long long)f.n_steps_correct, f.auroc, f.logodds_auroc,
                 (long long)f.n_within_pairs, f.within_auroc, f.logodds_within_auroc);
   };
   split("train:   ", rep->train);
@@ -161,9 +162,10 @@ int cmd_fit_prm(int argc, char** argv) {
   const prm::CalibrationRecord& r = rep->record;
   std::printf("probe: layer %d, l2 %g, %d features; written to %s\n", r.probe->layer, r.probe->l2,
               r.probe->n_features(), out.c_str());
-  auto line = [](const char* name, const prm::SplitFigures& f) {
-    std::printf("%-9s %lld steps, %lld correct: probe AUROC %.4f (log-loss %.4f); answer log-odds AUROC %.4f\n", name,
-                (long long)f.n_steps, (long long)f.n_steps_correct, f.auroc, f.log_loss, f.logodds_auroc);
+  const char* examples = o.solutions ? "solutions" : "steps";
+  auto line = [&](const char* name, const prm::SplitFigures& f) {
+    std::printf("%-9s %lld %s, %lld correct: probe AUROC %.4f (log-loss %.4f); answer log-odds AUROC %.4f\n", name,
+                (long long)f.n_steps, examples, (long long)f.n_steps_correct, f.auroc, f.log_loss, f.logodds_auroc);
   };
   line("train:", rep->train);
   if (o.n_heldout > 0) {
