@@ -45,7 +45,7 @@ int cmd_fit_prm(int argc, char** argv) {
   PolicySamplingArgs sampling;
   bool lora = false, sgd = false;
   prm::FitLoraOptions lo;
-  int64_t rank = lo.rank, epochs = lo.epochs, batch = lo.batch, mc_rollouts = 0;
+  int64_t rank = lo.rank, epochs = lo.epochs, batch = lo.batch, mc_rollouts = 0, references = -1;
   double alpha = lo.alpha, lr = lo.optimizer.lr, average = lo.average_decay;
   std::string loss = "pairwise";
   ArgParser p("fit-prm",
@@ -71,6 +71,11 @@ int cmd_fit_prm(int argc, char** argv) {
              "examples are the policy's own whole solutions (-n per problem, --max-tokens long), each labelled by "
              "its final answer, with the verify token after the answer line, instead of one-line proposals after "
              "reference prefixes (for search --score-at solution)");
+  p.add_int("--references", &references,
+            "--solutions: the train split also holds each problem's reference solution (right) and this many "
+            "altered copies, 0..3 (wrong: a slipped last result, a swapped last operation, a wrong answer line); "
+            "-1: none. Held-out stays the policy's solutions",
+            -1, 3);
   p.add_string("--sweep-layers", &sweep_layers,
                "comma-separated layers to choose from by cross-validation on train (with --sweep-l2)");
   p.add_string("--sweep-l2", &sweep_l2, "comma-separated ridge strengths to choose from (with --sweep-layers)");
@@ -104,6 +109,7 @@ int cmd_fit_prm(int argc, char** argv) {
   o.n_heldout = int(n_heldout);
   o.sampling = sampling.propose_options();
   o.solution_max_tokens = int(sampling.max_tokens);
+  o.reference_copies = int(references);
   o.feature_layer = int(layer);
   o.l2 = l2;
   if (ops > 0) o.shape = prm::ArithShape{int(ops), int(ops)};

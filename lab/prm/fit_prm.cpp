@@ -43,6 +43,8 @@ Result<SplitData> collect(const LoadedModel& lm, ArithSplit split, int n, const 
     auto cands = sample_candidates(lm, problems, so, pool);
     if (!cands.ok()) return make_error(cands.error());
     set = solution_set(lm, *cands);
+    if (set.ok() && split == ArithSplit::kTrain && opt.reference_copies >= 0)
+      AGENTKV_TRY(add_reference_solutions(*set, *lm.tokenizer, opt.reference_copies));
   } else {
     set = opt.steps_file.empty() ? sample_labelled_steps(lm, problems, opt.sampling, pool)
                                  : read_step_dump(lm, opt.steps_file, split, n, opt.shape);
@@ -154,6 +156,8 @@ std::string describe(const char* name, const SplitFigures& f, bool solutions) {
 }
 
 Status check_example_source(const FitPrmOptions& opt, int mc_rollouts) {
+  if (!opt.solutions && opt.reference_copies >= 0)
+    return make_error("fit-prm: --references adds whole reference solutions; it needs --solutions");
   if (!opt.solutions) return {};
   if (!opt.steps_file.empty())
     return make_error("fit-prm: --solutions samples whole solutions; a --steps file holds one-line proposals");

@@ -39,6 +39,9 @@ struct FitPrmOptions {
   // line (solution_examples.h), instead of one-line proposals after reference prefixes.
   bool solutions = false;
   int solution_max_tokens = 96;
+  // With solutions: the train split also holds each problem's reference solution and this many
+  // altered copies (add_reference_solutions); held-out stays the policy's solutions only.
+  int reference_copies = -1;  // -1: no reference solutions
   ArithShape shape;        // the problems' operations (the task's 2..3 by default)
   // Model selection: when both are set, feature_layer and l2 are chosen among these by 4-fold
   // cross-validated AUROC on the train problems (folds by problem); held-out stays untouched.

@@ -1,8 +1,29 @@
 #include "lab/prm/solution_examples.h"
 
 #include <algorithm>
+#include <optional>
+#include <string>
+
+#include "lab/prm/arith_prompt.h"
 
 namespace agentkv::prm {
+namespace {
+
+// 1 when the final answer is right; a wrong one's error is its first wrong step's kind (format without
+// a step line, off track when every step is right but the answer is not).
+void label_by_answer(LabelledStep& s, const SolutionCheck& check, const ArithProblem& problem) {
+  s.label = check.answer_correct ? 1 : 0;
+  if (s.label) return;
+  auto wrong = std::find_if(check.steps.begin(), check.steps.end(), [](const StepCheck& st) { return !st.correct; });
+  s.error = check.steps.empty()           ? StepError::kFormat
+            : wrong != check.steps.end() ? wrong->error()
+                                         : StepError::kOffTrack;
+  s.why = !check.final_answer ? "no final answer"
+                              : "final answer " + std::to_string(*check.final_answer) + ", not " +
+                                    std::to_string(problem.answer);
+}
+
+}  // namespace
 
 std::vector<int32_t> solution_tokens(const Tokenizer& tok, const Candidate& c) {
   std::vector<int32_t> out = c.tokens;
@@ -32,21 +53,85 @@ Result<StepSet> solution_set(const LoadedModel& lm, std::span<const ProblemCandi
       if (!s.proposal.text.empty() && s.proposal.text.back() == '\n') s.proposal.text.pop_back();
       s.proposal.logprob = c.logprob;
       s.proposal.ended = true;
-      s.label = c.check.answer_correct ? 1 : 0;
-      if (!s.label) {
-        auto wrong = std::find_if(c.check.steps.begin(), c.check.steps.end(),
-                                  [](const StepCheck& st) { return !st.correct; });
-        s.error = c.check.steps.empty()           ? StepError::kFormat
-                  : wrong != c.check.steps.end() ? wrong->error()
-                                                 : StepError::kOffTrack;
-        s.why = !c.check.final_answer ? "no final answer"
-                                      : "final answer " + std::to_string(*c.check.final_answer) + ", not " +
-                                            std::to_string(pc.problem.answer);
-      }
+      label_by_answer(s, c.check, pc.problem);
       set->steps.push_back(std::move(s));
     }
   }
   return set;
+}
+
+namespace {
+
+std::string step_text(size_t i, const ArithStep& s) {
+  return "Step " + std::to_string(i + 1) + ": " + std::to_string(s.lhs) + " " + s.op + " " + std::to_string(s.rhs) +
+         " = " + std::to_string(s.result) + "\n";
+}
+
+std::string solution_text(std::span<const ArithStep> steps, int64_t answer) {
+  std::string out;
+  for (size_t i = 0; i < steps.size(); ++i) out += step_text(i, steps[i]);
+  return out + "Answer: " + std::to_string(answer) + "\n";
+}
+
+// A slip of 1, 2, 3, 5 or 10 either way (away from zero when subtracting would go below it).
+int64_t slipped(int64_t v, uint64_t seed) {
+  static constexpr int64_t kSlips[] = {1, 2, 3, 5, 10};
+  const int64_t d = kSlips[seed % 5];
+  return (seed / 5) % 2 == 0 || v < d ? v + d : v - d;
+}
+
+// The last step with another operation on the same operands whose exact result differs, if any.
+std::optional<ArithStep> swapped_operation(const ArithStep& s) {
+  for (char op : {'+', '-', '*'}) {
+    if (op == s.op) continue;
+    const int64_t r = op == '+' ? s.lhs + s.rhs : op == '-' ? s.lhs - s.rhs : s.lhs * s.rhs;
+    if (r >= 0 && r != s.result) return ArithStep{s.lhs, op, s.rhs, r};
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+Status add_reference_solutions(StepSet& set, const Tokenizer& tok, int n_altered) {
+  if (n_altered < 0 || n_altered > 3)
+    return make_error("reference solutions: " + std::to_string(n_altered) + " altered copies is outside 0..3");
+  // Labelled by the checker, as the policy's solutions are (so an alteration that happens to be right
+  // would count as right).
+  auto add = [&](size_t p, const std::string& text) {
+    LabelledStep s;
+    s.problem = p;
+    s.proposal.tokens = tok.encode(text, false, false);
+    s.proposal.text = text.substr(0, text.size() - 1);
+    s.proposal.ended = true;
+    std::vector<std::string> lines;
+    for (size_t start = 0, nl; (nl = text.find('\n', start)) != std::string::npos; start = nl + 1)
+      lines.push_back(text.substr(start, nl - start));
+    label_by_answer(s, check_lines(lines, set.problems[p]), set.problems[p]);
+    set.steps.push_back(std::move(s));
+    ++set.n_proposals;
+  };
+  for (size_t p = 0; p < set.problems.size(); ++p) {
+    const ArithProblem& prob = set.problems[p];
+    if (prob.reference.empty()) continue;
+    add(p, format_solution(prob));
+    std::vector<ArithStep> steps = prob.reference;
+    const ArithStep last = steps.back();
+    if (n_altered >= 1) {
+      steps.back().result = slipped(last.result, prob.seed);
+      add(p, solution_text(steps, steps.back().result));
+      steps.back() = last;
+    }
+    if (n_altered >= 2) {
+      if (auto swapped = swapped_operation(last)) {
+        steps.back() = *swapped;
+        add(p, solution_text(steps, swapped->result));
+        steps.back() = last;
+      }
+    }
+    if (n_altered >= 3)
+      add(p, solution_text(steps, slipped(prob.answer, prob.seed / 7)));
+  }
+  return {};
 }
 
 }  // namespace agentkv::prm

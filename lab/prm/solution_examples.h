@@ -23,4 +23,12 @@ std::vector<int32_t> solution_tokens(const Tokenizer& tok, const Candidate& c);
 // when it has no step line, off track when every step is right but the answer is not).
 Result<StepSet> solution_set(const LoadedModel& lm, std::span<const ProblemCandidates> problems);
 
+// The checker's labels on written solutions, beside the policy's: for each problem of `set`, its
+// reference solution (right) and `n_altered` (0..3) altered copies, each wrong one way: the last step's
+// result slipped by a few units (and the answer with it), the last step's operation swapped (its own
+// arithmetic right, off track), the steps right and the answer line wrong. Deterministic from each
+// problem's seed. Added as whole-solution examples (k = 0) after the set's own, labelled by the checker
+// from their final answer as the policy's are.
+Status add_reference_solutions(StepSet& set, const Tokenizer& tok, int n_altered);
+
 }  // namespace agentkv::prm

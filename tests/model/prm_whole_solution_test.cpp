@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "model_test_util.h"
+#include "lab/prm/arith_prompt.h"
 #include "lab/prm/best_of_n.h"
 #include "lab/prm/solution_examples.h"
 
@@ -76,6 +77,35 @@ TEST(WholeSolution, ExamplesFollowTheAnswerAndKvScoresEqualTextScores) {
   for (size_t p = 0; p < cands->size(); ++p) {
     const size_t c = by_kv->chosen[p];
     for (size_t j = 0; j < 4; ++j) EXPECT_LE(kv_scores->score[p * 4 + j], kv_scores->score[p * 4 + c]);
+  }
+}
+
+// fit-prm --references: the reference solution is right by the checker, each altered copy wrong in
+// the way it was altered, and the copies are the reference but for the altered numbers.
+TEST(WholeSolution, ReferenceSolutionsAndTheirAlteredCopiesAreLabelledByTheChecker) {
+  const LoadedModel& lm = testing::real_model("smollm2");
+  std::vector<ArithProblem> problems;
+  for (uint64_t i = 0; i < 6; ++i) problems.push_back(generate_arith_problem(arith_seed(ArithSplit::kTrain, i), ArithShape{1, 1}));
+  auto set = new_step_set(lm, problems);
+  ASSERT_TRUE(set.ok()) << set.error();
+  ASSERT_TRUE(add_reference_solutions(*set, *lm.tokenizer, 3).ok());
+  EXPECT_FALSE(add_reference_solutions(*set, *lm.tokenizer, 4).ok());
+  std::vector<std::vector<const LabelledStep*>> by_problem(problems.size());
+  for (const LabelledStep& s : set->steps) by_problem[s.problem].push_back(&s);
+  EXPECT_EQ(set->n_proposals, int64_t(set->steps.size()));
+  for (size_t p = 0; p < problems.size(); ++p) {
+    const auto& ex = by_problem[p];
+    ASSERT_GE(ex.size(), 3u) << p;  // the reference, a slipped result, (a swapped operation,) a wrong answer line
+    EXPECT_EQ(ex[0]->label, 1) << ex[0]->proposal.text;
+    EXPECT_EQ(ex[0]->proposal.text + "\n", format_solution(problems[p]));
+    EXPECT_EQ(lm.tokenizer->decode(ex[0]->proposal.tokens), format_solution(problems[p]));
+    EXPECT_EQ(ex[1]->label, 0) << ex[1]->proposal.text;
+    EXPECT_EQ(ex[1]->error, StepError::kArithmetic) << ex[1]->proposal.text;
+    for (size_t i = 2; i < ex.size(); ++i) {
+      EXPECT_EQ(ex[i]->label, 0) << ex[i]->proposal.text;
+      EXPECT_EQ(ex[i]->error, StepError::kOffTrack) << ex[i]->proposal.text;
+    }
+    EXPECT_NE(ex.back()->why.find("final answer"), std::string::npos) << ex.back()->why;
   }
 }
 
