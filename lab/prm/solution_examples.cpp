@@ -23,6 +23,34 @@ void label_by_answer(LabelledStep& s, const SolutionCheck& check, const ArithPro
                                     std::to_string(problem.answer);
 }
 
+std::string step_text(size_t i, const ArithStep& s) {
+  return "Step " + std::to_string(i + 1) + ": " + std::to_string(s.lhs) + " " + s.op + " " + std::to_string(s.rhs) +
+         " = " + std::to_string(s.result) + "\n";
+}
+
+std::string solution_text(std::span<const ArithStep> steps, int64_t answer) {
+  std::string out;
+  for (size_t i = 0; i < steps.size(); ++i) out += step_text(i, steps[i]);
+  return out + "Answer: " + std::to_string(answer) + "\n";
+}
+
+// A slip of 1, 2, 3, 5 or 10 either way (away from zero when subtracting would go below it).
+int64_t slipped(int64_t v, uint64_t seed) {
+  static constexpr int64_t kSlips[] = {1, 2, 3, 5, 10};
+  const int64_t d = kSlips[seed % 5];
+  return (seed / 5) % 2 == 0 || v < d ? v + d : v - d;
+}
+
+// The last step with another operation on the same operands whose exact result differs, if any.
+std::optional<ArithStep> swapped_operation(const ArithStep& s) {
+  for (char op : {'+', '-', '*'}) {
+    if (op == s.op) continue;
+    const int64_t r = op == '+' ? s.lhs + s.rhs : op == '-' ? s.lhs - s.rhs : s.lhs * s.rhs;
+    if (r >= 0 && r != s.result) return ArithStep{s.lhs, op, s.rhs, r};
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 std::vector<int32_t> solution_tokens(const Tokenizer& tok, const Candidate& c) {
@@ -59,38 +87,6 @@ Result<StepSet> solution_set(const LoadedModel& lm, std::span<const ProblemCandi
   }
   return set;
 }
-
-namespace {
-
-std::string step_text(size_t i, const ArithStep& s) {
-  return "Step " + std::to_string(i + 1) + ": " + std::to_string(s.lhs) + " " + s.op + " " + std::to_string(s.rhs) +
-         " = " + std::to_string(s.result) + "\n";
-}
-
-std::string solution_text(std::span<const ArithStep> steps, int64_t answer) {
-  std::string out;
-  for (size_t i = 0; i < steps.size(); ++i) out += step_text(i, steps[i]);
-  return out + "Answer: " + std::to_string(answer) + "\n";
-}
-
-// A slip of 1, 2, 3, 5 or 10 either way (away from zero when subtracting would go below it).
-int64_t slipped(int64_t v, uint64_t seed) {
-  static constexpr int64_t kSlips[] = {1, 2, 3, 5, 10};
-  const int64_t d = kSlips[seed % 5];
-  return (seed / 5) % 2 == 0 || v < d ? v + d : v - d;
-}
-
-// The last step with another operation on the same operands whose exact result differs, if any.
-std::optional<ArithStep> swapped_operation(const ArithStep& s) {
-  for (char op : {'+', '-', '*'}) {
-    if (op == s.op) continue;
-    const int64_t r = op == '+' ? s.lhs + s.rhs : op == '-' ? s.lhs - s.rhs : s.lhs * s.rhs;
-    if (r >= 0 && r != s.result) return ArithStep{s.lhs, op, s.rhs, r};
-  }
-  return std::nullopt;
-}
-
-}  // namespace
 
 Status add_reference_solutions(StepSet& set, const Tokenizer& tok, int n_altered) {
   if (n_altered < 0 || n_altered > 3)
