@@ -2,16 +2,18 @@
 
 namespace agentkv::prm {
 
-std::string format_solution(const ArithProblem& problem) {
+std::string format_solution(std::span<const ArithStep> steps, int64_t answer) {
   std::string out;
-  for (size_t i = 0; i < problem.reference.size(); ++i) {
-    const ArithStep& s = problem.reference[i];
+  for (size_t i = 0; i < steps.size(); ++i) {
+    const ArithStep& s = steps[i];
     out += "Step " + std::to_string(i + 1) + ": " + std::to_string(s.lhs) + " " + s.op + " " +
            std::to_string(s.rhs) + " = " + std::to_string(s.result) + "\n";
   }
-  out += "Answer: " + std::to_string(problem.answer) + "\n";
+  out += "Answer: " + std::to_string(answer) + "\n";
   return out;
 }
+
+std::string format_solution(const ArithProblem& problem) { return format_solution(problem.reference, problem.answer); }
 
 std::vector<ChatMessage> arith_policy_messages(const ArithProblem& problem) {
   const ArithProblem example = generate_arith_problem(kArithExampleSeed);

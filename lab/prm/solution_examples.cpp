@@ -23,17 +23,6 @@ void label_by_answer(LabelledStep& s, const SolutionCheck& check, const ArithPro
                                     std::to_string(problem.answer);
 }
 
-std::string step_text(size_t i, const ArithStep& s) {
-  return "Step " + std::to_string(i + 1) + ": " + std::to_string(s.lhs) + " " + s.op + " " + std::to_string(s.rhs) +
-         " = " + std::to_string(s.result) + "\n";
-}
-
-std::string solution_text(std::span<const ArithStep> steps, int64_t answer) {
-  std::string out;
-  for (size_t i = 0; i < steps.size(); ++i) out += step_text(i, steps[i]);
-  return out + "Answer: " + std::to_string(answer) + "\n";
-}
-
 // A slip of 1, 2, 3, 5 or 10 either way (away from zero when subtracting would go below it).
 int64_t slipped(int64_t v, uint64_t seed) {
   static constexpr int64_t kSlips[] = {1, 2, 3, 5, 10};
@@ -114,18 +103,18 @@ Status add_reference_solutions(StepSet& set, const Tokenizer& tok, int n_altered
     const ArithStep last = steps.back();
     if (n_altered >= 1) {
       steps.back().result = slipped(last.result, prob.seed);
-      add(p, solution_text(steps, steps.back().result));
+      add(p, format_solution(steps, steps.back().result));
       steps.back() = last;
     }
     if (n_altered >= 2) {
       if (auto swapped = swapped_operation(last)) {
         steps.back() = *swapped;
-        add(p, solution_text(steps, swapped->result));
+        add(p, format_solution(steps, swapped->result));
         steps.back() = last;
       }
     }
     if (n_altered >= 3)
-      add(p, solution_text(steps, slipped(prob.answer, prob.seed / 7)));
+      add(p, format_solution(steps, slipped(prob.answer, prob.seed / 7)));
   }
   return {};
 }
