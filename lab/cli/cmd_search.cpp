@@ -118,9 +118,7 @@ int cmd_search(int argc, char** argv) {
         both += sr && c.check.answer_correct;
         no_step += c.check.steps.empty();
         if (!c.check.answer_correct) continue;
-        auto wrong = std::find_if(c.check.steps.begin(), c.check.steps.end(),
-                                  [](const prm::StepCheck& st) { return !st.correct; });
-        if (wrong != c.check.steps.end()) ++first_error[size_t(wrong->error())];
+        if (const prm::StepCheck* wrong = c.check.first_wrong_step()) ++first_error[size_t(wrong->error())];
       }
     std::printf("candidates: %lld; every step right %lld, answer right %lld, both %lld, no step line %lld\n",
                 (long long)n, (long long)steps_right, (long long)answer_right, (long long)both, (long long)no_step);

@@ -1,6 +1,5 @@
 #include "lab/prm/solution_examples.h"
 
-#include <algorithm>
 #include <optional>
 #include <string>
 
@@ -14,10 +13,8 @@ namespace {
 void label_by_answer(LabelledStep& s, const SolutionCheck& check, const ArithProblem& problem) {
   s.label = check.answer_correct ? 1 : 0;
   if (s.label) return;
-  auto wrong = std::find_if(check.steps.begin(), check.steps.end(), [](const StepCheck& st) { return !st.correct; });
-  s.error = check.steps.empty()           ? StepError::kFormat
-            : wrong != check.steps.end() ? wrong->error()
-                                         : StepError::kOffTrack;
+  const StepCheck* wrong = check.first_wrong_step();
+  s.error = check.steps.empty() ? StepError::kFormat : wrong ? wrong->error() : StepError::kOffTrack;
   s.why = !check.final_answer ? "no final answer"
                               : "final answer " + std::to_string(*check.final_answer) + ", not " +
                                     std::to_string(problem.answer);
@@ -53,13 +50,14 @@ std::vector<int32_t> solution_tokens(const Tokenizer& tok, const Candidate& c) {
 }
 
 Result<StepSet> solution_set(const LoadedModel& lm, std::span<const ProblemCandidates> problems) {
-  std::vector<ArithProblem> probs;
-  for (const ProblemCandidates& pc : problems) probs.push_back(pc.problem);
-  auto set = new_step_set(lm, probs);
-  if (!set.ok()) return set;
+  // Every example starts at the prompt (k = 0): no reference line is needed, so none is written into
+  // the contexts; the prompt is exactly what the policy sampled from.
+  Result<StepSet> set = StepSet{};
   for (size_t p = 0; p < problems.size(); ++p) {
     const ProblemCandidates& pc = problems[p];
-    set->prompts[p] = pc.prompt;  // exactly what the policy sampled from
+    set->problems.push_back(pc.problem);
+    set->prompts.push_back(pc.prompt);
+    set->ref_lines.emplace_back();
     for (const Candidate& c : pc.candidates) {
       ++set->n_proposals;
       LabelledStep s;

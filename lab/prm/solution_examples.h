@@ -18,7 +18,8 @@ namespace agentkv::prm {
 std::vector<int32_t> solution_tokens(const Tokenizer& tok, const Candidate& c);
 
 // One example per candidate, problem by problem in candidate order (so kv_score_labelled's i-th score
-// is the i-th candidate of the flattened list), each at k = 0 with the whole solution as its proposal;
+// is the i-th candidate of the flattened list), each at k = 0 with the whole solution as its proposal
+// (no reference lines: ref_lines are empty, so no context writes them);
 // label 1 when the final answer is right. A wrong one's error is its first wrong step's kind (format
 // when it has no step line, off track when every step is right but the answer is not).
 Result<StepSet> solution_set(const LoadedModel& lm, std::span<const ProblemCandidates> problems);

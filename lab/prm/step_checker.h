@@ -50,6 +50,12 @@ struct SolutionCheck {
   std::optional<int64_t> final_answer;  // "Answer:" line, else the last step's stated result
   bool answer_correct = false;
   bool all_steps_correct = false;
+  // The first step the checker rejects; nullptr when every step is right (or there is none).
+  const StepCheck* first_wrong_step() const {
+    for (const StepCheck& st : steps)
+      if (!st.correct) return &st;
+    return nullptr;
+  }
 };
 
 // Does this line (without its newline) look like a step ("Step" then a digit)? Lines that do not are
