@@ -5,7 +5,8 @@
 #
 # Panels, 2 per row, one bar colour per KV mode, x = round:
 #   prefill tokens computed per agent, round latency, TTFT p50, KV per agent (resident), prefix-cache
-#   hit rate, agents whose contexts fit the KV budget. A mode that ran only a sample of the agents
+#   hit rate, agents whose contexts fit the KV budget. A tokendance mode's KV bars carry a black tick at
+#   the floor of its agents' private tokens ("floor_bytes_per_agent"). A mode that ran only a sample of the agents
 #   (bench-agents --sample; the report lists them in "sampled_agents" with "replayed_from") says so in
 #   its legend and has no bars in the panels that depend on how many agents ran (latency, TTFT).
 # With two or more tokendance recompute ratios (td@R modes with quality measured), four more panels
@@ -110,6 +111,7 @@ def draw_round_bars(ax, modes, rounds, n_agents, title, ylabel, field, scale, ki
     n = len(modes)
     width = min(0.8 / n, 0.4)  # a lone mode's bars are not a wall
     labelled = n * len(rounds) <= 24  # beyond that the numbers overlap; the axis still reads
+    drew_floor = False
     for i, m in enumerate(modes):
         by_round = {int(r["round"]): r for r in m["rounds"]}
         ys = [round_value(by_round[k], field, scale, kind, f"mode {m['mode']} round {k}")
@@ -118,6 +120,16 @@ def draw_round_bars(ax, modes, rounds, n_agents, title, ylabel, field, scale, ki
         bars = ax.bar(xs, ys, width * 0.92, label=mode_label(m, n_agents), color=colors[m["mode"]])
         if labelled:
             ax.bar_label(bars, labels=[bar_value_text(y) for y in ys], fontsize=7, padding=2)
+        if field == "kv_bytes_per_agent_resident":  # tokendance: the floor of the agents' private tokens
+            for x, k in zip(xs, rounds):
+                floor = by_round.get(k, {}).get("floor_bytes_per_agent", 0) * scale
+                if floor > 0:
+                    ax.hlines(floor, x - width * 0.46, x + width * 0.46, colors="black", linewidth=1.5,
+                              label=None if drew_floor else "floor: the agent's private tokens")
+                    drew_floor = True
+    if drew_floor:
+        ax.legend(handles=[h for h in ax.get_legend_handles_labels()[0] if h.get_label().startswith("floor")],
+                  fontsize=8, loc="upper left")
     ax.set_xticks(range(len(rounds)), [f"round {k}" for k in rounds])
     ax.set_xlim(-0.6, len(rounds) - 0.4)
     ax.set_ylabel(ylabel)

@@ -62,15 +62,18 @@ Footprint resident_footprint(const std::vector<std::vector<int32_t>>& contexts, 
 }
 
 // Round stats of a tokendance round from what run_tokendance_round measured.
-RoundStats tokendance_stats(const TokendanceRoundOut& t, int round, int64_t bpb, int64_t budget_blocks) {
+RoundStats tokendance_stats(const TokendanceRoundOut& t, int round, int64_t bpb, int block_size,
+                            int64_t budget_blocks) {
   RoundStats rs;
   rs.round = round;
   rs.agents = int(t.agents.size());
   std::vector<double> ttfts, kls;
   double nll_e = 0, nll_a = 0;
   int64_t scored_tokens = 0;
+  int64_t private_tokens = 0;
   for (const TokendanceAgentOut& a : t.agents) {
     rs.prompt_tokens += a.prompt_tokens;
+    private_tokens += a.private_tokens;
     rs.generated_tokens += int64_t(a.tokens.size());
     rs.replies.push_back(a.text);
     ttfts.push_back(a.ttft);
@@ -96,6 +99,7 @@ RoundStats tokendance_stats(const TokendanceRoundOut& t, int round, int64_t bpb,
   rs.segment_tokens = t.segment_tokens;
   rs.diff_bytes_per_agent = double(t.diff_bytes) / std::max(1, rs.agents);
   rs.diff_block_bytes_per_agent = double(t.diff_blocks * bpb) / std::max(1, rs.agents);
+  rs.floor_bytes_per_agent = double(private_tokens) * double(bpb) / double(block_size) / std::max(1, rs.agents);
   rs.collector_seconds = t.collector_seconds;
   rs.collector_per_agent_seconds = t.collector_per_agent_seconds;
   rs.waves = t.waves;
@@ -171,7 +175,7 @@ Result<ModeReport> run_mode(const LoadedModel& lm, ThreadPool& pool, const Bench
     if (tokendance) {
       TokendanceRoundOut t;
       AGENTKV_ASSIGN_OR_RETURN(t, run_tokendance_round(*engine, pool, turns, td, true, &resident));
-      RoundStats rs = tokendance_stats(t, r + 1, bpb, budget_blocks);
+      RoundStats rs = tokendance_stats(t, r + 1, bpb, opt.block_size, budget_blocks);
       for (const TokendanceAgentOut& a : t.agents) all_ttft.push_back(a.ttft);
       turns_done += int64_t(turns.size());
       bar.update(turns_done);
@@ -298,6 +302,7 @@ Result<ModeReport> run_mode(const LoadedModel& lm, ThreadPool& pool, const Bench
     o.collector_per_agent_seconds += rs.collector_per_agent_seconds;
     o.waves = std::max(o.waves, rs.waves);
     o.diff_bytes_per_agent = std::max(o.diff_bytes_per_agent, rs.diff_bytes_per_agent);
+    o.floor_bytes_per_agent = std::max(o.floor_bytes_per_agent, rs.floor_bytes_per_agent);
     o.diff_block_bytes_per_agent = std::max(o.diff_block_bytes_per_agent, rs.diff_block_bytes_per_agent);
     if (rs.quality_agents) {
       // Weighted by agents; the per-round values are already means over their answers.
@@ -351,6 +356,8 @@ Json round_json(const RoundStats& s, bool with_replies) {
     j["waves"] = s.waves;
     j["diff_bytes_per_agent"] = s.diff_bytes_per_agent;
     j["diff_block_bytes_per_agent"] = s.diff_block_bytes_per_agent;
+    j["floor_bytes_per_agent"] = s.floor_bytes_per_agent;
+    j["kv_over_floor"] = s.floor_bytes_per_agent > 0 ? s.kv_bytes_per_agent_resident / s.floor_bytes_per_agent : 0.0;
     j["quality_agents"] = s.quality_agents;
     j["kl_mean"] = s.kl_mean;
     j["kl_p95"] = s.kl_p95;
@@ -608,9 +615,9 @@ std::string bench_agents_table(const BenchAgentsReport& r) {
   for (const ModeReport& m : r.modes) any_td = any_td || m.overall.segment_tokens > 0;
   if (!any_td) return out;
   out += "\ntokendance: shared segment, its recompute, the collector, and quality against the exact context\n";
-  std::snprintf(line, sizeof line, "%-13s %6s %8s %8s %11s %11s %10s %10s %9s %9s %7s %7s %9s %9s\n", "mode", "round",
-                "segment", "recomp", "collector_s", "1-by-1_s", "diff/agent", "blocks/ag", "kl_mean", "kl_p95", "top1",
-                "greedy", "ppl_exact", "ppl_td");
+  std::snprintf(line, sizeof line, "%-13s %6s %8s %8s %11s %11s %10s %10s %10s %8s %9s %9s %7s %7s %9s %9s\n", "mode",
+                "round", "segment", "recomp", "collector_s", "1-by-1_s", "diff/agent", "blocks/ag", "floor/ag", "kv/floor",
+                "kl_mean", "kl_p95", "top1", "greedy", "ppl_exact", "ppl_td");
   out += line;
   for (const ModeReport& m : r.modes) {
     if (m.overall.segment_tokens == 0) continue;
@@ -619,12 +626,13 @@ std::string bench_agents_table(const BenchAgentsReport& r) {
     auto row = [&](const RoundStats& s, const std::string& label) {
       const double seg_all = s.round ? double(s.segment_tokens * s.agents) : double(s.segment_tokens);
       std::snprintf(line, sizeof line,
-                    "%-13s %6s %8lld %7.1f%% %11.3f %11.3f %10s %10s %9.4f %9.4f %7.3f %7.3f %9.3f %9.3f\n",
+                    "%-13s %6s %8lld %7.1f%% %11.3f %11.3f %10s %10s %10s %8.3f %9.4f %9.4f %7.3f %7.3f %9.3f %9.3f\n",
                     m.mode.c_str(), label.c_str(),
                     (long long)(s.round ? s.segment_tokens : s.segment_tokens / std::max<int64_t>(1, turns)),
                     seg_all > 0 ? 100.0 * double(s.segment_recomputed) / seg_all : 0.0, s.collector_seconds,
                     s.collector_per_agent_seconds, human_bytes(s.diff_bytes_per_agent).c_str(),
-                    human_bytes(s.diff_block_bytes_per_agent).c_str(), s.kl_mean, s.kl_p95, s.top1_agreement,
+                    human_bytes(s.diff_block_bytes_per_agent).c_str(), human_bytes(s.floor_bytes_per_agent).c_str(),
+                    s.floor_bytes_per_agent > 0 ? s.kv_bytes_per_agent_resident / s.floor_bytes_per_agent : 0.0, s.kl_mean, s.kl_p95, s.top1_agreement,
                     s.greedy_agreement, s.ppl_exact, s.ppl_approx);
       out += line;
     };

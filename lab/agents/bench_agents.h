@@ -65,6 +65,9 @@ struct RoundStats {
   int waves = 0;                  // the collective round ran in this many waves (> 1: the budget split it)
   double diff_bytes_per_agent = 0;        // an agent's diff rows in their format (records, not blocks)
   double diff_block_bytes_per_agent = 0;  // the blocks those rows take
+  // The floor sharing cannot go below: an agent's private tokens (its context less every token of a
+  // block it shared, TokendanceAgentOut::private_tokens) at the dense row size, per agent.
+  double floor_bytes_per_agent = 0;
   int quality_agents = 0;         // answers scored against the exact context
   double kl_mean = 0, kl_p95 = 0; // KL(exact || tokendance) of the next-token distribution over answers, nats
   double top1_agreement = 0;      // teacher-forced argmax agreement over answers

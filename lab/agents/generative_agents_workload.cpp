@@ -42,6 +42,7 @@ class TownWorkload : public WorkloadBase {
     if (style.history) {
       history_ = profiles_;
       history_pieces_.resize(profiles_.size());
+      history_shared_.resize(profiles_.size());
     }
   }
 
@@ -59,6 +60,7 @@ class TownWorkload : public WorkloadBase {
       if (style_.history) {
         t.prompt = history_[static_cast<size_t>(i)];
         t.earlier_pieces = history_pieces_[static_cast<size_t>(i)];
+        t.earlier_piece_shared = history_shared_[static_cast<size_t>(i)];
       } else {
         t.prompt = profiles_[static_cast<size_t>(i)];
       }
@@ -84,14 +86,18 @@ class TownWorkload : public WorkloadBase {
         const AgentTurn& t = last_turns_[i];
         std::string& h = history_[static_cast<size_t>(t.agent)];
         auto& pieces = history_pieces_[static_cast<size_t>(t.agent)];
+        auto& shared = history_shared_[static_cast<size_t>(t.agent)];
         h = t.prompt;
         pieces = t.earlier_pieces;
+        shared = t.earlier_piece_shared;
         pieces.emplace_back(t.private_end, t.shared_end);
+        shared.push_back(true);
         const size_t answer_begin = h.size();
         h += ' ';  // piecewise: g++ 12 raises a false -Wrestrict on " " + std::string + "\n"
         h += cleaned[i];
         h += '\n';
         pieces.emplace_back(answer_begin, h.size());
+        shared.push_back(false);
       }
       last_turns_.clear();
     }
@@ -135,6 +141,7 @@ class TownWorkload : public WorkloadBase {
   // the turns of the round produced and not yet recorded.
   std::vector<std::string> history_;
   std::vector<std::vector<std::pair<size_t, size_t>>> history_pieces_;
+  std::vector<std::vector<bool>> history_shared_;  // AgentTurn::earlier_piece_shared
   std::vector<AgentTurn> last_turns_;
 };
 

@@ -28,6 +28,8 @@ TurnTokens turn_tokens(const Tokenizer& tok, const AgentTurn& t) {
   p.prefix.assign(c.tokens.begin(), c.tokens.begin() + b);
   p.segment.assign(c.tokens.begin() + b, c.tokens.begin() + e);
   p.own.assign(c.tokens.begin() + e, c.tokens.end());
+  for (size_t k = 0; k < t.earlier_piece_shared.size() && k + 1 < c.segments.size(); ++k)
+    if (t.earlier_piece_shared[k]) p.earlier_shared_tokens += c.segments[k].second - c.segments[k].first;
   return p;
 }
 
@@ -105,6 +107,8 @@ Result<TokendanceRoundOut> run_tokendance_round(Engine& engine, ThreadPool& pool
     a.tokens = o.answer.tokens;
     a.ttft = o.ttft;
     a.segment_recomputed = o.recomputed;
+    a.private_tokens = a.prompt_tokens + int64_t(a.tokens.size()) - pieces[i].earlier_shared_tokens -
+                       (o.shared ? int64_t(pieces[i].segment.size()) : 0);
     if (o.shared) who.push_back(i);
   }
   out.segment_tokens = res.sharing.segment_tokens;

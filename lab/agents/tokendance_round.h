@@ -28,6 +28,8 @@ namespace agentkv {
 // differ only in how they compute the same tokens.
 struct TurnTokens {
   std::vector<int32_t> prefix, segment, own;
+  // Tokens of `prefix` in earlier shared blocks (AgentTurn::earlier_piece_shared).
+  int64_t earlier_shared_tokens = 0;
   std::vector<int32_t> all() const;
 };
 TurnTokens turn_tokens(const Tokenizer& tok, const AgentTurn& t);
@@ -47,6 +49,9 @@ struct TokendanceAgentOut {
   double ttft = -1;             // from the round's start
   int64_t prompt_tokens = 0;
   int64_t segment_recomputed = 0;
+  // The agent's context after the round (prompt and answer) less every token of a block it shared
+  // (this round's, if shared, and earlier rounds' it keeps): what no sharing can remove.
+  int64_t private_tokens = 0;
   // Quality (when measured and the answer is not empty).
   bool has_quality = false;
   ContinuationQuality quality;

@@ -45,6 +45,10 @@ struct AgentTurn {
   // the agent's context from its last turn is a token prefix of its next prompt (up to its answer,
   // whose text re-tokenizes to what was generated or not).
   std::vector<std::pair<size_t, size_t>> earlier_pieces;
+  // For each earlier piece, whether it is a shared block (an earlier round's digest, held by every
+  // agent of that round) rather than the agent's own text: what bench-agents counts as shareable when
+  // it states the floor of an agent's private tokens. Empty: none is.
+  std::vector<bool> earlier_piece_shared;
 };
 
 class Workload {

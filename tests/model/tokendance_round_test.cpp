@@ -84,7 +84,12 @@ TEST_P(TokendanceRoundTest, LongHistoryKeepsEveryRoundsDiff) {
     // Every round adds its digest's diff; a context that dropped the earlier ones would stay flat.
     EXPECT_GT(td.rounds[r].diff_bytes_per_agent, td.rounds[r - 1].diff_bytes_per_agent * 1.5) << "round " << r + 1;
     EXPECT_LT(td.rounds[r].kv_bytes_per_agent_resident, prefix.rounds[r].kv_bytes_per_agent_resident) << "round " << r + 1;
+    // The floor of the agent's private tokens: below what it holds, growing by its instruction and
+    // answer each round (every digest is shared), and a small part of a context that keeps them all.
+    EXPECT_GT(td.rounds[r].floor_bytes_per_agent, td.rounds[r - 1].floor_bytes_per_agent) << "round " << r + 1;
+    EXPECT_LT(td.rounds[r].floor_bytes_per_agent, td.rounds[r].kv_bytes_per_agent_resident) << "round " << r + 1;
   }
+  EXPECT_GT(td.rounds[0].floor_bytes_per_agent, 0);
   // Every agent released in a seeded random order: the masters and the compressed diffs go with the
   // last user, nothing stays referenced (run_mode fails otherwise; asserted here as well).
   for (const ModeReport& m : rep->modes) {

@@ -384,6 +384,9 @@ TEST(WorkloadTown, LongHistoryContextsAccumulateEveryRound) {
     for (size_t i = 0; i < rounds[r].size(); ++i) {
       const AgentTurn& t = rounds[r][i];
       EXPECT_EQ(t.earlier_pieces.size(), 2 * r);
+      // Each earlier round: its digest (shared by every agent), then the agent's own answer.
+      ASSERT_EQ(t.earlier_piece_shared.size(), t.earlier_pieces.size());
+      for (size_t k = 0; k < t.earlier_piece_shared.size(); ++k) EXPECT_EQ(t.earlier_piece_shared[k], k % 2 == 0);
       size_t prev_end = 0;
       for (const auto& [b, e] : t.earlier_pieces) {  // ascending, disjoint, inside the private prefix
         EXPECT_LE(prev_end, b);
@@ -414,7 +417,8 @@ TEST(WorkloadTown, LongHistoryContextsAccumulateEveryRound) {
   // After five rounds the digests (every round's shared block) are most of a context.
   for (const AgentTurn& t : rounds.back()) {
     size_t shared = t.shared_end - t.private_end;
-    for (size_t k = 0; k < t.earlier_pieces.size(); k += 2) shared += t.earlier_pieces[k].second - t.earlier_pieces[k].first;
+    for (size_t k = 0; k < t.earlier_pieces.size(); ++k)
+      if (t.earlier_piece_shared[k]) shared += t.earlier_pieces[k].second - t.earlier_pieces[k].first;
     EXPECT_GT(double(shared) / double(t.prompt.size()), 0.75) << "agent " << t.agent;
   }
 }
