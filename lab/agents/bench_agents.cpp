@@ -113,6 +113,7 @@ RoundStats tokendance_stats(const TokendanceRoundOut& t, int round, int64_t bpb,
   rs.ttft_p99 = percentile(ttfts, 0.99);
   rs.kv_bytes_per_agent_peak = double(t.peak_blocks * bpb) / std::max(1, rs.agents);
   rs.kv_bytes_per_agent_resident = double(t.resident_blocks * bpb) / std::max(1, rs.agents);
+  if (rs.floor_bytes_per_agent > 0) rs.kv_over_floor = rs.kv_bytes_per_agent_resident / rs.floor_bytes_per_agent;
   const double private_per_agent = double(t.resident_blocks - t.shared_blocks) / std::max(1, rs.agents);
   rs.max_agents_fit = private_per_agent > 0
                           ? std::max<int64_t>(0, int64_t(double(budget_blocks - t.shared_blocks) / private_per_agent))
@@ -303,6 +304,7 @@ Result<ModeReport> run_mode(const LoadedModel& lm, ThreadPool& pool, const Bench
     o.waves = std::max(o.waves, rs.waves);
     o.diff_bytes_per_agent = std::max(o.diff_bytes_per_agent, rs.diff_bytes_per_agent);
     o.floor_bytes_per_agent = std::max(o.floor_bytes_per_agent, rs.floor_bytes_per_agent);
+    o.kv_over_floor = std::max(o.kv_over_floor, rs.kv_over_floor);
     o.diff_block_bytes_per_agent = std::max(o.diff_block_bytes_per_agent, rs.diff_block_bytes_per_agent);
     if (rs.quality_agents) {
       // Weighted by agents; the per-round values are already means over their answers.
@@ -357,7 +359,7 @@ Json round_json(const RoundStats& s, bool with_replies) {
     j["diff_bytes_per_agent"] = s.diff_bytes_per_agent;
     j["diff_block_bytes_per_agent"] = s.diff_block_bytes_per_agent;
     j["floor_bytes_per_agent"] = s.floor_bytes_per_agent;
-    j["kv_over_floor"] = s.floor_bytes_per_agent > 0 ? s.kv_bytes_per_agent_resident / s.floor_bytes_per_agent : 0.0;
+    j["kv_over_floor"] = s.kv_over_floor;
     j["quality_agents"] = s.quality_agents;
     j["kl_mean"] = s.kl_mean;
     j["kl_p95"] = s.kl_p95;
@@ -632,7 +634,7 @@ std::string bench_agents_table(const BenchAgentsReport& r) {
                     seg_all > 0 ? 100.0 * double(s.segment_recomputed) / seg_all : 0.0, s.collector_seconds,
                     s.collector_per_agent_seconds, human_bytes(s.diff_bytes_per_agent).c_str(),
                     human_bytes(s.diff_block_bytes_per_agent).c_str(), human_bytes(s.floor_bytes_per_agent).c_str(),
-                    s.floor_bytes_per_agent > 0 ? s.kv_bytes_per_agent_resident / s.floor_bytes_per_agent : 0.0, s.kl_mean, s.kl_p95, s.top1_agreement,
+                    s.kv_over_floor, s.kl_mean, s.kl_p95, s.top1_agreement,
                     s.greedy_agreement, s.ppl_exact, s.ppl_approx);
       out += line;
     };

@@ -68,6 +68,7 @@ struct RoundStats {
   // The floor sharing cannot go below: an agent's private tokens (its context less every token of a
   // block it shared, TokendanceAgentOut::private_tokens) at the dense row size, per agent.
   double floor_bytes_per_agent = 0;
+  double kv_over_floor = 0;  // kv_bytes_per_agent_resident / floor_bytes_per_agent (overall: the worst round)
   int quality_agents = 0;         // answers scored against the exact context
   double kl_mean = 0, kl_p95 = 0; // KL(exact || tokendance) of the next-token distribution over answers, nats
   double top1_agreement = 0;      // teacher-forced argmax agreement over answers
