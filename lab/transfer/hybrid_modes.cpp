@@ -15,7 +15,13 @@ Status apply_part(const std::string& flag, const std::string& spec, const std::s
   const std::string key = colon == std::string::npos ? "last" : part.substr(0, colon);
   const std::string value = colon == std::string::npos ? part : part.substr(colon + 1);
   char* end = nullptr;
-  if (key == "last") {
+  if (key == "last" && !value.empty() && value.back() == '%') {
+    const std::string pct = value.substr(0, value.size() - 1);
+    const double p = std::strtod(pct.c_str(), &end);
+    if (pct.empty() || *end || !(p >= 0.0 && p <= 100.0))
+      return make_error(flag + ": '" + spec + "': last:P% needs a percentage of the context in [0, 100]");
+    o.native_suffix_share = p / 100.0;
+  } else if (key == "last") {
     const long k = std::strtol(value.c_str(), &end, 10);
     if (value.empty() || *end || k < 0 || k > (1 << 20))
       return make_error(flag + ": '" + spec + "': last:K needs a token count in [0, 1048576]");
@@ -27,7 +33,7 @@ Status apply_part(const std::string& flag, const std::string& spec, const std::s
     o.check_layer = check_layer;
     o.recompute_ratio = r;
   } else {
-    return make_error(flag + ": '" + spec + "': expected last:K, dev:R or both joined by '+'");
+    return make_error(flag + ": '" + spec + "': expected last:K, last:P%, dev:R or a combination joined by '+'");
   }
   return {};
 }

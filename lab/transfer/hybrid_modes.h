@@ -1,5 +1,6 @@
 // The transfer modes an evaluation compares, named on the command line: the pure transfer, a native
-// suffix ("last:K": the receiver recomputes the context's last K tokens), a hybrid by deviation
+// suffix ("last:K": the receiver recomputes the context's last K tokens; "last:P%": its last P percent),
+// a hybrid by deviation
 // ("dev:R": the receiver runs every projected token through its first layers and recomputes the
 // share R whose K deviates most, transfer/kv_transfer.h), and both ("dev:R+last:K"). One parser for
 // transfer-quality and transfer-retrieval so the two tables name modes the same way.
@@ -14,7 +15,7 @@
 namespace agentkv {
 
 struct HybridMode {
-  std::string label;  // as written: "last:32", "dev:0.15", "dev:0.1+last:16"
+  std::string label;  // as written: "last:32", "last:12.5%", "dev:0.15", "dev:0.1+last:16"
   KvTransferOptions options;
 };
 

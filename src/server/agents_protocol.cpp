@@ -111,13 +111,18 @@ std::optional<ApiError> parse_agent_fork(const Json& body, const AgentLimits& al
 }
 
 std::optional<ApiError> parse_agent_transfer(const Json& body, AgentTransferRequest* out) {
-  if (auto e = only_fields(body, {"model", "name", "native_last", "recompute"})) return e;
+  if (auto e = only_fields(body, {"model", "name", "native_last", "native_share", "recompute"})) return e;
   AgentTransferRequest r;
   if (auto e = get_model(body, &r.model)) return e;
   if (auto e = get_name(body, &r.name)) return e;
   std::optional<int64_t> native_last;
   if (auto e = get_int(body, "native_last", 0, kMaxNativeLast, &native_last)) return e;
-  r.native_last = native_last.value_or(kDefaultNativeLast);
+  std::optional<double> native_share;
+  if (auto e = get_number(body, "native_share", 0.0, 1.0, &native_share)) return e;
+  // The defaults together or not at all: a request that names one suffix asks for that one.
+  const bool named = native_last.has_value() || native_share.has_value();
+  r.native_last = native_last.value_or(named ? 0 : kDefaultNativeLast);
+  r.native_share = native_share.value_or(named ? 0.0 : kDefaultNativeShare);
   std::optional<double> recompute;
   if (auto e = get_number(body, "recompute", 0.0, 1.0, &recompute)) return e;
   r.recompute = recompute.value_or(0.0);
@@ -133,6 +138,7 @@ Json transfer_summary_json(const TransferSummary& t) {
             {"transferred_tokens", t.transferred_tokens},
             {"native_tokens", t.native_tokens},
             {"native_last", t.native_last},
+            {"native_share", t.native_share},
             {"recompute", t.recompute},
             {"recomputed_tokens", t.recomputed_tokens},
             {"check_layers", t.check_layers},

@@ -8,7 +8,8 @@
 //   POST   /v1/agents/{id}/respond     {messages?, max_tokens?, temperature?, top_p?, seed?, stop?}
 //   POST   /v1/agents/{id}/fork        {name?, ttl_seconds?}
 //   POST   /v1/agents/{id}/score       {steps: [texts], prefix?}        KV-PRM step scores
-//   POST   /v1/agents/{id}/transfer    {model, name?, native_last?}     the context to another model
+//   POST   /v1/agents/{id}/transfer    {model, name?, native_last?, native_share?, recompute?}
+//                                                                        the context to another model
 //   DELETE /v1/agents/{id}
 //   GET    /v1/agents/{id}/export      the agent as an agent.export document (migration)
 //   POST   /v1/agents/import           {an agent.export document}        the agent on this server
@@ -80,10 +81,16 @@ inline constexpr int64_t kMaxNativeLast = int64_t(1) << 24;
 // contexts it kept 0.935 (SmolLM2 -> Gemma 3) / 0.887 (back) of the context's value at 12% of native
 // prefill's work, against 0.53 / 0.74 for the pure transfer (BENCHMARKS.md, "Hybrid by deviation").
 inline constexpr int64_t kDefaultNativeLast = 128;
+// ... and at least this share of it, so that a 4k-token context gets the same share of native work as
+// a 1k one: the last 512 of ~4k tokens kept 0.95 / 0.93 of the value at 4k (BENCHMARKS.md, "Hybrid
+// suffix as a share of the context"). Both defaults apply only when the request names neither field.
+inline constexpr double kDefaultNativeShare = 0.125;
 struct AgentTransferRequest {
   std::string model;        // the receiver, another served model
   std::string name;         // the new agent's; empty: its id
-  int64_t native_last = kDefaultNativeLast;  // hybrid: the receiver recomputes the context's last N tokens
+  // Hybrid: the receiver recomputes the context's last max(native_last, ceil(native_share × n)) tokens.
+  int64_t native_last = kDefaultNativeLast;
+  double native_share = kDefaultNativeShare;
   double recompute = 0;     // hybrid by deviation: the share of projected tokens it recomputes
 };
 std::optional<ApiError> parse_agent_transfer(const Json& body, AgentTransferRequest* out);
@@ -97,6 +104,7 @@ struct TransferSummary {
   int64_t transferred_tokens = 0;  // receiver tokens whose K/V was projected from them
   int64_t native_tokens = 0;       // receiver tokens it computed itself (BOS, the hybrid suffix)
   int64_t native_last = 0;         // as asked
+  double native_share = 0;         // as asked
   double recompute = 0;            // as asked
   int64_t recomputed_tokens = 0;   // projected tokens recomputed through every layer (by deviation)
   int check_layers = 0;            // receiver layers every projected token ran through natively

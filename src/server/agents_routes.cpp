@@ -295,7 +295,7 @@ void transfer_agent(ServerState& s, const std::string& id, const HttpRequest& re
   if (!aligned.ok()) return refuse(api_error(aligned.status_error(), "messages"));
   if (Status st = check_context(int64_t(aligned->receiver.size()), m.engine->n_ctx(), "the agent's context"); !st.ok())
     return refuse(api_error(st.status_error(), "messages"));
-  auto done = transfer_context(s, ContextTransfer{map, from.kv, std::move(aligned).value(), tr.native_last, tr.recompute}, w);
+  auto done = transfer_context(s, ContextTransfer{map, from.kv, std::move(aligned).value(), tr.native_last, tr.recompute, tr.native_share}, w);
   s.agents->abandon(id);  // read only
   if (!done) return;      // the client went away
   if (!done->ok()) return reply(w, api_error(done->status_error()));
@@ -311,6 +311,7 @@ void transfer_agent(ServerState& s, const std::string& id, const HttpRequest& re
   sum.transferred_tokens = t.report.n_projected;
   sum.native_tokens = t.report.n_native;
   sum.native_last = tr.native_last;
+  sum.native_share = tr.native_share;
   sum.recompute = tr.recompute;
   sum.recomputed_tokens = t.report.n_recomputed;
   sum.check_layers = t.report.check_layers;

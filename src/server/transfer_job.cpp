@@ -60,6 +60,7 @@ Result<TransferredContext> transfer_into(Engine& e, const ContextTransfer& t, co
   AGENTKV_TRY(e.check_admission(KvDemand{seq.blocks_needed(n), 0, n}, "the transferred context"));
   KvTransferOptions opt;
   opt.native_suffix = int(std::min<int64_t>(t.native_last, n));
+  opt.native_suffix_share = t.native_share;
   if (t.recompute > 0) {
     opt.check_layer = std::min(kTransferCheckLayer, e.model().config().n_layer - 1);
     opt.recompute_ratio = t.recompute;

@@ -27,6 +27,7 @@ struct ContextTransfer {
   ChatContextAlignment aligned;            // both renderings of its messages, on one axis
   int64_t native_last = 0;                 // the hybrid suffix asked for
   double recompute = 0;                    // the hybrid-by-deviation share asked for
+  double native_share = 0;                 // the hybrid suffix as a share of the context, asked for
 };
 
 // The receiver layer whose K deviation chooses a hybrid's recomputed tokens: layers 0 and 1 run

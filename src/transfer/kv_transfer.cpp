@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 
 #include "kv/direct_prefill.h"
 #include "share/selective_recompute.h"
@@ -26,8 +27,10 @@ Status check_sides(const TransferMap& map, const LoadedModel& sender, const KvMa
   if (receiver_kv.pool().fingerprint() != receiver.fingerprint)
     return make_error("kv transfer: the receiver cache manager belongs to another model than " + receiver.name);
   if (receiver_seq.n_tokens() != 0) return make_error("kv transfer: the receiver sequence must be empty");
-  if (opt.last_logits && opt.native_suffix < 1)
-    return make_error("kv transfer: last_logits needs native_suffix >= 1 (the context's last token is run natively)");
+  if (!(opt.native_suffix_share >= 0.0 && opt.native_suffix_share <= 1.0))
+    return make_error("kv transfer: native_suffix_share must be a share in [0, 1]");
+  if (opt.last_logits && opt.native_suffix < 1 && opt.native_suffix_share <= 0.0)
+    return make_error("kv transfer: last_logits needs a native suffix of at least one token (the context's last token is run natively)");
   if (opt.check_layer >= receiver.config().n_layer)
     return make_error("kv transfer: check layer " + std::to_string(opt.check_layer) + " outside the receiver's " +
                       std::to_string(receiver.config().n_layer) + " layers");
@@ -94,8 +97,9 @@ Result<KvTransferReport> transfer_aligned_kv_cache(const TransferMap& map, const
   int64_t first_unheld = nr;
   while (first_unheld > n_native && r.end[size_t(first_unheld - 1)] > held) --first_unheld;
   // Tokens the hybrid suffix recomputes are not projected at all.
-  const int64_t n_suffix = std::max<int64_t>(std::min<int64_t>(nr - n_native, std::max(0, opt.native_suffix)),
-                                             nr - first_unheld);
+  const int64_t by_share = int64_t(std::ceil(opt.native_suffix_share * double(nr)));
+  const int64_t n_suffix = std::max<int64_t>(
+      std::min<int64_t>(nr - n_native, std::max<int64_t>(std::max(0, opt.native_suffix), by_share)), nr - first_unheld);
   const int64_t n_proj = nr - n_native - n_suffix;
   for (int64_t t = n_native; t < n_native + n_proj; ++t)
     if (align.count[size_t(t)] == 0) return make_error("kv transfer: receiver token without aligned sender text");

@@ -22,6 +22,10 @@ struct KvTransferOptions {
   // itself (they attend to the transferred cache), trading prefill time for quality where it
   // matters most, next to the tokens to be generated.
   int native_suffix = 0;
+  // The suffix as a share of the receiver's context: it recomputes at least ceil(native_suffix_share ×
+  // context tokens) of its last tokens (so one setting keeps the same share of the work at 1k and 4k
+  // tokens). 1: every token, i.e. native prefill.
+  double native_suffix_share = 0;
   // Hybrid by deviation (CacheBlend's selective recompute applied to a transferred cache; the
   // receiver has the text, so it can check where the projection went wrong): check_layer >= 0 runs
   // every projected token through the receiver's layers [0, check_layer] itself (those layers are then

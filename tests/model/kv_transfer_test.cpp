@@ -150,6 +150,29 @@ TEST(KvTransfer, HybridSuffixRecomputesNatively) {
   EXPECT_NEAR(q->nll_transfer, q->nll_native, 1e-9);
 }
 
+// The suffix as a share of the context (the server's default is at least 12.5%): share 1 is native
+// prefill exactly, and a share recomputes ceil(share × context tokens) of them.
+TEST(KvTransfer, HybridSuffixShareOneIsNativePrefill) {
+  const LoadedModel& a = real_model("smollm2");
+  KvTransferOptions all;
+  all.native_suffix_share = 1.0;
+  auto q = measure_transfer_quality(self_map(), a, a, eval_context(), eval_continuation(), test_pool(), all);
+  ASSERT_TRUE(q.ok()) << q.error();
+  EXPECT_LT(q->mean_kl, 1e-9);
+  EXPECT_NEAR(q->nll_transfer, q->nll_native, 1e-9);
+  KvTransferOptions eighth;
+  eighth.native_suffix_share = 0.125;
+  KvTransferOptions modes[1] = {eighth};
+  auto m = measure_transfer_modes(self_map(), a, a, eval_context(), eval_continuation(), test_pool(), modes);
+  ASSERT_TRUE(m.ok()) << m.error();
+  const KvTransferReport& rep = (*m)[0].report;
+  EXPECT_EQ(rep.n_suffix, int64_t(std::ceil(0.125 * double(rep.n_receiver_tokens))));
+  EXPECT_EQ(rep.n_native, 1 + rep.n_suffix);  // BOS and the suffix
+  KvTransferOptions bad;
+  bad.native_suffix_share = 1.5;
+  EXPECT_FALSE(measure_transfer_quality(self_map(), a, a, eval_context(), eval_continuation(), test_pool(), bad).ok());
+}
+
 // The hybrid by deviation at share 1: every projected token recomputed through every layer after the
 // check pass must again be native prefill exactly (the two passes split at the check layer are
 // batch-invariant), which pins down the check pass's positions, slots and hidden-state hand-over.

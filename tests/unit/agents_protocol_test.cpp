@@ -244,10 +244,16 @@ TEST(AgentsProtocol, ParsesTransferRequestsNamingTheBadField) {
   EXPECT_EQ(r.model, "gemma3");
   EXPECT_EQ(r.name, "Exec");
   EXPECT_EQ(r.native_last, 32);
+  EXPECT_EQ(r.native_share, 0.0);  // a request naming one suffix asks for that one
   AgentTransferRequest d;
   ASSERT_FALSE(parse_agent_transfer(body(R"({"model":"gemma3","native_last":null})"), &d));
-  EXPECT_EQ(d.native_last, kDefaultNativeLast);  // the measured default hybrid, 128
+  EXPECT_EQ(d.native_last, kDefaultNativeLast);  // the measured default hybrid: at least 128 tokens
+  EXPECT_EQ(d.native_share, kDefaultNativeShare);  // and at least 12.5% of the context
   EXPECT_EQ(d.recompute, 0.0);
+  AgentTransferRequest share;
+  ASSERT_FALSE(parse_agent_transfer(body(R"({"model":"gemma3","native_share":1})"), &share));
+  EXPECT_EQ(share.native_share, 1.0);
+  EXPECT_EQ(share.native_last, 0);
   EXPECT_TRUE(d.name.empty());
   AgentTransferRequest dev;
   ASSERT_FALSE(parse_agent_transfer(body(R"({"model":"gemma3","native_last":0,"recompute":0.25})"), &dev));
@@ -261,6 +267,9 @@ TEST(AgentsProtocol, ParsesTransferRequestsNamingTheBadField) {
       {R"({"model":"gemma3","native_last":1.5})", "native_last"},
       {R"({"model":"gemma3","native_last":"all"})", "native_last"},
       {R"({"model":"gemma3","native_last":16777217})", "native_last"},
+      {R"({"model":"gemma3","native_share":1.5})", "native_share"},
+      {R"({"model":"gemma3","native_share":-0.5})", "native_share"},
+      {R"({"model":"gemma3","native_share":"half"})", "native_share"},
       {R"({"model":"gemma3","name":7})", "name"},
       {R"({"model":"gemma3","recompute":1.01})", "recompute"},
       {R"({"model":"gemma3","recompute":-0.1})", "recompute"},

@@ -24,6 +24,27 @@ TEST(TransferHybridModes, ParsesEachForm) {
   EXPECT_TRUE(parse_hybrid_modes("--hybrid", "", 1)->empty());
 }
 
+// last:P%: the suffix as a share of the context (KvTransferOptions::native_suffix_share).
+TEST(TransferHybridModes, ParsesTheSuffixAsAShareOfTheContext) {
+  auto m = parse_hybrid_modes("--hybrid", "last:12.5%,last:100%,last:0%,dev:0.1+last:10%,last:128+last:12.5%", 1);
+  ASSERT_TRUE(m.ok()) << m.error();
+  ASSERT_EQ(m->size(), 5u);
+  EXPECT_EQ((*m)[0].label, "last:12.5%");
+  EXPECT_DOUBLE_EQ((*m)[0].options.native_suffix_share, 0.125);
+  EXPECT_EQ((*m)[0].options.native_suffix, 0);
+  EXPECT_DOUBLE_EQ((*m)[1].options.native_suffix_share, 1.0);
+  EXPECT_DOUBLE_EQ((*m)[2].options.native_suffix_share, 0.0);
+  EXPECT_DOUBLE_EQ((*m)[3].options.recompute_ratio, 0.1);
+  EXPECT_DOUBLE_EQ((*m)[3].options.native_suffix_share, 0.1);
+  EXPECT_EQ((*m)[4].options.native_suffix, 128);  // at least 128 tokens, at least 12.5%
+  EXPECT_DOUBLE_EQ((*m)[4].options.native_suffix_share, 0.125);
+  for (const char* bad : {"last:%", "last:101%", "last:-1%", "last:x%", "last:5%%"}) {
+    auto b = parse_hybrid_modes("--hybrid", bad, 1);
+    ASSERT_FALSE(b.ok()) << bad;
+    EXPECT_NE(b.error().find("last:P%"), std::string::npos) << b.error();
+  }
+}
+
 TEST(TransferHybridModes, RefusesBadSpecsNamingThem) {
   for (const char* bad : {"dev:1.5", "dev:", "last:-3", "last:x", "mid:3", "dev:0.1+", "7q"}) {
     auto m = parse_hybrid_modes("--hybrid", bad, 1);
