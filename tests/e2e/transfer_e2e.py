@@ -14,7 +14,7 @@ Fits a small SmolLM2 -> Gemma 3 map at test time (4 passages of Exodus from scri
   computes the tokens the sender does not hold itself and projects the rest;
 - recompute (hybrid by deviation) reports its check layers, recomputed tokens and native work, and at
   share 1 is Gemma 3's native prefill exactly too (byte-identical reply);
-- native_last covering the context (share 1) is Gemma 3's native prefill exactly: the receiver's
+- native_last covering the context (share 1; or native_share 1) is Gemma 3's native prefill exactly: the receiver's
   greedy reply is byte-identical to a native Gemma 3 agent's with the same messages (in the other
   process, so that neither reads the other's blocks from the prefix cache);
 - /metrics counts the transfers and transferred tokens per receiver model;
@@ -163,21 +163,31 @@ def test_transfer_through_the_server(servers, s2g_map):
     assert f["recomputed_tokens"] == f["transferred_tokens"] == f["context_tokens"] - 1 and f["native_work"] == 1, f
     assert answer(api, full["id"])["message"]["content"] == answer(ref, native_ref["id"])["message"]["content"]
 
+    # The suffix as a share: 1 is native prefill exactly; a share alone asks for no 128-token minimum.
+    whole = transfer(doc, port, sid, {"model": "gemma3", "native_share": 1})
+    assert whole["transfer"]["transferred_tokens"] == 0 and whole["transfer"]["native_last"] == 0, whole
+    assert answer(api, whole["id"])["message"]["content"] == answer(ref, native_ref["id"])["message"]["content"]
+    part = transfer(doc, port, sid, {"model": "gemma3", "native_share": 0.1})["transfer"]
+    assert part["native_tokens"] == 1 + math.ceil(0.1 * part["context_tokens"]), part
+
     # The sender is unchanged: same resident context, and the same greedy answer as an untouched twin.
     assert api.call("GET", f"/v1/agents/{sid}")["resident_tokens"] == sender["resident_tokens"]
     twin = create(ref, "smollm2")
     assert answer(api, sid)["message"]["content"] == answer(ref, twin["id"])["message"]["content"]
 
     # Counted per receiver model.
-    assert model_metric(port, "agentkv_transfers_total", "gemma3") == 5
+    assert model_metric(port, "agentkv_transfers_total", "gemma3") == 7
     assert model_metric(port, "agentkv_transferred_tokens_total", "gemma3") == \
-        x["transferred_tokens"] + k["transferred_tokens"] + d["transferred_tokens"] + f["transferred_tokens"]
+        x["transferred_tokens"] + k["transferred_tokens"] + d["transferred_tokens"] + f["transferred_tokens"] + \
+        part["transferred_tokens"]
     assert model_metric(port, "agentkv_transfers_total", "smollm2") == 0
 
-    # Without native_last the default hybrid recomputes the last 128 tokens: this short context whole.
+    # Naming neither suffix, the default hybrid recomputes the last 12.5% of the context and at least
+    # 128 tokens: this short context whole.
     dflt = transfer(doc, port, sid, {"model": "gemma3"})["transfer"]
-    assert dflt["native_last"] == 128 and dflt["method"] == "hybrid", dflt
-    assert dflt["native_tokens"] == min(dflt["context_tokens"], 129) and dflt["native_work"] > 0.5, dflt
+    assert dflt["native_last"] == 128 and dflt["native_share"] == 0.125 and dflt["method"] == "hybrid", dflt
+    suffix = max(128, math.ceil(0.125 * dflt["context_tokens"]))
+    assert dflt["native_tokens"] == min(dflt["context_tokens"], 1 + suffix) and dflt["native_work"] > 0.5, dflt
 
     # After a turn the sender's cache holds its rendering up to its answer but not the closing marker:
     # the receiver computes what the sender lacks itself, projects the rest, and answers.
@@ -197,7 +207,8 @@ def test_transfer_through_the_server(servers, s2g_map):
     assert back["param"] == "model" and "gemma3 -> smollm2" in back["message"], back
     for body, field in (({}, "model"), ({"model": "gemma3", "native_last": -1}, "native_last"),
                         ({"model": "gemma3", "recompute": 1.5}, "recompute"), ({"model": "gemma3", "recompute": "all"}, "recompute"),
-                        ({"model": "gemma3", "native_last": "all"}, "native_last"), ({"model": "gemma3", "colour": 1}, "colour")):
+                        ({"model": "gemma3", "native_last": "all"}, "native_last"), ({"model": "gemma3", "colour": 1}, "colour"),
+                        ({"model": "gemma3", "native_share": 2}, "native_share")):
         assert transfer(doc, port, sid, body, expect=400)["error"]["param"] == field, body
     empty = api.call("POST", "/v1/agents", {"model": "smollm2", "prefill": False}, expect=201)
     transfer(doc, port, empty["id"], {"model": "gemma3"}, expect=409)
