@@ -259,8 +259,8 @@ struct KeptShares {
   double pure = 0, hybrid = 0;
 };
 
-// The server's default native_last (128 tokens, BENCHMARKS.md "Hybrid by deviation") is ~12% of the
-// ~1k-token contexts it was chosen on; on this test's ~250-token context the same share is 32.
+// The server's default hybrid recomputes the last 12.5% of the context (at least 128 tokens; BENCHMARKS.md
+// "The hybrid suffix as a share of the context"); on this test's ~250-token context that share is 32.
 constexpr int kDefaultShareOfTestContext = 32;
 
 // Fits sender → receiver on Exodus [first, last] and returns the share of the context benefit the
