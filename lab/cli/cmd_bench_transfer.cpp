@@ -39,7 +39,8 @@ int cmd_bench_transfer(int argc, char** argv) {
   p.add_int("--native-last", &native_last,
             "the receiver recomputes the context's last N tokens (>= 1: gives the first token)", 1, 1 << 20);
   p.add_string("--hybrid", &hybrid,
-               "instead of --native-last, time each of these modes (comma-separated): last:K, dev:R (the "
+               "instead of --native-last, time each of these modes (comma-separated): last:K, last:P% (the last P "
+               "percent of the context), dev:R (the "
                "share R whose "
                "K deviates most at --check-layer is recomputed), dev:R+last:K; every mode runs at least the "
                "last token");

@@ -37,7 +37,7 @@ int cmd_transfer_quality(int argc, char** argv) {
   p.add_int("--max-passages", &max_passages, "passages to score", 1, 1 << 20);
   p.add_string("--hybrid", &hybrid_arg,
                "hybrid modes besides the pure transfer, comma-separated: last:K (the receiver recomputes the "
-               "context's last K tokens), dev:R (it recomputes the share R of tokens whose K deviates most at "
+               "context's last K tokens), last:P% (its last P percent), dev:R (it recomputes the share R of tokens whose K deviates most at "
                "--check-layer), dev:R+last:K");
   p.add_int("--check-layer", &check_layer, "dev:R modes: every token runs natively through layers 0..this one", 0, 1024);
   p.add_int("--native-last", &native_last, "same as --hybrid last:N (older form)", -1, 1 << 20);
