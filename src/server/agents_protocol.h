@@ -83,9 +83,9 @@ inline constexpr int64_t kMaxNativeLast = int64_t(1) << 24;
 inline constexpr int64_t kDefaultNativeLast = 128;
 // ... and at least this share of it, so that a 4k-token context gets the same share of native work as
 // a 1k one: on ~4k-token held-out contexts the last 12.5% kept 0.962 (SmolLM2 -> Gemma 3) / 0.924
-// (back) at 77% / 74% below native prefill's time, where the last 128 kept 0.948 / 0.827 (BENCHMARKS.md,
-// "The hybrid suffix as a share of the context"). Both defaults apply only when a request names
-// neither field.
+// (back) at 77% / 74% below native prefill's time, where the last 128 kept 0.948 / 0.827; on 10 ~1k-token
+// contexts it kept 0.903 / 0.880 (BENCHMARKS.md, "The hybrid suffix as a share of the context"). Both
+// defaults apply only when a request names neither field.
 inline constexpr double kDefaultNativeShare = 0.125;
 struct AgentTransferRequest {
   std::string model;        // the receiver, another served model
