@@ -111,7 +111,7 @@ def draw_round_bars(ax, modes, rounds, n_agents, title, ylabel, field, scale, ki
     n = len(modes)
     width = min(0.8 / n, 0.4)  # a lone mode's bars are not a wall
     labelled = n * len(rounds) <= 24  # beyond that the numbers overlap; the axis still reads
-    drew_floor = False
+    floor_mark = None  # the last floor tick drawn: the legend's one entry
     for i, m in enumerate(modes):
         by_round = {int(r["round"]): r for r in m["rounds"]}
         ys = [round_value(by_round[k], field, scale, kind, f"mode {m['mode']} round {k}")
@@ -124,12 +124,10 @@ def draw_round_bars(ax, modes, rounds, n_agents, title, ylabel, field, scale, ki
             for x, k in zip(xs, rounds):
                 floor = by_round.get(k, {}).get("floor_bytes_per_agent", 0) * scale
                 if floor > 0:
-                    ax.hlines(floor, x - width * 0.46, x + width * 0.46, colors="black", linewidth=1.5,
-                              label=None if drew_floor else "floor: the agent's private tokens")
-                    drew_floor = True
-    if drew_floor:
-        ax.legend(handles=[h for h in ax.get_legend_handles_labels()[0] if h.get_label().startswith("floor")],
-                  fontsize=8, loc="upper left")
+                    floor_mark = ax.hlines(floor, x - width * 0.46, x + width * 0.46, colors="black", linewidth=1.5,
+                                           label="floor: the agent's private tokens")
+    if floor_mark is not None:
+        ax.legend(handles=[floor_mark], fontsize=8, loc="upper left")
     ax.set_xticks(range(len(rounds)), [f"round {k}" for k in rounds])
     ax.set_xlim(-0.6, len(rounds) - 0.4)
     ax.set_ylabel(ylabel)
