@@ -43,7 +43,7 @@ int cmd_fit_transfer(int argc, char** argv) {
   int64_t threads = 0, max_bytes = 3000, max_passages = 0;
   double alpha = 1e-4;
   std::string pooling = "overlap", alpha_grid;
-  int64_t holdout_every = 5, receiver_layers = 0;
+  int64_t holdout_every = 5, receiver_layers = 0, sender_window = 1;
   ArgParser p("fit-transfer", "Fit a KV transfer map from one model's cache to another's (ridge per layer and KV head).");
   p.add_string("--from", &from, "sender model alias or .gguf path", true);
   p.add_string("--to", &to, "receiver model alias or .gguf path", true);
@@ -58,6 +58,10 @@ int cmd_fit_transfer(int argc, char** argv) {
             "condition the map on the receiver's own hidden state after its first N layers (which it then computes "
             "natively for every token when applying the map); 0: the sender's K/V alone",
             0, 1024);
+  p.add_int("--sender-window", &sender_window,
+            "each receiver layer reads N consecutive sender layers around its depth-proportional one (their K/V side "
+            "by side: N times the features, N times the projection's work when applying the map)",
+            1, 1024);
   p.add_string("--pooling", &pooling, "how a receiver token combines the sender tokens covering it: mean, overlap (by shared bytes), last");
   p.add_int("--max-bytes", &max_bytes, "longest passage in bytes (longer ones are cut at a space)", 16, 1 << 20);
   p.add_int("--max-passages", &max_passages, "use at most this many passages (0 = all)", 0, 1 << 30);
@@ -78,8 +82,12 @@ int cmd_fit_transfer(int argc, char** argv) {
   if (receiver_layers >= receiver.config().n_layer)
     return cli_fail("--receiver-layers " + std::to_string(receiver_layers) + ": " + to + " has " +
                     std::to_string(receiver.config().n_layer) + " layers");
+  if (sender_window > sender.config().n_layer)
+    return cli_fail("--sender-window " + std::to_string(sender_window) + ": " + from + " has " +
+                    std::to_string(sender.config().n_layer) + " layers");
   ThreadPool pool{int(threads)};
   TransferFitOptions opt;
+  opt.sender_window = int(sender_window);
   opt.ridge_alpha = alpha;
   opt.pooling = *pooling_rule;
   opt.holdout_every = int(holdout_every);

@@ -9,8 +9,10 @@ namespace agentkv {
 
 TransferFitter::TransferFitter(const LoadedModel& sender, const LoadedModel& receiver, TransferFitOptions opt)
     : sender_(sender), receiver_(receiver), opt_(opt) {
-  sender_layer_ = depth_proportional_layers(receiver.config().n_layer, sender.config().n_layer);
-  const int in_dim = 2 * sender.config().kv_dim() + 1 + hidden_dim(), out_dim = 2 * receiver.config().kv_dim();
+  opt_.sender_window = std::clamp(opt_.sender_window, 1, sender.config().n_layer);
+  sender_layer_ = sender_layer_windows(receiver.config().n_layer, sender.config().n_layer, opt_.sender_window);
+  const int in_dim = opt_.sender_window * 2 * sender.config().kv_dim() + 1 + hidden_dim(),
+            out_dim = 2 * receiver.config().kv_dim();
   for (int32_t s : sender_layer_) grams_.try_emplace(s, in_dim);
   for (size_t l = 0; l < sender_layer_.size(); ++l) cross_.emplace_back(in_dim, out_dim);
   if (!opt_.alpha_grid.empty()) {
@@ -36,7 +38,7 @@ Status TransferFitter::add_passage(std::string_view text, ThreadPool& pool) {
   const int hd = hidden_dim();
   AGENTKV_ASSIGN_OR_RETURN(rkv, compute_unrotated_kv(*receiver_.model, r.tokens, pool, hd ? &hidden : nullptr,
                                                      opt_.receiver_hidden_layers));
-  const int sender_in = 2 * sender_.config().kv_dim() + 1, in_dim = sender_in + hd;
+  const int sender_in = opt_.sender_window * 2 * sender_.config().kv_dim() + 1, in_dim = sender_in + hd;
   const int rd = receiver_.config().kv_dim(), out_dim = 2 * rd;
   const int64_t n = int64_t(rows.size());
   // A held-out passage feeds the held-out accumulators instead (alpha grid only).
@@ -49,8 +51,10 @@ Status TransferFitter::add_passage(std::string_view text, ThreadPool& pool) {
   for (auto& [sl, gram] : grams_in) {
     std::vector<float>& xs = x[sl];
     xs.resize(size_t(n * in_dim));
+    std::vector<const LayerKv*> window;
+    for (int j = 0; j < opt_.sender_window; ++j) window.push_back(&skv[size_t(sl + j)]);
     for (int64_t i = 0; i < n; ++i) {
-      pooled_sender_features(skv[size_t(sl)], align, weights, rows[size_t(i)], xs.data() + i * in_dim);
+      pooled_sender_window_features(window, align, weights, rows[size_t(i)], xs.data() + i * in_dim);
       if (hd) receiver_hidden_features(hidden.data() + rows[size_t(i)] * size_t(hd), hd, xs.data() + i * in_dim + sender_in);
     }
   }
@@ -107,6 +111,7 @@ Result<TransferMap> TransferFitter::solve(AlphaChoice* choice) const {
   map.receiver_hidden_layers = opt_.receiver_hidden_layers;
   map.receiver_hidden_dim = hidden_dim();
   map.sender_layer = sender_layer_;
+  map.sender_window = opt_.sender_window;
   map.ridge_alpha = opt_.ridge_alpha;
   map.pooling = opt_.pooling;
   map.n_fit_tokens = n_rows_ + n_heldout_rows_;

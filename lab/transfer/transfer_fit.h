@@ -32,6 +32,9 @@ struct TransferFitOptions {
   // > 0: a receiver-conditioned map (transfer/transfer_map.h): each row also holds the receiver's
   // own hidden state after this many of its layers, which it computes natively when applying it.
   int receiver_hidden_layers = 0;
+  // Consecutive sender layers each receiver layer reads (transfer_map.h, sender_window), centred on
+  // its depth-proportional one.
+  int sender_window = 1;
 };
 
 // What choosing the alphas measured: per receiver layer, the held-out relative squared error
@@ -59,7 +62,7 @@ class TransferFitter {
   const LoadedModel& receiver_;
   TransferFitOptions opt_;
   std::vector<int32_t> sender_layer_;
-  std::map<int32_t, GramAccumulator> grams_;  // by sender layer: receiver layers mapped to one share it
+  std::map<int32_t, GramAccumulator> grams_;  // by first sender layer: receiver layers mapped to one window share it
   std::vector<CrossAccumulator> cross_;       // by receiver layer
   int64_t n_rows_ = 0;
   // The held-out passages' accumulators (alpha grid only): as above, plus ||Y||^2 per receiver layer.

@@ -90,6 +90,16 @@ void pooled_sender_features(const LayerKv& sender, const TokenAlignment& alignme
   x[2 * d] = 1.0f;
 }
 
+void pooled_sender_window_features(std::span<const LayerKv* const> layers, const TokenAlignment& alignment,
+                                   const SpanWeights& weights, size_t receiver_token, float* x) {
+  AGENTKV_CHECK(!layers.empty());
+  // Each layer writes its bias after its K/V; the next layer's K/V overwrite it, the last one's stays.
+  for (const LayerKv* l : layers) {
+    pooled_sender_features(*l, alignment, weights, receiver_token, x);
+    x += 2 * l->kv_dim;
+  }
+}
+
 void receiver_hidden_features(const float* h, int dim, float* x) {
   double ss = 0;
   for (int i = 0; i < dim; ++i) ss += double(h[i]) * double(h[i]);

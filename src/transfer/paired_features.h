@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string_view>
 #include <vector>
 
@@ -39,6 +40,11 @@ SpanWeights span_weights(const TokenAlignment& alignment, const TokenSpans& rece
 // x has 2 * sender.kv_dim + 1 floats. The receiver token must have a non-empty sender run.
 void pooled_sender_features(const LayerKv& sender, const TokenAlignment& alignment, const SpanWeights& weights,
                             size_t receiver_token, float* x);
+
+// A window of consecutive sender layers (transfer_map.h, sender_window): each layer's pooled K/V
+// one after the other, then the constant 1: x has layers.size() * 2 * kv_dim + 1 floats.
+void pooled_sender_window_features(std::span<const LayerKv* const> layers, const TokenAlignment& alignment,
+                                   const SpanWeights& weights, size_t receiver_token, float* x);
 
 // The tail of a receiver-conditioned map's row (transfer_map.h): the receiver's hidden state after
 // its first layers, h (dim floats), divided by its RMS as every block's input is, so that the map

@@ -1,5 +1,6 @@
 #include "transfer/transfer_map.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -50,8 +51,14 @@ Status TransferMap::validate() const {
   if (int(sender_layer.size()) != receiver_n_layer)
     return make_error("transfer map: layer map has " + std::to_string(sender_layer.size()) + " entries, the receiver has " +
                       std::to_string(receiver_n_layer) + " layers");
+  if (sender_window < 1 || sender_window > sender_n_layer)
+    return make_error("transfer map: a window of " + std::to_string(sender_window) + " sender layers, the sender has " +
+                      std::to_string(sender_n_layer));
   for (int32_t s : sender_layer)
-    if (s < 0 || s >= sender_n_layer) return make_error("transfer map: sender layer " + std::to_string(s) + " out of range");
+    if (s < 0 || s + sender_window > sender_n_layer)
+      return make_error("transfer map: sender layer " + std::to_string(s) +
+                        (sender_window > 1 ? " (window of " + std::to_string(sender_window) + ")" : std::string()) +
+                        " out of range");
   if (receiver_hidden_layers < 0 || receiver_hidden_layers >= receiver_n_layer || receiver_hidden_dim < 0 ||
       (receiver_hidden_layers > 0) != (receiver_hidden_dim > 0))
     return make_error("transfer map: receiver hidden-state conditioning (" + std::to_string(receiver_hidden_layers) +
@@ -72,6 +79,13 @@ std::vector<int32_t> depth_proportional_layers(int receiver_n_layer, int sender_
   return out;
 }
 
+std::vector<int32_t> sender_layer_windows(int receiver_n_layer, int sender_n_layer, int window) {
+  std::vector<int32_t> out = depth_proportional_layers(receiver_n_layer, sender_n_layer);
+  const int w = std::clamp(window, 1, std::max(1, sender_n_layer));
+  for (int32_t& s : out) s = std::clamp(s - (w - 1) / 2, 0, sender_n_layer - w);
+  return out;
+}
+
 Status save_transfer_map(const TransferMap& map, const std::string& path) {
   AGENTKV_TRY(map.validate());
   GgufWriter w;
@@ -86,6 +100,8 @@ Status save_transfer_map(const TransferMap& map, const std::string& path) {
   w.add<int32_t>("transfer.receiver.block_count", map.receiver_n_layer);
   w.add<int32_t>("transfer.receiver.kv_dim", map.receiver_kv_dim);
   w.add_array<int32_t>("transfer.sender_layer", map.sender_layer);
+  // Only a window writes the key, so one-layer maps keep the bytes they always had.
+  if (map.sender_window != 1) w.add<int32_t>("transfer.sender_window", map.sender_window);
   w.add<double>("transfer.ridge_alpha", map.ridge_alpha);
   if (map.receiver_hidden_layers > 0) {
     w.add<int32_t>("transfer.receiver.hidden_layers", map.receiver_hidden_layers);
@@ -145,6 +161,11 @@ Result<TransferMap> read_transfer_map(const std::string& path) {
   AGENTKV_ASSIGN_OR_RETURN(v, need_int("transfer.fit_tokens"));
   map.n_fit_tokens = v;
   map.ridge_alpha = f.get_float_or("transfer.ridge_alpha", 0.0);
+  if (f.find("transfer.sender_window")) {
+    AGENTKV_ASSIGN_OR_RETURN(v, need_int("transfer.sender_window"));
+    if (v < 1 || v > 4096) return make_error(where + "implausible sender window " + std::to_string(v));
+    map.sender_window = int(v);
+  }
   if (f.find("transfer.receiver.hidden_layers")) {
     AGENTKV_ASSIGN_OR_RETURN(v, need_int("transfer.receiver.hidden_layers"));
     map.receiver_hidden_layers = int(v);

@@ -1,7 +1,8 @@
 // A fitted sender → receiver KV projection and its file. For every receiver layer l the map holds
 // one matrix W_l (out_dim x in_dim): the receiver's un-rotated K and V of a token (out, [K | V])
 // are W_l x, where x is the pooled un-rotated K and V of the aligned sender tokens at sender
-// layer sender_layer[l], followed by a constant 1 (the bias column) and, for a map conditioned on
+// layers sender_layer[l] .. sender_layer[l] + sender_window - 1 (one layer unless the fit asked
+// for a window: neighbouring sender layers hold what one alone does not), followed by a constant 1 (the bias column) and, for a map conditioned on
 // the receiver's first layers, the receiver's own hidden state after them (paired_features.h): the
 // receiver has the text, so it runs those layers itself and the map predicts the deeper K/V from
 // both what the sender read and what the receiver's own early layers say about the token. In memory W_l is one row per
@@ -29,7 +30,10 @@ struct TransferMap {
   // first receiver_hidden_layers layers, which it computes natively for every token; the map's
   // matrices of those layers are never applied. 0: the sender's K/V alone.
   int receiver_hidden_layers = 0, receiver_hidden_dim = 0;
-  std::vector<int32_t> sender_layer;  // per receiver layer
+  std::vector<int32_t> sender_layer;  // per receiver layer: the first sender layer it reads
+  // Consecutive sender layers read per receiver layer (their pooled K/V side by side in x). Files
+  // without the key were fitted on one.
+  int sender_window = 1;
   double ridge_alpha = 0;
   // Per receiver layer when the fit chose each layer's ridge by held-out error (empty: ridge_alpha
   // for all). Informational, like ridge_alpha: applying the map does not read it.
@@ -38,7 +42,8 @@ struct TransferMap {
   int64_t n_fit_tokens = 0;           // receiver tokens the map was fitted on
   std::vector<std::vector<float>> weights;  // per receiver layer, row-major [out_dim][in_dim]
 
-  int in_dim() const { return 2 * sender_kv_dim + 1 + receiver_hidden_dim; }
+  int sender_in_dim() const { return sender_window * 2 * sender_kv_dim + 1; }  // sender K/V and the bias
+  int in_dim() const { return sender_in_dim() + receiver_hidden_dim; }
   int out_dim() const { return 2 * receiver_kv_dim; }
   // y[out_dim] = W_l x[in_dim] (x ends with the constant 1). Scalar: the reference for project_rows.
   void project(int receiver_layer, const float* x, float* y) const;
@@ -56,6 +61,10 @@ std::vector<float> transpose_matrix(const std::vector<float>& a, int rows, int c
 // Depth-proportional layer map: receiver layer l reads sender layer round(l (Ls-1) / (Lr-1)), so
 // first maps to first and last to last.
 std::vector<int32_t> depth_proportional_layers(int receiver_n_layer, int sender_n_layer);
+// The first layer of each receiver layer's window of `window` consecutive sender layers: centred on
+// the depth-proportional layer (the later neighbour first when the window is even), moved inwards
+// at either end. Window 1 is depth_proportional_layers.
+std::vector<int32_t> sender_layer_windows(int receiver_n_layer, int sender_n_layer, int window);
 
 // GGUF file (general.architecture = "agentkv-transfer"): metadata records both fingerprints and
 // geometry, one F32 tensor per receiver layer, and a checksum over every byte of the file (format

@@ -70,5 +70,33 @@ TEST(SpanPooling, FeaturesAreTheWeightedRows) {
   EXPECT_EQ(x, (std::vector<float>{5, 6, -5, -6, 1}));
 }
 
+// A window of sender layers: each layer's pooled K/V side by side, then one bias, and each layer's
+// part equal to what that layer alone gives.
+TEST(SpanPooling, WindowFeaturesAreEachLayersSideBySide) {
+  SpanFixture f;
+  LayerKv a, b;
+  a.n_tokens = b.n_tokens = 3;
+  a.kv_dim = b.kv_dim = 2;
+  a.k = {1, 2, 3, 4, 5, 6};
+  a.v = {-1, -2, -3, -4, -5, -6};
+  b.k = {10, 20, 30, 40, 50, 60};
+  b.v = {7, 8, 9, 10, 11, 12};
+  const SpanWeights last = span_weights(f.align, f.receiver, f.sender, SpanPooling::last);
+  const LayerKv* window[] = {&a, &b};
+  std::vector<float> x(9, -99.0f);
+  pooled_sender_window_features(window, f.align, last, 1, x.data());
+  EXPECT_EQ(x, (std::vector<float>{5, 6, -5, -6, 50, 60, 11, 12, 1}));
+  const SpanWeights overlap = span_weights(f.align, f.receiver, f.sender, SpanPooling::overlap);
+  std::vector<float> one(5), two(5);
+  pooled_sender_window_features(window, f.align, overlap, 0, x.data());
+  pooled_sender_features(a, f.align, overlap, 0, one.data());
+  pooled_sender_features(b, f.align, overlap, 0, two.data());
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_EQ(x[size_t(i)], one[size_t(i)]);
+    EXPECT_EQ(x[size_t(4 + i)], two[size_t(i)]);
+  }
+  EXPECT_EQ(x[8], 1.0f);
+}
+
 }  // namespace
 }  // namespace agentkv

@@ -56,6 +56,55 @@ TEST(TransferMapFile, DepthProportionalLayersMapEndsToEnds) {
   for (size_t i = 1; i < m.size(); ++i) EXPECT_GE(m[i], m[i - 1]);
 }
 
+// A window of sender layers is centred on the depth-proportional layer and moved inwards at the ends,
+// so every window lies inside the sender.
+TEST(TransferMapFile, SenderLayerWindowsStayInsideTheSender) {
+  EXPECT_EQ(sender_layer_windows(30, 18, 1), depth_proportional_layers(30, 18));
+  const auto centre = depth_proportional_layers(30, 18);
+  for (int w : {2, 3, 5, 18}) {
+    const auto first = sender_layer_windows(30, 18, w);
+    ASSERT_EQ(first.size(), 30u);
+    for (size_t l = 0; l < first.size(); ++l) {
+      EXPECT_GE(first[l], 0) << w;
+      EXPECT_LE(first[l] + w, 18) << w;
+      // The depth-proportional layer is inside its window.
+      EXPECT_LE(first[l], centre[l]) << w << " " << l;
+      EXPECT_GT(first[l] + w, centre[l]) << w << " " << l;
+    }
+  }
+  EXPECT_EQ(sender_layer_windows(18, 30, 3)[5], depth_proportional_layers(18, 30)[5] - 1);  // centred
+  EXPECT_EQ(sender_layer_windows(18, 30, 3).front(), 0);
+  EXPECT_EQ(sender_layer_windows(18, 30, 3).back(), 27);
+}
+
+// A windowed map keeps its window in the file (and the features it reads grow with it); one-layer
+// maps write no key, so their files are what they always were.
+TEST(TransferMapFile, RecordsTheSenderWindow) {
+  TransferMap m = small_map();
+  const int one_layer_in = m.in_dim();
+  m.sender_window = 2;
+  m.sender_layer = sender_layer_windows(2, 3, 2);
+  EXPECT_EQ(m.in_dim(), one_layer_in + 2 * m.sender_kv_dim);
+  for (auto& w : m.weights) w.resize(size_t(m.in_dim() * m.out_dim()), 0.5f);
+  const std::string p = temp_path("map_window.gguf");
+  ASSERT_TRUE(save_transfer_map(m, p).ok());
+  auto r = read_transfer_map(p);
+  ASSERT_TRUE(r.ok()) << r.error();
+  EXPECT_EQ(r->sender_window, 2);
+  EXPECT_EQ(r->sender_layer, m.sender_layer);
+  EXPECT_EQ(r->weights, m.weights);
+  std::remove(p.c_str());
+
+  // A window reaching past the sender's last layer is refused, naming the window.
+  m.sender_layer[1] = 2;
+  const Status st = save_transfer_map(m, p);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.error().find("window of 2"), std::string::npos) << st.error();
+  m.sender_layer[1] = 1;
+  m.sender_window = 4;  // the sender has 3 layers
+  EXPECT_FALSE(save_transfer_map(m, p).ok());
+}
+
 TEST(TransferMapFile, ProjectRowsMatchesScalarProject) {
   const TransferMap m = small_map();
   const int n = 5;
