@@ -40,10 +40,9 @@ int cmd_bench_transfer(int argc, char** argv) {
             "the receiver recomputes the context's last N tokens (>= 1: gives the first token)", 1, 1 << 20);
   p.add_string("--hybrid", &hybrid,
                "instead of --native-last, time each of these modes (comma-separated): last:K, last:P% (the last P "
-               "percent of the context), dev:R (the "
-               "share R whose "
-               "K deviates most at --check-layer is recomputed), dev:R+last:K; every mode runs at least the "
-               "last token");
+               "percent of the context), first:K (its first K tokens; default 1), dev:R (the share R whose "
+               "K deviates most at --check-layer is recomputed), parts joined by '+' (dev:R+last:K); every mode "
+               "runs at least the last token");
   p.add_int("--check-layer", &check_layer,
             "dev:R modes: every token runs natively through layers 0..this one", 0, 1024);
   p.add_threads(&threads);

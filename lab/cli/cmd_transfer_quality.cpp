@@ -38,7 +38,7 @@ int cmd_transfer_quality(int argc, char** argv) {
   p.add_string("--hybrid", &hybrid_arg,
                "hybrid modes besides the pure transfer, comma-separated: last:K (the receiver recomputes the "
                "context's last K tokens), last:P% (its last P percent), dev:R (it recomputes the share R of tokens whose K deviates most at "
-               "--check-layer), dev:R+last:K");
+               "--check-layer), first:K (its first K tokens; default 1), parts joined by '+' (dev:R+last:K)");
   p.add_int("--check-layer", &check_layer, "dev:R modes: every token runs natively through layers 0..this one", 0, 1024);
   p.add_int("--native-last", &native_last, "same as --hybrid last:N (older form)", -1, 1 << 20);
   p.add_string("--csv", &csv_path, "also write the per-mode means to this CSV file (for scripts/plot_transfer_tradeoff.py)");

@@ -167,7 +167,8 @@ int cmd_transfer_retrieval(int argc, char** argv) {
   p.add_string("--hybrid", &hybrid_arg,
                "hybrid modes, comma-separated: last:K (or K: the receiver recomputes the context's last K tokens), "
                "last:P% (its last P percent), "
-               "dev:R (it recomputes the share R of tokens whose K deviates most at --check-layer), dev:R+last:K");
+               "dev:R (it recomputes the share R of tokens whose K deviates most at --check-layer), first:K (its "
+               "first K tokens; default 1), parts joined by '+' (dev:R+last:K)");
   p.add_int("--check-layer", &check_layer, "dev:R modes: every token runs natively through layers 0..this one", 0, 1024);
   p.add_string("--csv", &csv_path, "also write the per-mode hit rates to this CSV file (for scripts/plot_transfer_tradeoff.py)");
   p.add_int("--context-bytes", &ctx_bytes, "context length in bytes (verses: whole verses; passkey: filler, whole words)", 64,

@@ -26,6 +26,11 @@ Status apply_part(const std::string& flag, const std::string& spec, const std::s
     if (value.empty() || *end || k < 0 || k > (1 << 20))
       return make_error(flag + ": '" + spec + "': last:K needs a token count in [0, 1048576]");
     o.native_suffix = int(k);
+  } else if (key == "first") {
+    const long k = std::strtol(value.c_str(), &end, 10);
+    if (value.empty() || *end || k < 0 || k > (1 << 20))
+      return make_error(flag + ": '" + spec + "': first:K needs a token count in [0, 1048576]");
+    o.native_prefix = int(k);
   } else if (key == "dev") {
     const double r = std::strtod(value.c_str(), &end);
     if (value.empty() || *end || !(r >= 0.0 && r <= 1.0))
@@ -33,7 +38,7 @@ Status apply_part(const std::string& flag, const std::string& spec, const std::s
     o.check_layer = check_layer;
     o.recompute_ratio = r;
   } else {
-    return make_error(flag + ": '" + spec + "': expected last:K, last:P%, dev:R or a combination joined by '+'");
+    return make_error(flag + ": '" + spec + "': expected last:K, last:P%, first:K, dev:R or a combination joined by '+'");
   }
   return {};
 }

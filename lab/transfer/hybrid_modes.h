@@ -1,8 +1,9 @@
 // The transfer modes an evaluation compares, named on the command line: the pure transfer, a native
 // suffix ("last:K": the receiver recomputes the context's last K tokens; "last:P%": its last P percent),
-// a hybrid by deviation
+// a native prefix ("first:K": the receiver computes the context's first K tokens itself, its attention
+// sinks; the default is 1, the first token), a hybrid by deviation
 // ("dev:R": the receiver runs every projected token through its first layers and recomputes the
-// share R whose K deviates most, transfer/kv_transfer.h), and both ("dev:R+last:K"). One parser for
+// share R whose K deviates most, transfer/kv_transfer.h), and any of them joined by '+' ("dev:R+last:K", "first:64+last:10%"). One parser for
 // transfer-quality and transfer-retrieval so the two tables name modes the same way.
 #pragma once
 

@@ -45,6 +45,22 @@ TEST(TransferHybridModes, ParsesTheSuffixAsAShareOfTheContext) {
   }
 }
 
+// first:K: the receiver computes the context's first K tokens itself (KvTransferOptions::native_prefix;
+// 1 unless named).
+TEST(TransferHybridModes, ParsesANativePrefix) {
+  auto m = parse_hybrid_modes("--hybrid", "first:64+last:10%,last:8", 1);
+  ASSERT_TRUE(m.ok()) << m.error();
+  ASSERT_EQ(m->size(), 2u);
+  EXPECT_EQ((*m)[0].options.native_prefix, 64);
+  EXPECT_DOUBLE_EQ((*m)[0].options.native_suffix_share, 0.1);
+  EXPECT_EQ((*m)[1].options.native_prefix, 1);
+  for (const char* bad : {"first:", "first:-1", "first:2x"}) {
+    auto b = parse_hybrid_modes("--hybrid", bad, 1);
+    ASSERT_FALSE(b.ok()) << bad;
+    EXPECT_NE(b.error().find("first:K"), std::string::npos) << b.error();
+  }
+}
+
 TEST(TransferHybridModes, RefusesBadSpecsNamingThem) {
   for (const char* bad : {"dev:1.5", "dev:", "last:-3", "last:x", "mid:3", "dev:0.1+", "7q"}) {
     auto m = parse_hybrid_modes("--hybrid", bad, 1);
