@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <cstdlib>
 
 #include "kv/direct_prefill.h"
 #include "share/selective_recompute.h"
@@ -155,15 +154,6 @@ Result<KvTransferReport> transfer_aligned_kv_cache(const TransferMap& map, const
           pooled_sender_window_features(window_layers, align, weights, size_t(n_native + i), x.data() + i * in_dim);
       });
       map.project_rows(l, x.data(), n_proj, y.data(), pool);
-      if (const char* ks = std::getenv("XFER_KSCALE")) {  // EXPERIMENT, not to commit
-        const float f = float(std::atof(ks));
-        const char* vs = std::getenv("XFER_VSCALE");
-        const float fv = vs ? float(std::atof(vs)) : 1.0f;
-        for (int64_t i = 0; i < n_proj; ++i) {
-          for (int j = 0; j < out_dim / 2; ++j) y[size_t(i * out_dim + j)] *= f;
-          for (int j = out_dim / 2; j < out_dim; ++j) y[size_t(i * out_dim + j)] *= fv;
-        }
-      }
       pool.parallel_for(n_proj, kGrain, [&](int64_t b, int64_t e) {
         write_rotated_rows(rc, receiver_kv.arena(), table, l, n_native + b, n_native + e, y.data() + b * out_dim, out_dim);
       });
