@@ -182,11 +182,11 @@ def test_transfer_through_the_server(servers, s2g_map):
         part["transferred_tokens"]
     assert model_metric(port, "agentkv_transfers_total", "smollm2") == 0
 
-    # Naming neither suffix, the default hybrid recomputes the last 12.5% of the context and at least
+    # Naming neither suffix, the default hybrid recomputes the last 15% of the context and at least
     # 128 tokens: this short context whole.
     dflt = transfer(doc, port, sid, {"model": "gemma3"})["transfer"]
-    assert dflt["native_last"] == 128 and dflt["native_share"] == 0.125 and dflt["method"] == "hybrid", dflt
-    suffix = max(128, math.ceil(0.125 * dflt["context_tokens"]))
+    assert dflt["native_last"] == 128 and dflt["native_share"] == 0.15 and dflt["method"] == "hybrid", dflt
+    suffix = max(128, math.ceil(0.15 * dflt["context_tokens"]))
     assert dflt["native_tokens"] == min(dflt["context_tokens"], 1 + suffix) and dflt["native_work"] > 0.5, dflt
 
     # After a turn the sender's cache holds its rendering up to its answer but not the closing marker:

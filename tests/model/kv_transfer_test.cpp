@@ -307,9 +307,10 @@ struct KeptShares {
   double pure = 0, hybrid = 0;
 };
 
-// The server's default hybrid recomputes the last 12.5% of the context (at least 128 tokens; BENCHMARKS.md
-// "The hybrid suffix as a share of the context"); on this test's ~250-token context that share is 32.
-constexpr int kDefaultShareOfTestContext = 32;
+// The server's default hybrid recomputes the last 15% of the context (at least 128 tokens; BENCHMARKS.md
+// "The share the 0.90 target asks for"); the tests below recompute that share of their ~250-token
+// context (the 128-token floor would be half of it).
+constexpr double kDefaultShare = 0.15;
 
 // Fits sender → receiver on Exodus [first, last] and returns the share of the context benefit the
 // transferred cache keeps on unseen text (John 1), pure and with the default hybrid, after checking
@@ -330,15 +331,15 @@ KeptShares kept_across_families(const char* from, const char* to, int first, int
   EXPECT_EQ(map->sender_layer.front(), 0);
   EXPECT_EQ(map->sender_layer.back(), a.config().n_layer - 1);
   KvTransferOptions modes[2];
-  modes[1].native_suffix = kDefaultShareOfTestContext;
+  modes[1].native_suffix_share = kDefaultShare;
   auto m = measure_transfer_modes(*map, a, b, eval_context(), eval_continuation(), test_pool(), modes);
   EXPECT_TRUE(m.ok()) << m.error();
   if (!m.ok()) return {};
   const TransferQuality& q = (*m)[0].quality;
   const TransferQuality& h = (*m)[1].quality;
-  std::printf("%s->%s (%lld fit rows, alpha %g): NLL native %.4f transfer %.4f last:%d %.4f no-context %.4f; kept %.3f, "
+  std::printf("%s->%s (%lld fit rows, alpha %g): NLL native %.4f transfer %.4f last:%g%% %.4f no-context %.4f; kept %.3f, "
               "hybrid %.3f; top-1 agreement %.3f, hybrid %.3f\n",
-              from, to, (long long)map->n_fit_tokens, alpha, q.nll_native, q.nll_transfer, kDefaultShareOfTestContext,
+              from, to, (long long)map->n_fit_tokens, alpha, q.nll_native, q.nll_transfer, 100 * kDefaultShare,
               h.nll_transfer, q.nll_no_context, q.kept(), h.kept(), q.top1_agreement, h.top1_agreement);
   EXPECT_GT(q.nll_no_context - q.nll_native, 0.1) << "the context must matter, or the comparison says nothing";
   return {q.kept(), h.kept()};
@@ -353,10 +354,11 @@ TEST(KvTransfer, CrossFamilyKeepsPartOfTheContextBenefit) {
   // carried nothing of the context would score about 0.
   const KeptShares k = kept_across_families("smollm2", "gemma3", 5, 12, 1e-4);
   EXPECT_GT(k.pure, 0.25);
-  // The default hybrid: measured 0.912 here (pure 0.500); on 4 held-out John passages of ~1k tokens
-  // its per-passage kept has a standard error of 0.042 (BENCHMARKS.md). The bound is the measurement
-  // less that error, far above the pure transfer's.
-  EXPECT_GT(k.hybrid, 0.87);
+  // The default hybrid (the last 15%): measured 1.012 here (pure 0.500; a kept above 1 is a short
+  // continuation the hybrid predicted better than native prefill); on 10 held-out John passages of ~1k
+  // tokens its per-passage kept has a standard error of 0.030 (BENCHMARKS.md). The bound is the
+  // measurement less that error, far above the pure transfer's.
+  EXPECT_GT(k.hybrid, 0.98);
 }
 
 // The other direction, Gemma 3 → SmolLM2: SentencePiece sender, byte-level BPE receiver, fewer
@@ -368,10 +370,10 @@ TEST(KvTransfer, CrossFamilyGemmaToSmolKeepsPartOfTheContextBenefit) {
   // not. A cache that carried nothing of the context would score about 0.
   const KeptShares k = kept_across_families("gemma3", "smollm2", 5, 6, 0.1);
   EXPECT_GT(k.pure, 0.25);
-  // The default hybrid: measured 0.518 here (pure 0.432) with this two-chapter map; per-passage
-  // standard error 0.063 on 4 held-out passages (BENCHMARKS.md, a 30-passage map: 0.887). The bound
-  // is the measurement less that error; with so small a map the hybrid is only a little above pure.
-  EXPECT_GT(k.hybrid, 0.455);
+  // The default hybrid (the last 15%): measured 0.547 here (pure 0.432) with this two-chapter map;
+  // per-passage standard error 0.028 on 10 held-out passages (BENCHMARKS.md, a 30-passage map: 0.900).
+  // The bound is the measurement less that error; with so small a map the hybrid is only a little above pure.
+  EXPECT_GT(k.hybrid, 0.515);
 }
 
 TEST(KvTransfer, RefusesOtherPairCorruptFileAndForeignCache) {

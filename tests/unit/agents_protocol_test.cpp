@@ -248,7 +248,7 @@ TEST(AgentsProtocol, ParsesTransferRequestsNamingTheBadField) {
   AgentTransferRequest d;
   ASSERT_FALSE(parse_agent_transfer(body(R"({"model":"gemma3","native_last":null})"), &d));
   EXPECT_EQ(d.native_last, kDefaultNativeLast);  // the measured default hybrid: at least 128 tokens
-  EXPECT_EQ(d.native_share, kDefaultNativeShare);  // and at least 12.5% of the context
+  EXPECT_EQ(d.native_share, kDefaultNativeShare);  // and at least 15% of the context
   EXPECT_EQ(d.recompute, 0.0);
   AgentTransferRequest share;
   ASSERT_FALSE(parse_agent_transfer(body(R"({"model":"gemma3","native_share":1})"), &share));
