@@ -62,8 +62,8 @@ std::vector<float> transpose_matrix(const std::vector<float>& a, int rows, int c
 // first maps to first and last to last.
 std::vector<int32_t> depth_proportional_layers(int receiver_n_layer, int sender_n_layer);
 // The first layer of each receiver layer's window of `window` consecutive sender layers: centred on
-// the depth-proportional layer (the later neighbour first when the window is even), moved inwards
-// at either end. Window 1 is depth_proportional_layers.
+// the depth-proportional layer (an even window reaches one layer further after it than before it),
+// moved inwards at either end. Window 1 is depth_proportional_layers.
 std::vector<int32_t> sender_layer_windows(int receiver_n_layer, int sender_n_layer, int window);
 
 // GGUF file (general.architecture = "agentkv-transfer"): metadata records both fingerprints and
