@@ -143,6 +143,7 @@ Result<ModeReport> run_mode(const LoadedModel& lm, ThreadPool& pool, const Bench
   eo.kv.prefix_caching = mode != "nocache";
   eo.scheduler.max_batch_tokens = opt.max_batch_tokens;
   eo.diff_format = format;
+  eo.resume_in_attention = opt.resume_in_attention;
   std::unique_ptr<Engine> engine;
   AGENTKV_ASSIGN_OR_RETURN(engine, Engine::create(lm, eo, pool));
   std::unique_ptr<Workload> wl;

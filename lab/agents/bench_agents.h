@@ -27,6 +27,9 @@ struct BenchAgentsOptions {
   // tokendance: how each agent's diff rows are stored (EngineOptions::diff_format), one run per format
   // and ratio (reported as td@R, td@R/int8, ...); quality is measured on the stored context.
   std::vector<DiffFormat> diff_formats{DiffFormat::kF16};
+  // tokendance: turns read their compact contexts inside attention (EngineOptions::resume_in_attention)
+  // instead of from a dense copy restored first.
+  bool resume_in_attention = false;
   bool quality = true;
   // A seeded random sample of this many agents (0, or at least the workload's agents: every agent) is
   // what the expensive measurements run on, for towns too large to measure whole: tokendance's quality

@@ -7,6 +7,7 @@
 #include "engine/collective_round.h"
 #include "engine/round_quality.h"
 #include "share/master_diff.h"
+#include "share/master_diff_attention.h"
 #include "share/turn_pieces.h"
 #include "util/monotonic_clock.h"
 
@@ -136,10 +137,19 @@ Result<TokendanceRoundOut> run_tokendance_round(Engine& engine, ThreadPool& pool
       ++timed;
       const auto [mh, start] = res.masters[i];
       const int32_t p = int32_t(pieces[i].prefix.size());
-      KvSequence s = engine.retained(res.turns[i].prefix)->fork();
+      // A prefix resumed in attention is compact: read through its diffs, as the collector reads it.
+      const auto compact = engine.compact_context(res.turns[i].prefix);
+      const KvSequence* prefix = compact ? compact->kept().get() : engine.retained(res.turns[i].prefix);
+      if (!prefix) return make_error("tokendance: a kept prefix was not retained");
+      KvSequence s = prefix->fork();
       if (!s.reserve(int64_t(pieces[i].segment.size()))) break;
       const MasterSegment master(engine.retained(mh)->fork(), start, start);
-      const AgentSegment one{SeqBlocks{s.blocks().data(), int32_t(s.blocks().size())}, p, p};
+      AgentSegment one{SeqBlocks{s.blocks().data(), int32_t(s.blocks().size())}, p, p};
+      std::optional<MasterDiffAttention> view;
+      if (compact && !compact->diffs().empty()) {
+        view.emplace(MasterDiffAttention::of(*lm.model, s, compact->diffs()));
+        one.context = &*view;
+      }
       const double c0 = monotonic_seconds();
       auto r = selective_recompute(*lm.model, engine.kv().arena(), master.view(), pieces[i].segment,
                                    std::span<const AgentSegment>(&one, 1), opt.recompute, pool);

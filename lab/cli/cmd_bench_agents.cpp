@@ -16,7 +16,7 @@ namespace agentkv {
 int cmd_bench_agents(int argc, char** argv) {
   std::string model = "smollm2", workload = "generative-agents", modes = "prefix", json_out, plot_out;
   std::string recompute = "0.15", diff_formats = "f16";
-  bool no_quality = false, find_fit = false;
+  bool no_quality = false, find_fit = false, resume_in_attention = false;
   int64_t agents = 0, rounds = 0, sample = 0, seed = 1, digest_messages = WorkloadOptions{}.digest_messages, threads = 0, block_size = 16, batch_tokens = 512, kv_mem = 0;
   bool quiet = false;
   std::string workload_help = "workload:";
@@ -36,6 +36,9 @@ int cmd_bench_agents(int argc, char** argv) {
   p.add_string("--diff-format", &diff_formats,
                "tokendance: how each agent's diff rows are stored (f16 bit for bit, int8, int4), or a comma list (one "
                "run each); quality is measured on the context as stored");
+  p.add_flag("--resume-in-attention", &resume_in_attention,
+             "tokendance: each turn reads its master–diff context inside attention (the masters in place, its diff "
+             "rows over them) instead of restoring a dense copy first");
   p.add_flag("--no-quality", &no_quality, "tokendance: skip the quality comparison with the exact context");
   p.add_int("--sample", &sample,
             "run the expensive measurements on a seeded random sample of this many agents (0 = every agent): "
@@ -61,6 +64,7 @@ int cmd_bench_agents(int argc, char** argv) {
 
   BenchAgentsOptions opt;
   opt.workload = workload;
+  opt.resume_in_attention = resume_in_attention;
   opt.workload_opt.n_agents = int(agents);
   opt.workload_opt.n_rounds = int(rounds);
   opt.workload_opt.seed = uint64_t(seed);

@@ -31,13 +31,19 @@ std::optional<CompactContext> CompactContext::compact(const KvSequence& dense, c
   for (PlacedDiff& d : inherited) {
     const auto mt = d.second->master()->tokens();
     const int64_t n = int64_t(mt.size());
-    // Whole blocks (what a compact form drops) holding the diff's tokens, still dense here.
-    if (d.first % bs != 0 || n % bs != 0 || d.first + n > dense.n_tokens() || !dense.has_kv(d.first, d.first + n) ||
+    // Whole blocks (what a compact form drops) holding the diff's tokens: still dense here (re-encoded
+    // from them), or still holes (a context resumed in master–diff form: its records copied as they are).
+    if (d.first % bs != 0 || n % bs != 0 || d.first + n > dense.n_tokens() ||
         !std::equal(mt.begin(), mt.end(), toks.begin() + d.first))
       return std::nullopt;
+    const bool holes = std::all_of(dense.blocks().begin() + d.first / bs, dense.blocks().begin() + (d.first + n) / bs,
+                                   [](int32_t b) { return b == KvSequence::kHole; });
+    if (!holes && !dense.has_kv(d.first, d.first + n)) return std::nullopt;
     kept->drop_blocks(d.first / bs, (d.first + n) / bs);
     begins.push_back(d.first);
-    specs.push_back(SegmentDiff::Spec{d.second->master(), slots_of(dense, d.first), d.second->pos0(), {}});
+    specs.push_back(SegmentDiff::Spec{d.second->master(), slots_of(dense, d.first), d.second->pos0(),
+                                      holes ? d.second->rows() : std::vector<int32_t>{},
+                                      holes ? d.second.get() : nullptr});
   }
   for (const BlendedRun& r : runs) {
     if (!r.master || r.begin < 0 || r.n <= 0 || r.begin + r.n > dense.n_tokens() || r.master_start < 0 ||
@@ -57,6 +63,7 @@ std::optional<CompactContext> CompactContext::compact(const KvSequence& dense, c
   // The rows to keep are those that differ from the re-rotated master: a recomputed row that came out
   // equal to it (or an inherited one) is not stored.
   for (SegmentDiff::Spec& sp : specs) {
+    if (sp.verbatim) continue;
     auto differ = SegmentDiff::differing_rows(model, *sp.master, sp.dense, sp.pos0, pool);
     if (!differ) return std::nullopt;
     sp.rows = std::move(*differ);
@@ -66,6 +73,16 @@ std::optional<CompactContext> CompactContext::compact(const KvSequence& dense, c
   std::vector<PlacedDiff> diffs;
   for (size_t i = 0; i < begins.size(); ++i)
     diffs.emplace_back(begins[i], std::make_shared<const SegmentDiff>(std::move((*extracted)[i])));
+  std::sort(diffs.begin(), diffs.end(), [](const PlacedDiff& a, const PlacedDiff& b) { return a.first < b.first; });
+  return CompactContext(std::move(kept), std::move(diffs));
+}
+
+CompactContext CompactContext::adopt(std::shared_ptr<const KvSequence> kept, std::vector<PlacedDiff> diffs) {
+  const int bs = kept->manager().block_size();
+  for (const PlacedDiff& d : diffs) {
+    const int64_t n = d.second->master()->n_tokens();
+    AGENTKV_CHECK(d.first % bs == 0 && n % bs == 0 && d.first + n <= kept->n_tokens());
+  }
   std::sort(diffs.begin(), diffs.end(), [](const PlacedDiff& a, const PlacedDiff& b) { return a.first < b.first; });
   return CompactContext(std::move(kept), std::move(diffs));
 }

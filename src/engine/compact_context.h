@@ -45,7 +45,7 @@ std::pair<int64_t, int64_t> droppable_blocks(int64_t begin, int64_t n, int block
 class CompactContext : public SegmentStore::Detached {
  public:
   // A diff kept for slots [begin, begin + diff->master()->n_tokens()) of the context.
-  using PlacedDiff = std::pair<int64_t, std::shared_ptr<const SegmentDiff>>;
+  using PlacedDiff = PlacedSegmentDiff;
 
   // dense: the context; runs: its blended runs (ascending, disjoint, inside it; each run's slots must
   // hold the master's tokens). inherited: diffs of a context `dense` resumed from, re-packed with the
@@ -60,6 +60,10 @@ class CompactContext : public SegmentStore::Detached {
                                                const Model& model, ThreadPool& pool,
                                                DiffFormat format = DiffFormat::kF16,
                                                std::vector<PlacedDiff> inherited = {});
+
+  // A context that already is in master–diff form: `kept` has holes exactly where `diffs` stand (a
+  // sequence resumed from a compact context and read through its diffs, engine/sequence.h).
+  static CompactContext adopt(std::shared_ptr<const KvSequence> kept, std::vector<PlacedDiff> diffs);
 
   // A dense copy to resume from (approximate from where the dense context was). nullopt when the pool
   // is short.

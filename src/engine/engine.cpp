@@ -112,7 +112,8 @@ KvBudget Engine::kv_budget() const {
   std::vector<int32_t> refs(size_t(kv_->pool().n_blocks()), 0);
   for (const auto& [id, r] : requests_)
     for (const auto& seq : r.seqs)
-      for (int32_t b : seq->kv.blocks()) ++refs[size_t(b)];
+      for (int32_t b : seq->kv.blocks())
+        if (b != KvSequence::kHole) ++refs[size_t(b)];
   segments_.add_block_refs(refs);
   for (uint64_t h : transient_)
     if (auto it = retained_.find(h); it != retained_.end())
@@ -126,8 +127,12 @@ KvDemand Engine::kv_demand(const RequestParams& p) const {
   d.need_blocks = worst_case_blocks(n_prompt, p.max_tokens, p.n, n_ctx_, kv_->block_size());
   d.tokens = std::min<int64_t>(n_prompt + p.max_tokens, n_ctx_);
   // The full blocks of a dense kv_from that the prompt starts with are pinned already and shared
-  // (a compact one is rebuilt as a copy: counted in full).
-  if (const KvSequence* from = retained(p.kv_from)) {
+  // (a compact one is rebuilt as a copy: counted in full; unless it is resumed in attention, where its
+  // holes need no block either).
+  const KvSequence* from = retained(p.kv_from);
+  if (auto c = compact_.find(p.kv_from); !from && opt_.resume_in_attention && c != compact_.end())
+    from = c->second->kept().get();
+  if (from) {
     const std::vector<int32_t>& have = from->tokens();
     const size_t limit = std::min(have.size(), p.prompt.empty() ? 0 : p.prompt.size() - 1);
     size_t common = 0;
@@ -165,7 +170,11 @@ Status Engine::add_request_with_id(uint64_t id, RequestParams p, RequestCallback
   AGENTKV_TRY(check_admission(kv_demand(p), "the request"));
   if (requests_.count(id)) return make_error(ErrorCode::kInternal, "request id " + std::to_string(id) + " is already in use");
   std::shared_ptr<const KvSequence> resume;
-  if (p.kv_from) {
+  std::vector<PlacedSegmentDiff> resume_diffs;
+  if (auto c = compact_.find(p.kv_from); p.kv_from && opt_.resume_in_attention && c != compact_.end()) {
+    resume = c->second->kept();
+    resume_diffs = c->second->diffs();
+  } else if (p.kv_from) {
     Error error;
     resume = dense_retained(p.kv_from, &error);
     if (!resume) return error;
@@ -178,6 +187,7 @@ Status Engine::add_request_with_id(uint64_t id, RequestParams p, RequestCallback
   s->tokens = r.params.prompt;
   s->n_prompt = int(s->tokens.size());
   s->resume = std::move(resume);
+  s->resume_diffs = std::move(resume_diffs);
   scheduler_.add_waiting(s.get());
   r.seqs.push_back(std::move(s));
   ++m_.requests_added;
@@ -200,7 +210,10 @@ void Engine::finish_sequence(RequestState& r, Sequence* s, RequestEvent& ev, Fin
     auto snap = std::make_shared<KvSequence>(std::move(s->kv));
     ev.retained_kv = h;
     ev.retained_tokens = snap->n_tokens();
-    retained_.emplace(h, std::move(snap));
+    if (s->diffs.empty())
+      retained_.emplace(h, std::move(snap));
+    else  // resumed in attention: it stays in master–diff form
+      compact_.emplace(h, std::make_shared<const CompactContext>(CompactContext::adopt(std::move(snap), s->diffs)));
   }
   scheduler_.remove(s);  // blocks go back at once
   s->state = Sequence::State::kFinished;
@@ -303,6 +316,7 @@ void Engine::on_logits(Sequence* s, const float* row) {
     for (int i = 1; i < r.params.n; ++i) {
       auto child = make_sequence(r, s->request_id, i, s->arrival);
       child->kv = s->kv.fork();
+      child->diffs = s->diffs;
       child->tokens = s->tokens;
       child->n_prompt = s->n_prompt;
       child->n_cached_prompt = s->n_cached_prompt;
@@ -423,6 +437,15 @@ Status Engine::step_batch() {
   std::vector<int32_t> logit_row(chunks.size(), -1);
   for (const ScheduledChunk& c : chunks)
     batch_.seqs.push_back(SeqBlocks{c.seq->kv.blocks().data(), int32_t(c.seq->kv.blocks().size())});
+  // Sequences resumed in attention read their diffs' runs from the masters (share/master_diff_attention.h).
+  for (size_t ci = 0; ci < chunks.size(); ++ci) {
+    Sequence* q = chunks[ci].seq;
+    if (q->diffs.empty()) continue;
+    if (!q->attention)
+      q->attention = std::make_unique<MasterDiffAttention>(MasterDiffAttention::of(*lm_.model, q->kv, q->diffs));
+    batch_.contexts.resize(chunks.size(), nullptr);
+    batch_.contexts[ci] = q->attention.get();
+  }
   for (int pass = 0; pass < 2; ++pass) {
     for (size_t ci = 0; ci < chunks.size(); ++ci) {
       const ScheduledChunk& c = chunks[ci];
@@ -580,11 +603,40 @@ uint64_t Engine::fork_retained(uint64_t handle) {
   return h;
 }
 
+std::shared_ptr<const CompactContext> Engine::compact_context(uint64_t handle) const {
+  auto it = compact_.find(handle);
+  return it == compact_.end() ? nullptr : it->second;
+}
+
+uint64_t Engine::adopt_compact(KvSequence seq, std::vector<PlacedSegmentDiff> diffs) {
+  const uint64_t h = ++next_retained_;
+  compact_.emplace(h, std::make_shared<const CompactContext>(
+                          CompactContext::adopt(std::make_shared<const KvSequence>(std::move(seq)), std::move(diffs))));
+  return h;
+}
+
 bool Engine::compact_retained(uint64_t handle, int64_t seg_begin, uint64_t master, int32_t master_start,
                               uint64_t resumed_from) {
-  auto it = retained_.find(handle);
   auto mi = retained_.find(master);
-  if (it == retained_.end() || mi == retained_.end()) return false;
+  if (mi == retained_.end()) return false;
+  // A context resumed in attention is compact already, its earlier runs holes: the new run is added,
+  // the earlier diffs kept as they are.
+  if (auto ci = compact_.find(handle); ci != compact_.end()) {
+    const std::shared_ptr<const CompactContext> was = ci->second;
+    const KvSequence& kept = *was->kept();
+    const int64_t seg_len = mi->second->n_tokens() - master_start;
+    if (master_start < 0 || seg_len <= 0 || seg_begin < 0 || seg_begin + seg_len > kept.n_tokens() ||
+        !std::equal(kept.tokens().begin() + seg_begin, kept.tokens().begin() + seg_begin + seg_len,
+                    mi->second->tokens().begin() + master_start))
+      return false;
+    auto c = CompactContext::compact(kept, {BlendedRun{seg_begin, seg_len, mi->second, master_start}}, *lm_.model,
+                                     pool_, opt_.diff_format, was->diffs());
+    if (!c) return false;
+    ci->second = std::make_shared<const CompactContext>(std::move(*c));
+    return true;
+  }
+  auto it = retained_.find(handle);
+  if (it == retained_.end()) return false;
   const KvSequence& dense = *it->second;
   const int64_t seg_len = mi->second->n_tokens() - master_start;
   if (master_start < 0 || seg_len <= 0 || seg_begin < 0 || seg_begin + seg_len > dense.n_tokens()) return false;
@@ -603,7 +655,7 @@ bool Engine::compact_retained(uint64_t handle, int64_t seg_begin, uint64_t maste
   auto c = CompactContext::compact(dense, {BlendedRun{seg_begin, seg_len, mi->second, master_start}}, *lm_.model,
                                    pool_, opt_.diff_format, std::move(inherited));
   if (!c) return false;
-  compact_.emplace(handle, std::make_unique<CompactContext>(std::move(*c)));
+  compact_.emplace(handle, std::make_shared<const CompactContext>(std::move(*c)));
   retained_.erase(it);
   return true;
 }

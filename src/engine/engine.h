@@ -48,6 +48,13 @@ struct EngineOptions {
   // int8 / int4 keep their difference from the re-rotated master within a stated bound, in about a
   // half / a quarter of the bytes (BENCHMARKS.md, "Smaller diffs"). Retained and chat contexts alike.
   DiffFormat diff_format = DiffFormat::kF16;
+  // A request resuming from a compact context (RequestParams::kv_from) reads its blended runs from
+  // their masters inside attention (share/master_diff_attention.h) instead of restoring a dense copy
+  // first: the context costs its diff rows, not a dense segment, while the request runs, and its new
+  // context stays in master–diff form (the runs' records kept as they are). Attention then rounds a
+  // master row's score through the rotated query instead of the rotated key, within the stated bound
+  // of ops/attention_spans.h, so a reply may differ from the dense copy's in rare near-ties.
+  bool resume_in_attention = false;
 };
 
 // The one context-length check (the engine's, the server's and generate's): `what`, of `tokens`
@@ -155,6 +162,12 @@ class Engine {
   bool compact_retained(uint64_t handle, int64_t seg_begin, uint64_t master, int32_t master_start,
                         uint64_t resumed_from = 0);
   bool is_compact(uint64_t handle) const { return compact_.count(handle) != 0; }
+  // The compact snapshot (nullptr if unknown or dense).
+  std::shared_ptr<const CompactContext> compact_context(uint64_t handle) const;
+  // Takes a sequence with holes where `diffs` stand (a blended copy of a compact context) as a new
+  // compact snapshot.
+  uint64_t adopt_compact(KvSequence seq, std::vector<PlacedSegmentDiff> diffs);
+  bool resume_in_attention() const { return opt_.resume_in_attention; }
 
  private:
   struct RequestState {
@@ -206,7 +219,7 @@ class Engine {
   std::shared_ptr<KvSequence> dense_retained(uint64_t handle, Error* error);
   std::map<uint64_t, std::shared_ptr<KvSequence>> retained_;
   std::set<uint64_t> transient_;  // retained_ handles marked by mark_transient
-  std::map<uint64_t, std::unique_ptr<CompactContext>> compact_;
+  std::map<uint64_t, std::shared_ptr<const CompactContext>> compact_;
   uint64_t next_retained_ = 0;
 };
 

@@ -66,7 +66,9 @@ Result<std::vector<TurnQuality>> measure_round_quality(Engine& engine, const std
                               "all agents of the round at once); give it a larger KV budget or skip the quality "
                               "measurement");
       RequestParams q = p;
-      q.kv_from = stored[i];
+      // Resumed as a later turn would resume it: in attention, when the engine reads compact contexts so.
+      const uint64_t h = result.turns[i].answer.retained_kv;
+      q.kv_from = engine.resume_in_attention() && engine.is_compact(h) ? h : stored[i];
       AGENTKV_TRY(submit(engine, std::move(q), &stored_greedy[i]));
     }
     AGENTKV_TRY(submit(engine, std::move(p), &greedy[i]));
@@ -81,7 +83,9 @@ Result<std::vector<TurnQuality>> measure_round_quality(Engine& engine, const std
     const size_t own = cont.size();
     cont.insert(cont.end(), o.answer.tokens.begin(), o.answer.tokens.end());
     const KvSequence* ex = engine.retained(exact[i].retained_kv);
-    const KvSequence* ap = engine.retained(approx == ApproxContext::kStored ? stored[i] : o.blended);
+    if (approx != ApproxContext::kStored && !engine.retained(o.blended))  // compact: read as its dense copy
+      stored[i] = engine.fork_retained(o.blended);
+    const KvSequence* ap = engine.retained(approx == ApproxContext::kStored || stored[i] ? stored[i] : o.blended);
     if (!ex || !ap) return make_error("round quality: a context to compare was not retained");
     // The stored context goes on past the block (own prompt, answer): compared up to the block's end.
     KvSequence upto = ap->fork();

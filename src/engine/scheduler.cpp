@@ -24,6 +24,7 @@ void Scheduler::remove(Sequence* s) {
   std::erase(running_, s);
   std::erase(waiting_, s);
   s->kv.release();
+  s->forget_diffs();
   s->scheduled = false;
 }
 
@@ -32,6 +33,7 @@ void Scheduler::preempt(Sequence* s) {
   // a resumed sequence usually finds most of its prefix again.
   std::erase(running_, s);
   s->kv.release();
+  s->forget_diffs();
   s->state = Sequence::State::kWaiting;
   ++s->n_preemptions;
   ++stats_.preemptions;
@@ -65,11 +67,22 @@ int64_t Scheduler::resume_from_snapshot(Sequence* s) {
   const size_t limit = std::min(have.size(), s->tokens.size() - 1);
   size_t common = 0;
   while (common < limit && have[common] == s->tokens[common]) ++common;
+  // A compact snapshot resumed in attention: only whole diffs are read through (a hole inside the
+  // part resumed must stand for one), so the common part ends before any diff it would cut.
+  std::vector<PlacedSegmentDiff> diffs;
+  for (const PlacedSegmentDiff& d : s->resume_diffs) {
+    const int64_t end = d.first + d.second->master()->n_tokens();
+    if (end <= int64_t(common)) diffs.push_back(d);
+    else if (d.first < int64_t(common)) common = size_t(d.first);
+  }
   if (int64_t(common) <= s->kv.n_tokens()) return 0;
   KvSequence f = s->resume->fork();
   const int64_t kept = f.truncate(int64_t(common));
   if (kept <= s->kv.n_tokens()) return 0;
+  s->kv.release();  // the prefix cache's hit, if any, is beaten
   s->kv = std::move(f);
+  s->forget_diffs();
+  s->diffs = std::move(diffs);
   return kept;
 }
 

@@ -9,6 +9,8 @@
 #include "engine/sampler.h"
 #include "engine/text_stream.h"
 #include "kv/kv_manager.h"
+#include "share/master_diff.h"
+#include "share/master_diff_attention.h"
 
 namespace agentkv {
 
@@ -24,6 +26,12 @@ struct Sequence {
   State state = State::kWaiting;
   KvSequence kv;                 // tokens whose K/V is computed, and their blocks
   std::shared_ptr<const KvSequence> resume;  // a retained snapshot to start from (RequestParams::kv_from)
+  // A compact snapshot resumed in attention (EngineOptions::resume_in_attention): `resume` is its
+  // sequence with holes, these its diffs. Once resumed, `diffs` are those standing for holes of `kv`,
+  // and `attention` reads them (made when the sequence is first batched); both empty otherwise.
+  std::vector<PlacedSegmentDiff> resume_diffs;
+  std::vector<PlacedSegmentDiff> diffs;
+  std::unique_ptr<MasterDiffAttention> attention;
   std::vector<int32_t> tokens;   // prompt + generated; kv catches up with it
   int n_prompt = 0;
   int n_generated = 0;
@@ -34,6 +42,11 @@ struct Sequence {
   double last_token_time = 0;
 
   int64_t n_uncomputed() const { return int64_t(tokens.size()) - kv.n_tokens(); }
+  // With kv given back (preempted, finished): nothing of it is read through diffs any more.
+  void forget_diffs() {
+    diffs.clear();
+    attention.reset();
+  }
 };
 
 }  // namespace agentkv

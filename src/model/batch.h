@@ -7,12 +7,25 @@
 namespace agentkv {
 
 class LoraAdapters;
+struct AttentionSpan;
 
 // A sequence's view of the KV arena: its block table. Slot s of the sequence lives in block
 // table[s / block_size] at offset s % block_size.
 struct SeqBlocks {
   const int32_t* table = nullptr;
   int32_t n_blocks = 0;
+};
+
+// A sequence whose context attention reads as spans (ops/attention_spans.h) instead of its block table
+// alone: a context resumed in master–diff form (share/master_diff_attention.h), whose shared runs are
+// read from their masters in place. Its blocks there are holes; every slot past them is the table's.
+class AttentionContext {
+ public:
+  virtual ~AttentionContext() = default;
+  // Called once per layer, before that layer's attention reads spans() (from several threads).
+  virtual void prepare_layer(int il) = 0;
+  // The spans covering slots [lo, hi] of the sequence whose block table is now `table`, in order.
+  virtual void spans(SeqBlocks table, int64_t lo, int64_t hi, std::vector<AttentionSpan>& out) const = 0;
 };
 
 struct Batch {
@@ -23,6 +36,8 @@ struct Batch {
   std::vector<int32_t> slots;      // KV slot within the sequence; attends to slots <= its own
   // Per sequence.
   std::vector<SeqBlocks> seqs;
+  // Empty, or one per sequence: its context's spans (nullptr: the block table alone).
+  std::vector<AttentionContext*> contexts;
   // Token indices whose logits are wanted, in the order they are written to the output.
   std::vector<int32_t> logit_rows;
   // -1: matmul kernels are chosen by batch size (fastest for one sequence). >= 0: batch-invariant
@@ -41,6 +56,7 @@ struct Batch {
     seq.clear();
     slots.clear();
     seqs.clear();
+    contexts.clear();
     logit_rows.clear();
     n_tile_tokens = -1;
     adapters = nullptr;

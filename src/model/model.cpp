@@ -37,10 +37,19 @@ Status Model::forward_layers(const Batch& b, const KvArena& kv, int layer_begin,
     if (b.slots[i] < 0 || int64_t(b.slots[i]) >= int64_t(s.n_blocks) * kv.block_size())
       return make_error("forward: slot " + std::to_string(b.slots[i]) + " outside the sequence's blocks");
   }
-  for (const SeqBlocks& s : b.seqs)
+  if (!b.contexts.empty() && b.contexts.size() != b.seqs.size())
+    return make_error("forward: batch contexts are not one per sequence");
+  for (size_t k = 0; k < b.seqs.size(); ++k) {
+    // A sequence read through its context may have holes (-1) where the context reads elsewhere.
+    const bool holes_ok = !b.contexts.empty() && b.contexts[k] != nullptr;
+    const SeqBlocks& s = b.seqs[k];
     for (int32_t j = 0; j < s.n_blocks; ++j)
-      if (s.table[j] < 0 || s.table[j] >= kv.n_blocks())
+      if ((s.table[j] < 0 && !(holes_ok && s.table[j] == -1)) || s.table[j] >= kv.n_blocks())
         return make_error("forward: block id " + std::to_string(s.table[j]) + " outside the arena");
+  }
+  for (size_t i = 0; i < n; ++i)
+    if (b.seqs[b.seq[i]].table[b.slots[i] / kv.block_size()] < 0)
+      return make_error("forward: token " + std::to_string(i) + "'s slot is in a hole of its sequence");
   for (int32_t r : b.logit_rows)
     if (r < 0 || size_t(r) >= n) return make_error("forward: logit row outside the batch");
   if (b.n_tile_tokens > int64_t(n)) return make_error("forward: n_tile_tokens exceeds the batch");

@@ -6,6 +6,7 @@
 
 #include "gguf/gguf_file.h"
 #include "ops/attention.h"
+#include "ops/attention_spans.h"
 #include "ops/norm.h"
 
 namespace agentkv {
@@ -125,18 +126,30 @@ void attention(const ModelConfig& cfg, const Batch& b, const KvArena& kv, int il
   const int group = cfg.n_head / cfg.n_head_kv;
   int32_t max_slot = 0;
   for (int32_t s : b.slots) max_slot = std::max(max_slot, s);
+  // Contexts read as spans (master–diff): each prepares the layer once, before any token reads it.
+  AGENTKV_CHECK(b.contexts.empty() || b.contexts.size() == b.seqs.size());
+  for (AttentionContext* c : b.contexts)
+    if (c) c->prepare_layer(il);
   // One work item = one token and one KV head with its whole group of query heads, so each cached
   // K/V row is read once per group.
   const int64_t n_items = b.size() * cfg.n_head_kv;
   pool.parallel_for(n_items, 1, [&](int64_t i0, int64_t i1) {
     std::vector<float> scratch(size_t(group) * (size_t(max_slot) + 1));
+    std::vector<AttentionSpan> spans;
     for (int64_t i = i0; i < i1; ++i) {
       const int64_t t = i / cfg.n_head_kv;
       const int kvh = int(i % cfg.n_head_kv);
       const int32_t slot = b.slots[t];
       const int64_t lo = first_attended_slot(slot, window);
       const int64_t off = (t * cfg.n_head + int64_t(kvh) * group) * hd;
-      attend_group(q + off, group, l, b.seqs[b.seq[t]].table, lo, slot, kvh, hd, scale, out + off, scratch.data(),
+      const int32_t si = b.seq[t];
+      if (AttentionContext* c = b.contexts.empty() ? nullptr : b.contexts[size_t(si)]) {
+        spans.clear();
+        c->spans(b.seqs[size_t(si)], lo, slot, spans);
+        attend_spans(q + off, group, l, spans, kvh, hd, scale, out + off, scratch.data(), cfg.attn_softcap);
+        continue;
+      }
+      attend_group(q + off, group, l, b.seqs[size_t(si)].table, lo, slot, kvh, hd, scale, out + off, scratch.data(),
                    cfg.attn_softcap);
     }
   });

@@ -13,6 +13,7 @@
 
 #include "kv/kv_manager.h"
 #include "model/model.h"
+#include "share/master_diff.h"
 #include "share/selective_recompute.h"
 #include "util/status.h"
 #include "util/thread_pool.h"
@@ -22,14 +23,19 @@ namespace agentkv {
 struct BlendedCopy {
   KvSequence seq;                         // [agent prefix][blended segment]
   std::vector<int32_t> recomputed_slots;  // the agent's diff against the re-rotated master
+  std::vector<PlacedSegmentDiff> diffs;   // the prefix's master–diff runs (its holes), as given
 };
 
 // master: a sequence whose slots [master_start, master_start + segment.size()) hold the segment
-// (e.g. a prefill of [BOS][segment]). prefixes: each agent's context before the segment. All or
-// nothing: on error no copy is made (kResourceExhausted when the KV budget cannot hold them).
+// (e.g. a prefill of [BOS][segment]). prefixes: each agent's context before the segment.
+// prefix_diffs: empty, or per prefix the master–diff runs whose blocks are holes in it (a context
+// kept in master–diff form, engine/compact_context.h): the recompute reads them in place
+// (share/master_diff_attention.h) and the copy keeps them. All or nothing: on error no copy is made
+// (kResourceExhausted when the KV budget cannot hold them).
 Result<std::vector<BlendedCopy>> collect_segment_copies(const Model& model, const KvSequence& master,
                                                         int32_t master_start, std::span<const int32_t> segment,
                                                         std::span<const KvSequence* const> prefixes,
-                                                        const RecomputeOptions& options, ThreadPool& pool);
+                                                        const RecomputeOptions& options, ThreadPool& pool,
+                                                        std::span<const std::vector<PlacedSegmentDiff>> prefix_diffs = {});
 
 }  // namespace agentkv

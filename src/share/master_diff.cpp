@@ -79,6 +79,12 @@ std::optional<std::vector<SegmentDiff>> SegmentDiff::extract_packed(KvManager& m
   int32_t i = 0;
   for (const Spec& sp : specs) {
     if (sp.rows.empty()) continue;
+    if (sp.verbatim) {
+      AGENTKV_CHECK(sp.verbatim->packed_rows()->codec().format() == packing.format &&
+                    sp.verbatim->rows() == sp.rows && sp.verbatim->master() == sp.master);
+      for (size_t j = 0; j < sp.rows.size(); ++j) packed->copy_record(i++, sp.verbatim->row_record(j));
+      continue;
+    }
     std::optional<RerotatedMaster> base;
     if (!lossless) {
       base.emplace(*packing.model, *sp.master, sp.pos0, *packing.pool);
@@ -198,6 +204,10 @@ uint8_t* PackedKv::record_at(int32_t i) const {
 }
 
 const uint8_t* PackedKv::record(int32_t i) const { return record_at(i); }
+
+void PackedKv::copy_record(int32_t i, const uint8_t* record) {
+  std::memcpy(record_at(i), record, codec_.record_bytes());
+}
 
 void PackedKv::encode_row(int32_t i, PhysicalSlot dense, const PhysicalSlot* base) {
   AGENTKV_CHECK(base || diff_format_lossless(codec_.format()));

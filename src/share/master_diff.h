@@ -14,6 +14,7 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "kv/kv_diff_codec.h"
@@ -76,11 +77,15 @@ class SegmentDiff {
                                             int32_t pos0, std::vector<int32_t> rows, const DiffPacking& packing = {});
   // Several diffs of one context (its blended runs) whose rows share one set of packed blocks, so a
   // context with many short runs does not pay a partial block per run. All or nothing.
+  // A spec with `verbatim` set takes that diff's rows and records as they are (a run that is already
+  // in master–diff form: no dense copy to read, and a lossy record is not encoded twice); its
+  // master, pos0 and rows must be the diff's, and its format the packing's.
   struct Spec {
     std::shared_ptr<const MasterSegment> master;
     KvSlotRange dense;
     int32_t pos0 = 0;
     std::vector<int32_t> rows;
+    const SegmentDiff* verbatim = nullptr;
   };
   static std::optional<std::vector<SegmentDiff>> extract_packed(KvManager& m, std::vector<Spec> specs,
                                                                 const DiffPacking& packing = {});
@@ -119,6 +124,9 @@ class SegmentDiff {
   int32_t first_ = 0;
 };
 
+// A diff that stands for context slots [first, first + diff->master()->n_tokens()) of a context.
+using PlacedSegmentDiff = std::pair<int64_t, std::shared_ptr<const SegmentDiff>>;
+
 // K/V rows (one token's K and V in every layer each) packed into blocks of their own as records of a
 // diff format (kv/kv_diff_codec.h), as many to a block as fit: f16 copies (a block's worth of tokens
 // per block), or lossy differences from base rows (e.g. an agent's own prompt and answer after a
@@ -139,6 +147,8 @@ class PackedKv {
   ~PackedKv();
   // Encodes the row at `dense` as packed row i (against the row at `base`: lossy formats only).
   void encode_row(int32_t i, PhysicalSlot dense, const PhysicalSlot* base);
+  // Writes packed row i as a copy of `record` (one record of this format).
+  void copy_record(int32_t i, const uint8_t* record);
   // Lossless formats only: packed rows 0.. written at dst's slots 0.. .
   void restore(const KvSlotRange& dst) const;
   // Writes packed row i at `dst`; a lossy format adds its difference to the base `dst` holds.

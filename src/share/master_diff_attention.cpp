@@ -73,7 +73,7 @@ void MasterDiffAttention::prepare_layer(int il) {
   layer_ = il;
 }
 
-void MasterDiffAttention::spans(int64_t lo, int64_t hi, std::vector<AttentionSpan>& out) const {
+void MasterDiffAttention::spans(SeqBlocks table, int64_t lo, int64_t hi, std::vector<AttentionSpan>& out) const {
   AGENTKV_CHECK(layer_ >= 0 && lo <= hi + 1);
   const int64_t stride = 2 * int64_t(arena_.kv_dim());
   int64_t c = lo;
@@ -81,7 +81,7 @@ void MasterDiffAttention::spans(int64_t lo, int64_t hi, std::vector<AttentionSpa
     const int64_t e = d.begin + d.diff->master()->n_tokens();
     if (e <= c) continue;
     if (d.begin > hi) break;
-    if (c < d.begin) out.push_back(AttentionSpan{context_.table, c, d.begin - c});
+    if (c < d.begin) out.push_back(AttentionSpan{table.table, c, d.begin - c});
     c = std::max(c, d.begin);
     const int64_t stop = std::min(e, hi + 1);
     AttentionSpan s{d.diff->master()->blocks().data(), d.master_slot0 + (c - d.begin), stop - c};
@@ -98,7 +98,7 @@ void MasterDiffAttention::spans(int64_t lo, int64_t hi, std::vector<AttentionSpa
     out.push_back(s);
     c = stop;
   }
-  if (c <= hi) out.push_back(AttentionSpan{context_.table, c, hi + 1 - c});
+  if (c <= hi) out.push_back(AttentionSpan{table.table, c, hi + 1 - c});
 }
 
 }  // namespace agentkv

@@ -20,7 +20,7 @@
 
 namespace agentkv {
 
-class MasterDiffAttention {
+class MasterDiffAttention : public AttentionContext {
  public:
   // A diff that stands for context slots [begin, begin + diff->master()->n_tokens()).
   struct Placed {
@@ -38,10 +38,13 @@ class MasterDiffAttention {
   // Decodes every diff's rows of layer il; spans() then describes layer il. Call it once per layer
   // before that layer's attention; spans() and the buffers its spans point into are read-only until
   // the next prepare_layer, so the layer's heads and tokens may attend from several threads.
-  void prepare_layer(int il);
+  void prepare_layer(int il) override;
   // Appends to `out` the spans that cover context slots [lo, hi] in the prepared layer, in order: the
   // input of attend_spans, equal up to its stated bound to attending the materialized dense copy.
-  void spans(int64_t lo, int64_t hi, std::vector<AttentionSpan>& out) const;
+  void spans(int64_t lo, int64_t hi, std::vector<AttentionSpan>& out) const { spans(context_, lo, hi, out); }
+  // The same for a context that grew past the table given at construction (a sequence resumed from
+  // it: slots past the diffs are read from `table`).
+  void spans(SeqBlocks table, int64_t lo, int64_t hi, std::vector<AttentionSpan>& out) const override;
   // All rows of the diffs (what prepare_layer decodes per layer).
   int64_t n_diff_rows() const;
 

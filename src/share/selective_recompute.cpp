@@ -76,6 +76,8 @@ Result<std::vector<AgentRecompute>> recompute_checked(const Model& model, const 
   Batch batch;
   batch.n_tile_tokens = 0;
   for (const AgentSegment& ag : agents) batch.seqs.push_back(ag.blocks);
+  if (std::any_of(agents.begin(), agents.end(), [](const AgentSegment& ag) { return ag.context != nullptr; }))
+    for (const AgentSegment& ag : agents) batch.contexts.push_back(ag.context);
   for (int64_t a = 0; a < n_agents; ++a)
     for (int32_t i = 0; i < n; ++i)
       batch.add(segment_tokens[i], agents[size_t(a)].pos0 + i, int32_t(a), agents[size_t(a)].slot0 + i,
@@ -112,6 +114,7 @@ Result<std::vector<AgentRecompute>> recompute_checked(const Model& model, const 
   Batch rest;
   rest.n_tile_tokens = 0;
   rest.seqs = batch.seqs;
+  rest.contexts = batch.contexts;
   std::vector<float> rest_hidden;
   for (int64_t a = 0; a < n_agents; ++a)
     for (int32_t i : selected[size_t(a)]) {

@@ -40,6 +40,8 @@ struct AgentSegment {
   SeqBlocks blocks;
   int32_t slot0 = 0;  // the segment's first slot in the agent's sequence (after its prefix)
   int32_t pos0 = 0;   // the RoPE position of the segment's first token for this agent
+  // The agent's prefix read as spans (a context resumed in master–diff form); null: `blocks` alone.
+  AttentionContext* context = nullptr;
 };
 
 struct RecomputeOptions {
