@@ -176,7 +176,7 @@ Result<ModeReport> run_mode(const LoadedModel& lm, ThreadPool& pool, const Bench
     std::vector<AgentTurn> turns = wl->round(r);
     if (tokendance) {
       TokendanceRoundOut t;
-      AGENTKV_ASSIGN_OR_RETURN(t, run_tokendance_round(*engine, pool, turns, td, true, &resident));
+      AGENTKV_ASSIGN_OR_RETURN(t, run_tokendance_round(*engine, pool, turns, td, opt.per_agent_timing, &resident));
       RoundStats rs = tokendance_stats(t, r + 1, bpb, opt.block_size, budget_blocks);
       for (const TokendanceAgentOut& a : t.agents) all_ttft.push_back(a.ttft);
       turns_done += int64_t(turns.size());
@@ -421,6 +421,7 @@ Status find_agents_that_fit(const LoadedModel& lm, ThreadPool& pool, const Bench
   BenchAgentsOptions o = opt;
   o.quality = false;
   o.progress = false;
+  o.per_agent_timing = false;  // nothing kept past its use: the round holds what serving would
   auto run = [&](int n) -> Result<bool> {
     o.workload_opt.n_agents = n;
     int64_t budget = 0, bpb = 0;

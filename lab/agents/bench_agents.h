@@ -30,6 +30,9 @@ struct BenchAgentsOptions {
   // tokendance: turns read their compact contexts inside attention (EngineOptions::resume_in_attention)
   // instead of from a dense copy restored first.
   bool resume_in_attention = false;
+  // tokendance: also time the same reuse agent by agent (each agent's copy and prefix are kept through
+  // the round for it, as they are for quality). Off where only the budget is under test (find-fit).
+  bool per_agent_timing = true;
   bool quality = true;
   // A seeded random sample of this many agents (0, or at least the workload's agents: every agent) is
   // what the expensive measurements run on, for towns too large to measure whole: tokendance's quality

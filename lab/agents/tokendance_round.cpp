@@ -78,7 +78,7 @@ Result<TokendanceRoundOut> run_tokendance_round(Engine& engine, ThreadPool& pool
   ro.recompute = opt.recompute.ratio;
   // Kept for the quality and agent-by-agent measurements below, on the sample only when there is
   // one (a kept copy stays pinned through the round's later waves).
-  ro.keep_blended = true;
+  ro.keep_blended = opt.measure_quality || time_per_agent;
   if (!opt.quality_agents.empty())
     for (const AgentTurn& t : turns) ro.keep_only.push_back(opt.quality_agents.count(t.agent) > 0);
   std::optional<CollectiveRoundResult> got;

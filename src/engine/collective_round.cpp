@@ -9,6 +9,7 @@
 #include "engine/collective_round.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <utility>
 
@@ -17,6 +18,11 @@
 #include "util/monotonic_clock.h"
 
 namespace agentkv {
+
+namespace {
+// Dense copies the collector builds at once when turns read their blocks in attention.
+constexpr size_t kCollectChunk = 4;
+}  // namespace
 
 class CollectiveRound : public std::enable_shared_from_this<CollectiveRound> {
  public:
@@ -66,6 +72,11 @@ class CollectiveRound : public std::enable_shared_from_this<CollectiveRound> {
   std::vector<int64_t> turn_blocks_;           // per turn: unpinned blocks it may need (admission)
   std::vector<int64_t> turn_tokens_;           // per turn: the worst-case tokens behind them
   int64_t master_blocks_ = 0;                  // every master, until the first wave computed them
+  // Read in attention (EngineOptions::resume_in_attention): the collector builds at most this many
+  // dense copies at once, each compacted before the next chunk (0: the whole wave at once), and a
+  // wave leaves room for one chunk's copies.
+  size_t collect_chunk_ = 0;
+  int64_t chunk_blocks_ = 0;
   bool masters_made_ = false;
   std::vector<size_t> wave_;                   // the turns of the wave running
   size_t next_ = 0;                            // the first turn no wave has taken
@@ -171,6 +182,23 @@ void CollectiveRound::start() {
   const int bs = e_.kv().block_size();
   const int64_t bos = e_.model().tokenizer->add_bos_default() ? 1 : 0;
   for (const Group& g : groups_) master_blocks_ += (bos + int64_t(g.segment.size()) + bs - 1) / bs;
+  if (e_.resume_in_attention() && !groups_.empty()) {
+    // A sharing turn holds its block as master + diff from the collector on: the block's dense blocks
+    // are the collector's, a chunk at a time; the diff's rows are bounded by what it recomputes, stored
+    // at most as f16 rows (a block's worth of rows per block).
+    collect_chunk_ = kCollectChunk;
+    const RecomputeOptions ro{};
+    for (size_t i = 0; i < n; ++i) {
+      if (group_of_[i] < 0) continue;
+      const int64_t seg = turns_[i].segment.second - turns_[i].segment.first;
+      const int64_t dense = (seg + bs - 1) / bs + 1;
+      const int64_t rows = int64_t(std::ceil(*opt_.recompute * double(seg))) + ro.n_first + ro.n_last + 1;
+      const int64_t diff = (std::min(rows, seg) + bs - 1) / bs + 1;
+      turn_blocks_[i] = std::max<int64_t>(diff + 2, turn_blocks_[i] - dense + diff);
+      chunk_blocks_ = std::max(chunk_blocks_, dense + diff);
+    }
+    chunk_blocks_ *= int64_t(collect_chunk_);
+  }
   if (n > 0) {
     const KvDemand one{turn_blocks_[largest] + master_blocks_, 0, turn_tokens_[largest]};
     if (Status st = e_.check_admission(one, "the largest turn of the round of " + std::to_string(n) +
@@ -193,6 +221,7 @@ bool CollectiveRound::plan_wave() {
   int64_t compaction = 0;
   for (size_t i = next_; i < turns_.size(); ++i)
     if (group_of_[i] >= 0) compaction = std::max(compaction, turn_blocks_[i] + 1);
+  if (collect_chunk_ > 0) compaction = chunk_blocks_;  // compacted at collection, a chunk at a time
   wave_.clear();
   int64_t used = 0;
   while (next_ < turns_.size() &&
@@ -260,25 +289,34 @@ void CollectiveRound::collect() {
   const double c0 = monotonic_seconds();
   for (size_t g = 0; g < groups_.size(); ++g) {
     const Group& group = groups_[g];
-    std::vector<size_t> members;
+    std::vector<size_t> all;
     for (size_t i : wave_)
-      if (group_of_[i] == int(g)) members.push_back(i);
-    if (members.empty()) continue;
-    std::vector<uint64_t> prefixes;
-    for (size_t i : members) prefixes.push_back(prefix_[i]);
-    auto copies = collect_shared_segment(e_, group.master, group.master_start, group.segment, prefixes, ro);
-    // The blended copies share what they need of the prefixes.
-    for (size_t i : members)
-      if (!kept(i)) e_.release_retained(std::exchange(prefix_[i], 0));
-    if (!copies.ok()) return fail(copies.status_error());
-    for (size_t k = 0; k < members.size(); ++k) {
-      const size_t i = members[k];
-      blended_[i] = (*copies)[k].handle;
-      res_.turns[i].shared = true;
-      res_.turns[i].recomputed = int64_t((*copies)[k].recomputed_slots.size());
-      rep.recomputed_tokens += res_.turns[i].recomputed;
+      if (group_of_[i] == int(g)) all.push_back(i);
+    if (all.empty()) continue;
+    // A chunk at a time when read in attention (the selective recompute is batch-invariant: the same
+    // copies whatever the chunks).
+    const size_t chunk = collect_chunk_ > 0 ? collect_chunk_ : all.size();
+    for (size_t c0 = 0; c0 < all.size(); c0 += chunk) {
+      const std::vector<size_t> members(all.begin() + int64_t(c0), all.begin() + int64_t(std::min(all.size(), c0 + chunk)));
+      std::vector<uint64_t> prefixes;
+      for (size_t i : members) prefixes.push_back(prefix_[i]);
+      auto copies = collect_shared_segment(e_, group.master, group.master_start, group.segment, prefixes, ro);
+      // The blended copies share what they need of the prefixes.
+      for (size_t i : members)
+        if (!kept(i)) e_.release_retained(std::exchange(prefix_[i], 0));
+      if (!copies.ok()) return fail(copies.status_error());
+      for (size_t k = 0; k < members.size(); ++k) {
+        const size_t i = members[k];
+        blended_[i] = (*copies)[k].handle;
+        // Read in attention, the turn runs from the copy's master + diff: its dense segment goes now.
+        if (collect_chunk_ > 0)
+          e_.compact_retained(blended_[i], turns_[i].segment.first, group.master, group.master_start);
+        res_.turns[i].shared = true;
+        res_.turns[i].recomputed = int64_t((*copies)[k].recomputed_slots.size());
+        rep.recomputed_tokens += res_.turns[i].recomputed;
+      }
     }
-    rep.agents += int(members.size());
+    rep.agents += int(all.size());
     rep.segment_tokens = std::max<int64_t>(rep.segment_tokens, int64_t(group.segment.size()));
   }
   rep.collector_seconds += monotonic_seconds() - c0;
