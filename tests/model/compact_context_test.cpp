@@ -12,8 +12,8 @@
 #include <random>
 #include <tuple>
 
+#include "answered_round.h"
 #include "engine/engine.h"
-#include "engine/segment_collector.h"
 #include "model_test_util.h"
 #include "share_test_util.h"
 
@@ -22,102 +22,17 @@ namespace {
 
 using testing::real_model;
 
-struct Done {
-  uint64_t retained = 0;
-  std::string error;
-};
-
-RequestCallback keep(Done* d) {
-  return [d](const RequestEvent& ev) {
-    if (!ev.error.empty()) d->error = ev.error;
-    if (ev.request_finished) d->retained = ev.retained_kv;
-  };
-}
-
-RequestParams retained_request(std::vector<int32_t> prompt, int max_tokens, uint64_t kv_from = 0) {
-  RequestParams p;
-  p.prompt = std::move(prompt);
-  p.max_tokens = max_tokens;
-  p.retain_kv = true;
-  p.kv_from = kv_from;
-  return p;
-}
-
-// Three agents that shared a segment through the KV collector and answered from their blended copies:
-// their final contexts (dense, retained), the master they blended from, and what the test needs to
-// know of their layout. The engine stores diffs in `format`.
-struct AnsweredRound {
-  std::unique_ptr<Engine> engine;
-  std::vector<std::vector<int32_t>> prefix_tokens;
-  std::vector<int32_t> segment;
-  uint64_t master = 0;
-  int32_t master_start = 0;
-  std::vector<uint64_t> answers;
-};
-
-void answer_shared_round(const LoadedModel& lm, DiffFormat format, ThreadPool& pool, AnsweredRound& out) {
-  const Tokenizer& tok = *lm.tokenizer;
-  EngineOptions eo;
-  eo.kv.mem_bytes = int64_t(256) << 20;
-  eo.kv.block_size = 16;
-  eo.diff_format = format;
-  auto created = Engine::create(lm, eo, pool);
-  ASSERT_TRUE(created.ok()) << created.error();
-  out.engine = std::move(created).value();
-  Engine& e = *out.engine;
-
-  const std::vector<std::string> prefixes = {
-      "Ada is a baker who wakes at four and knows every rumour in town.\n",
-      "Bram, the blacksmith, has not spoken to his brother in ten years, and he still keeps the old forge key.\n",
-      "Cleo teaches the children.\n"};
-  out.segment = tok.encode(
-      "Town crier: the bridge over the river fell in last night's storm, and the market is cut off until it is "
-      "rebuilt. Volunteers are asked to gather at the mill at noon with rope and timber.\n",
-      false, false);
-  const std::vector<int32_t>& segment = out.segment;
-  const std::vector<int32_t> own = tok.encode("What do you do next?", false, false);
-
-  std::vector<Done> pre(prefixes.size()), master(1);
-  for (size_t i = 0; i < prefixes.size(); ++i) {
-    out.prefix_tokens.push_back(tok.encode(prefixes[i], tok.add_bos_default(), false));
-    ASSERT_TRUE(e.add_request(retained_request(out.prefix_tokens[i], 0), keep(&pre[i])).ok());
-  }
-  std::vector<int32_t> master_tokens;
-  if (tok.add_bos_default()) master_tokens.push_back(tok.bos_id());
-  out.master_start = int32_t(master_tokens.size());
-  master_tokens.insert(master_tokens.end(), segment.begin(), segment.end());
-  ASSERT_TRUE(e.add_request(retained_request(master_tokens, 0), keep(&master[0])).ok());
-  ASSERT_TRUE(e.run_until_idle().ok());
-  out.master = master[0].retained;
-
-  std::vector<uint64_t> handles;
-  for (const Done& d : pre) handles.push_back(d.retained);
-  RecomputeOptions ro;
-  ro.ratio = 0.2;
-  auto copies = collect_shared_segment(e, out.master, out.master_start, segment, handles, ro);
-  ASSERT_TRUE(copies.ok()) << copies.error();
-  for (uint64_t h : handles) e.release_retained(h);
-
-  // Each agent answers from its blended copy; its final context is what gets compacted.
-  std::vector<Done> answers(prefixes.size());
-  for (size_t i = 0; i < prefixes.size(); ++i) {
-    std::vector<int32_t> prompt = out.prefix_tokens[i];
-    prompt.insert(prompt.end(), segment.begin(), segment.end());
-    prompt.insert(prompt.end(), own.begin(), own.end());
-    ASSERT_TRUE(e.add_request(retained_request(prompt, 12, (*copies)[i].handle), keep(&answers[i])).ok());
-  }
-  ASSERT_TRUE(e.run_until_idle().ok());
-  for (size_t i = 0; i < prefixes.size(); ++i) {
-    ASSERT_TRUE(answers[i].error.empty()) << answers[i].error;
-    e.release_retained((*copies)[i].handle);
-    out.answers.push_back(answers[i].retained);
-  }
-}
+using testing::AnsweredRound;
+using testing::answer_shared_round;
 
 class CompactContextTest : public ::testing::TestWithParam<std::tuple<std::string, DiffFormat>> {
  protected:
   void SetUp() override {
-    ASSERT_NO_FATAL_FAILURE(answer_shared_round(real_model(std::get<0>(GetParam())), format, pool_, round));
+    EngineOptions eo;
+    eo.kv.mem_bytes = int64_t(256) << 20;
+    eo.kv.block_size = 16;
+    eo.diff_format = format;
+    ASSERT_NO_FATAL_FAILURE(answer_shared_round(real_model(std::get<0>(GetParam())), eo, pool_, round));
   }
   const DiffFormat format = std::get<1>(GetParam());
   ThreadPool pool_{2};
@@ -232,12 +147,8 @@ TEST_P(CompactContextTest, EveryReleaseOrderFreesMastersAndDiffsWhenTheLastUserG
   } while (std::next_permutation(order.begin(), order.end()));
 }
 
-INSTANTIATE_TEST_SUITE_P(BothModelsEveryFormat, CompactContextTest,
-                         ::testing::Combine(::testing::Values("smollm2", "gemma3"),
-                                            ::testing::Values(DiffFormat::kF16, DiffFormat::kInt8, DiffFormat::kInt4)),
-                         [](const auto& info) {
-                           return std::get<0>(info.param) + "_" + std::string(diff_format_name(std::get<1>(info.param)));
-                         });
+INSTANTIATE_TEST_SUITE_P(BothModelsEveryFormat, CompactContextTest, testing::both_models_every_format(),
+                         testing::model_format_name);
 
 }  // namespace
 }  // namespace agentkv

@@ -146,12 +146,8 @@ TEST_P(DiffFormatModelTest, DiffKeepsOnlyDifferingRowsAndRestoresThemWithinTheFo
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(BothModelsEveryFormat, DiffFormatModelTest,
-                         ::testing::Combine(::testing::Values("smollm2", "gemma3"),
-                                            ::testing::Values(DiffFormat::kF16, DiffFormat::kInt8, DiffFormat::kInt4)),
-                         [](const auto& info) {
-                           return std::get<0>(info.param) + "_" + std::string(diff_format_name(std::get<1>(info.param)));
-                         });
+INSTANTIATE_TEST_SUITE_P(BothModelsEveryFormat, DiffFormatModelTest, testing::both_models_every_format(),
+                         testing::model_format_name);
 
 }  // namespace
 }  // namespace agentkv

@@ -18,8 +18,8 @@
 #include <cstring>
 #include <tuple>
 
+#include "answered_round.h"
 #include "engine/engine.h"
-#include "engine/segment_collector.h"
 #include "model_test_util.h"
 #include "share_test_util.h"
 
@@ -28,98 +28,34 @@ namespace {
 
 using testing::real_model;
 
-struct Outcome {
-  uint64_t retained = 0;
-  std::string error;
-  std::vector<int32_t> tokens;
-  std::vector<TokenLogprob> logprobs;
-};
-
-RequestCallback keep(Outcome* d) {
-  return [d](const RequestEvent& ev) {
-    if (!ev.error.empty()) d->error = ev.error;
-    if (ev.has_token) {
-      d->tokens.push_back(ev.token);
-      d->logprobs.push_back(ev.logprob);
-    }
-    if (ev.request_finished) d->retained = ev.retained_kv;
-  };
-}
+using Outcome = testing::RequestDone;
+using testing::keep;
 
 RequestParams request(std::vector<int32_t> prompt, int max_tokens, uint64_t kv_from = 0, bool retain = true) {
-  RequestParams p;
-  p.prompt = std::move(prompt);
-  p.max_tokens = max_tokens;
-  p.retain_kv = retain;
-  p.kv_from = kv_from;
-  return p;
+  return testing::retained_request(std::move(prompt), max_tokens, kv_from, retain);
 }
 
 class ResumeInAttentionTest : public ::testing::TestWithParam<std::tuple<std::string, DiffFormat>> {
  protected:
-  // same_positions: every prefix cut to one token length and the master computed after agent 0's
-  // prefix, so each agent sees the segment at the master's positions (no re-rotation on either path).
+  // The round's answers compacted to master + diff, on an engine that resumes them in attention
+  // (answer_shared_round's same_positions: the segment at the master's positions).
   void build(bool same_positions) {
     const LoadedModel& lm = real_model(std::get<0>(GetParam()));
-    const Tokenizer& tok = *lm.tokenizer;
     EngineOptions eo;
     eo.kv.mem_bytes = int64_t(256) << 20;
     eo.kv.block_size = 16;
     eo.diff_format = std::get<1>(GetParam());
     eo.resume_in_attention = true;
-    auto created = Engine::create(lm, eo, pool_);
-    ASSERT_TRUE(created.ok()) << created.error();
-    engine = std::move(created).value();
-    Engine& e = *engine;
-    const std::vector<std::string> prefixes = {
-        "Ada is a baker who wakes at four and knows every rumour in town.\n",
-        "Bram, the blacksmith, has not spoken to his brother in ten years, and he still keeps the old forge key.\n",
-        "Cleo teaches the children.\n"};
-    segment = tok.encode(
-        "Town crier: the bridge over the river fell in last night's storm, and the market is cut off until it "
-        "is rebuilt. Volunteers are asked to gather at the mill at noon with rope and timber.\n",
-        false, false);
-    const std::vector<int32_t> own = tok.encode("What do you do next?", false, false);
-    std::vector<Outcome> pre(prefixes.size()), master(1);
-    for (const std::string& p : prefixes) prefix_tokens.push_back(tok.encode(p, tok.add_bos_default(), false));
-    if (same_positions) {
-      size_t shortest = prefix_tokens[0].size();
-      for (const auto& p : prefix_tokens) shortest = std::min(shortest, p.size());
-      for (auto& p : prefix_tokens) p.resize(shortest);
+    testing::AnsweredRound round;
+    ASSERT_NO_FATAL_FAILURE(testing::answer_shared_round(lm, eo, pool_, round, same_positions));
+    engine = std::move(round.engine);
+    for (size_t i = 0; i < round.answers.size(); ++i) {
+      ASSERT_TRUE(engine->compact_retained(round.answers[i], int64_t(round.prefix_tokens[i].size()), round.master,
+                                           round.master_start));
+      contexts.push_back(round.answers[i]);
     }
-    for (size_t i = 0; i < prefixes.size(); ++i)
-      ASSERT_TRUE(e.add_request(request(prefix_tokens[i], 0), keep(&pre[i])).ok());
-    std::vector<int32_t> master_tokens;
-    if (same_positions) master_tokens = prefix_tokens[0];
-    else if (tok.add_bos_default()) master_tokens.push_back(tok.bos_id());
-    master_start = int32_t(master_tokens.size());
-    master_tokens.insert(master_tokens.end(), segment.begin(), segment.end());
-    ASSERT_TRUE(e.add_request(request(master_tokens, 0), keep(&master[0])).ok());
-    ASSERT_TRUE(e.run_until_idle().ok());
-    master_handle = master[0].retained;
-    std::vector<uint64_t> handles;
-    for (const Outcome& d : pre) handles.push_back(d.retained);
-    RecomputeOptions ro;
-    ro.ratio = 0.2;
-    auto copies = collect_shared_segment(e, master_handle, master_start, segment, handles, ro);
-    ASSERT_TRUE(copies.ok()) << copies.error();
-    for (uint64_t h : handles) e.release_retained(h);
-    std::vector<Outcome> answers(prefixes.size());
-    for (size_t i = 0; i < prefixes.size(); ++i) {
-      std::vector<int32_t> prompt = prefix_tokens[i];
-      prompt.insert(prompt.end(), segment.begin(), segment.end());
-      prompt.insert(prompt.end(), own.begin(), own.end());
-      ASSERT_TRUE(e.add_request(request(prompt, 12, (*copies)[i].handle), keep(&answers[i])).ok());
-    }
-    ASSERT_TRUE(e.run_until_idle().ok());
-    for (size_t i = 0; i < prefixes.size(); ++i) {
-      ASSERT_TRUE(answers[i].error.empty()) << answers[i].error;
-      e.release_retained((*copies)[i].handle);
-      ASSERT_TRUE(e.compact_retained(answers[i].retained, int64_t(prefix_tokens[i].size()), master_handle, master_start));
-      contexts.push_back(answers[i].retained);
-    }
-    e.release_retained(master_handle);  // the compact contexts keep what they need of it
-    follow_up = tok.encode("\nAnd after that?", false, false);
+    engine->release_retained(round.master);  // the compact contexts keep what they need of it
+    follow_up = lm.tokenizer->encode("\nAnd after that?", false, false);
   }
 
   // The context's tokens, then the follow-up question.
@@ -131,10 +67,7 @@ class ResumeInAttentionTest : public ::testing::TestWithParam<std::tuple<std::st
 
   ThreadPool pool_{2};
   std::unique_ptr<Engine> engine;
-  std::vector<std::vector<int32_t>> prefix_tokens;
-  std::vector<int32_t> segment, follow_up;
-  int32_t master_start = 0;
-  uint64_t master_handle = 0;
+  std::vector<int32_t> follow_up;
   std::vector<uint64_t> contexts;  // compact
 };
 
@@ -256,12 +189,8 @@ TEST_P(ResumeInAttentionTest, NewContextStaysCompactWithTheSameDiffRecords) {
   EXPECT_EQ(e.n_retained(), 0u);
 }
 
-INSTANTIATE_TEST_SUITE_P(BothModelsEveryFormat, ResumeInAttentionTest,
-                         ::testing::Combine(::testing::Values("smollm2", "gemma3"),
-                                            ::testing::Values(DiffFormat::kF16, DiffFormat::kInt8, DiffFormat::kInt4)),
-                         [](const auto& info) {
-                           return std::get<0>(info.param) + "_" + std::string(diff_format_name(std::get<1>(info.param)));
-                         });
+INSTANTIATE_TEST_SUITE_P(BothModelsEveryFormat, ResumeInAttentionTest, testing::both_models_every_format(),
+                         testing::model_format_name);
 
 }  // namespace
 }  // namespace agentkv

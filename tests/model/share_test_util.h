@@ -9,8 +9,11 @@
 #include <cmath>
 #include <cstring>
 #include <numeric>
+#include <string>
+#include <tuple>
 #include <vector>
 
+#include "kv/kv_diff_codec.h"
 #include "model/batch.h"
 #include "model/kv_arena.h"
 #include "model_test_util.h"
@@ -91,5 +94,14 @@ inline double kl_of_logits(const float* ref, const float* got, int n) {
 }
 
 inline int argmax(const float* x, int n) { return int(std::max_element(x, x + n) - x); }
+
+// Both real models × every diff format, each case named like "gemma3_int4".
+inline auto both_models_every_format() {
+  return ::testing::Combine(::testing::Values("smollm2", "gemma3"),
+                            ::testing::Values(DiffFormat::kF16, DiffFormat::kInt8, DiffFormat::kInt4));
+}
+inline std::string model_format_name(const ::testing::TestParamInfo<std::tuple<std::string, DiffFormat>>& info) {
+  return std::get<0>(info.param) + "_" + std::string(diff_format_name(std::get<1>(info.param)));
+}
 
 }  // namespace agentkv::testing
