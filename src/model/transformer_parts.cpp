@@ -128,8 +128,12 @@ void attention(const ModelConfig& cfg, const Batch& b, const KvArena& kv, int il
   for (int32_t s : b.slots) max_slot = std::max(max_slot, s);
   // Contexts read as spans (master–diff): each prepares the layer once, before any token reads it.
   AGENTKV_CHECK(b.contexts.empty() || b.contexts.size() == b.seqs.size());
+  std::vector<AttentionContext*> contexts;
   for (AttentionContext* c : b.contexts)
-    if (c) c->prepare_layer(il);
+    if (c) contexts.push_back(c);
+  pool.parallel_for(int64_t(contexts.size()), 1, [&](int64_t c0, int64_t c1) {
+    for (int64_t c = c0; c < c1; ++c) contexts[size_t(c)]->prepare_layer(il);
+  });
   // One work item = one token and one KV head with its whole group of query heads, so each cached
   // K/V row is read once per group.
   const int64_t n_items = b.size() * cfg.n_head_kv;

@@ -244,22 +244,34 @@ void attend_spans_group(float softcap, const float* q, int n_q, const PagedKvLay
     score_rows(qh, rows_k.data(), n, n_q, head_dim, scale, scratch, n, 0);
   } else {
     for_each_span_row<true>(kv, spans, head_off, [&](int64_t j, size_t, const kv_t* v, bool) { rows_v[size_t(j)] = v; });
-    // A master span's query is rotated back by its delta (qr, for the span `rotated_for`).
-    alignas(32) float qr[kMaxGroup * 1024];
-    size_t rotated_for = spans.size();
+    // A master span's query is rotated back by its delta; its override rows (already at the agent's
+    // positions) and plain rows take q as is. Rows are scored in runs of one query, four rows a step
+    // (score_rows: the same bits as one row at a time).
+    thread_local std::vector<int32_t> query_of;  // per row: the span whose rotated query it takes, or -1
+    if (query_of.size() < size_t(n)) query_of.resize(size_t(n));
     for_each_span_row<false>(kv, spans, head_off, [&](int64_t j, size_t s, const kv_t* k, bool master) {
+      rows_k[size_t(j)] = k;
+      query_of[size_t(j)] = master && spans[s].rope_delta != 0 ? int32_t(s) : -1;
+    });
+    alignas(32) float qr[kMaxGroup * 1024];
+    int32_t rotated_for = -1;  // the span qr holds the query for
+    for (int64_t j0 = 0; j0 < n;) {
+      const int32_t s = query_of[size_t(j0)];
+      int64_t j1 = j0 + 1;
+      while (j1 < n && query_of[size_t(j1)] == s) ++j1;
       const float* qs = qh;
-      if (master && spans[s].rope_delta != 0) {
+      if (s >= 0) {
         if (rotated_for != s) {
           std::copy(q, q + n_q * head_dim, qr);
-          spans[s].rope->shift(qr, n_q, -spans[s].rope_delta);
+          spans[size_t(s)].rope->shift(qr, n_q, -spans[size_t(s)].rope_delta);
           round_q(qr, qr, n_q * head_dim);
           rotated_for = s;
         }
         qs = qr;
       }
-      score_row(qs, k, n_q, head_dim, scale, scratch, n, j);
-    });
+      score_rows(qs, rows_k.data() + j0, j1 - j0, n_q, head_dim, scale, scratch, n, j0);
+      j0 = j1;
+    }
   }
   if (softcap > 0.0f) apply_softcap(scratch, int64_t(n_q) * n, softcap);
   softmax_rows_f16_weights_avx2(scratch, n_q, n);
