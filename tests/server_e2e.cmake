@@ -97,3 +97,8 @@ agentkv_e2e_test(server.kv_cluster_e2e kv_cluster_e2e.py 900)
 # answering, the sender unchanged (equal to a twin in another process), share 1 byte-identical to native
 # Gemma 3, the metrics and the route's errors.
 agentkv_e2e_test(server.transfer_e2e transfer_e2e.py 600)
+
+# Rounds with every turn reading its master + diff context inside attention (issue 17): the gate measures
+# that path, 12 SmolLM2 agents run 3 shared rounds, contexts stay compact, a fork answers as its original,
+# every block comes back.
+agentkv_e2e_test(server.resume_in_attention_e2e resume_in_attention_e2e.py 1200)

@@ -171,6 +171,12 @@ int cmd_serve(int argc, char** argv) {
                "master: f16 bit for bit; int8 / int4 their difference from the master within a stated bound, in "
                "about a half / a quarter of the bytes (BENCHMARKS.md, \"Smaller diffs\"); the quality gates measure "
                "the format given");
+  std::string resume_in_attention = "off";
+  p.add_string("--resume-in-attention", &resume_in_attention,
+               "on | off: whether an agent's turn reads its master + diff context inside attention (the masters' "
+               "blocks in place, its diff rows over them) instead of restoring a dense copy first: less KV while "
+               "agents run, so more of them fit (BENCHMARKS.md, \"Restore inside attention in the scheduler\"); the "
+               "rounds' quality gate measures the path chosen");
   p.add_float("--recompute", &recompute,
               "share of a round's shared block recomputed per agent (/v1/rounds; a request's \"recompute\" overrides it)",
               0.0, 1.0);
@@ -202,6 +208,8 @@ int cmd_serve(int argc, char** argv) {
     return cli_fail("--round-sharing: '" + round_sharing + "' is not on or off");
   if (chat_sharing != "on" && chat_sharing != "off")
     return cli_fail("--chat-sharing: '" + chat_sharing + "' is not on or off");
+  if (resume_in_attention != "on" && resume_in_attention != "off")
+    return cli_fail("--resume-in-attention: '" + resume_in_attention + "' is not on or off");
   if (chat_compact != "on" && chat_compact != "off")
     return cli_fail("--chat-compact: '" + chat_compact + "' is not on or off");
   auto format = parse_diff_format(diff_format);
@@ -244,8 +252,12 @@ int cmd_serve(int argc, char** argv) {
   opt.round_sharing = round_sharing == "on";
   opt.recompute = recompute;
   const DiffFormat diffs = *format;
-  opt.sharing_gate = [recompute, diffs](const LoadedModel& lm, ThreadPool& pool) -> Result<std::pair<bool, std::string>> {
-    auto g = run_sharing_gate(lm, pool, recompute, kSharingGateThresholds, default_sharing_gate_cache_dir(), diffs);
+  opt.resume_in_attention = resume_in_attention == "on";
+  const bool in_attention = opt.resume_in_attention;
+  opt.sharing_gate = [recompute, diffs, in_attention](const LoadedModel& lm,
+                                                      ThreadPool& pool) -> Result<std::pair<bool, std::string>> {
+    auto g = run_sharing_gate(lm, pool, recompute, kSharingGateThresholds, default_sharing_gate_cache_dir(), diffs,
+                              in_attention);
     if (!g.ok()) return g.status_error();
     std::fprintf(stderr, "agentkv: KV-sharing quality gate for %s: %s\n", lm.name.c_str(), g->summary().c_str());
     return std::make_pair(g->pass, g->summary());

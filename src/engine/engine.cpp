@@ -608,6 +608,15 @@ std::shared_ptr<const CompactContext> Engine::compact_context(uint64_t handle) c
   return it == compact_.end() ? nullptr : it->second;
 }
 
+uint64_t Engine::fork_context(uint64_t handle) {
+  auto c = compact_.find(handle);
+  if (!opt_.resume_in_attention || c == compact_.end()) return fork_retained(handle);
+  const uint64_t h = ++next_retained_;
+  compact_.emplace(h, std::make_shared<const CompactContext>(CompactContext::adopt(
+                          std::make_shared<const KvSequence>(c->second->kept()->fork()), c->second->diffs())));
+  return h;
+}
+
 uint64_t Engine::adopt_compact(KvSequence seq, std::vector<PlacedSegmentDiff> diffs) {
   const uint64_t h = ++next_retained_;
   compact_.emplace(h, std::make_shared<const CompactContext>(

@@ -162,6 +162,9 @@ class Engine {
   bool compact_retained(uint64_t handle, int64_t seg_begin, uint64_t master, int32_t master_start,
                         uint64_t resumed_from = 0);
   bool is_compact(uint64_t handle) const { return compact_.count(handle) != 0; }
+  // A new snapshot of the same context for another agent (an agent fork): with resume_in_attention a
+  // compact one stays compact, sharing its masters and diffs; otherwise fork_retained. 0 as fork_retained.
+  uint64_t fork_context(uint64_t handle);
   // The compact snapshot (nullptr if unknown or dense).
   std::shared_ptr<const CompactContext> compact_context(uint64_t handle) const;
   // Takes a sequence with holes where `diffs` stand (a blended copy of a compact context) as a new

@@ -56,9 +56,10 @@ constexpr const char* kGateInstruction = "What do you say to the others? Answer 
 
 // The workload through the collective-round job on an engine of its own (the server's engine
 // options: block size 16, prefix caching on), every agent resuming from its resident context.
-Result<GateMeasurement> measure_gate(const LoadedModel& lm, ThreadPool& pool, double recompute, DiffFormat format) {
+Result<GateMeasurement> measure_gate(const LoadedModel& lm, ThreadPool& pool, double recompute, DiffFormat format,
+                                     bool in_attention) {
   std::unique_ptr<Engine> engine;
-  AGENTKV_ASSIGN_OR_RETURN(engine, make_gate_engine(lm, pool, format));
+  AGENTKV_ASSIGN_OR_RETURN(engine, make_gate_engine(lm, pool, format, in_attention));
   const Tokenizer& tok = *lm.tokenizer;
   const size_t n = std::size(kGateAgents);
   std::vector<std::vector<ChatMessage>> messages(n);
@@ -182,9 +183,10 @@ void write_cached(const std::string& path, const SharingGateResult& r) {
 std::string SharingGateResult::summary() const {
   char buf[320];
   std::snprintf(buf, sizeof buf,
-                "R=%.3g%s%s: KL mean %.4f (max %.3g), greedy agreement %.3f (min %.3g), top-1 %.3f over %d answers%s: %s",
+                "R=%.3g%s%s%s: KL mean %.4f (max %.3g), greedy agreement %.3f (min %.3g), top-1 %.3f over %d answers%s: %s",
                 recompute, diff_format_lossless(diff_format) ? "" : ", diffs ",
-                diff_format_lossless(diff_format) ? "" : std::string(diff_format_name(diff_format)).c_str(), kl_mean, thresholds.max_kl_mean, greedy, thresholds.min_greedy_agreement, top1, agents, from_cache ? " (cached)" : "",
+                diff_format_lossless(diff_format) ? "" : std::string(diff_format_name(diff_format)).c_str(),
+                in_attention ? ", read in attention" : "", kl_mean, thresholds.max_kl_mean, greedy, thresholds.min_greedy_agreement, top1, agents, from_cache ? " (cached)" : "",
                 pass ? "pass" : "FAIL, this path runs exactly");
   return buf;
 }
@@ -195,11 +197,13 @@ std::string default_sharing_gate_cache_dir() {
   return std::string(home ? home : ".") + "/.cache/agentkv/sharing-gate";
 }
 
-Result<std::unique_ptr<Engine>> make_gate_engine(const LoadedModel& lm, ThreadPool& pool, DiffFormat format) {
+Result<std::unique_ptr<Engine>> make_gate_engine(const LoadedModel& lm, ThreadPool& pool, DiffFormat format,
+                                                 bool in_attention) {
   EngineOptions eo;
   eo.kv.block_size = 16;
   eo.kv.mem_bytes = int64_t(1) << 30;
   eo.diff_format = format;
+  eo.resume_in_attention = in_attention;
   return Engine::create(lm, eo, pool);
 }
 
@@ -217,8 +221,13 @@ void add_gate_measurement(GateMeasurement& m, const std::vector<TurnQuality>& tu
 
 Result<SharingGateResult> run_sharing_gate(const LoadedModel& lm, ThreadPool& pool, double recompute,
                                            const SharingGateThresholds& th, const std::string& cache_dir,
-                                           DiffFormat format) {
-  return run_gate_cached(lm, pool, recompute, th, cache_dir, "", kGateVersion, measure_gate, format);
+                                           DiffFormat format, bool in_attention) {
+  const GateMeasureFn measure = [in_attention](const LoadedModel& m, ThreadPool& p, double r, DiffFormat f) {
+    return measure_gate(m, p, r, f, in_attention);
+  };
+  auto g = run_gate_cached(lm, pool, recompute, th, cache_dir, in_attention ? "attn-" : "", kGateVersion, measure, format);
+  if (g.ok()) g->in_attention = in_attention;
+  return g;
 }
 
 Result<SharingGateResult> run_gate_cached(const LoadedModel& lm, ThreadPool& pool, double recompute,

@@ -43,6 +43,7 @@ struct SharingGateResult {
   SharingGateThresholds thresholds{};
   int agents = 0;               // answers compared (all rounds)
   double kl_mean = 0, kl_p95 = 0, top1 = 0, greedy = 0;
+  bool in_attention = false;    // the measured path resumed contexts inside attention
   bool from_cache = false;      // measured at an earlier start (same model fingerprint and R)
   DiffFormat diff_format = DiffFormat::kF16;  // how the measured path stored its diff rows
   std::string summary() const;  // one line: the measurement, the thresholds and the verdict
@@ -53,9 +54,11 @@ struct SharingGateResult {
 // contexts are stored as master + diff in `format` (EngineOptions::diff_format), and each round's
 // blocks are in every later round's context, so a lossy format's error is read back and compounds; with
 // a lossy format each turn's stored context (restored) is what is compared.
+// in_attention: the agents resume their contexts inside attention (EngineOptions::resume_in_attention),
+// as the server does when it is asked to; measured and cached apart.
 Result<SharingGateResult> run_sharing_gate(const LoadedModel& lm, ThreadPool& pool, double recompute,
                                            const SharingGateThresholds& th, const std::string& cache_dir,
-                                           DiffFormat format = DiffFormat::kF16);
+                                           DiffFormat format = DiffFormat::kF16, bool in_attention = false);
 
 // One gate's raw measurement over its shared answers (summed; run_gate_cached averages).
 struct GateMeasurement {
@@ -67,7 +70,8 @@ struct GateMeasurement {
 };
 // The gates' own engine, with the server's engine options (block size 16, prefix caching on) and its
 // diff format.
-Result<std::unique_ptr<Engine>> make_gate_engine(const LoadedModel& lm, ThreadPool& pool, DiffFormat format);
+Result<std::unique_ptr<Engine>> make_gate_engine(const LoadedModel& lm, ThreadPool& pool, DiffFormat format,
+                                                 bool in_attention = false);
 
 // Adds the measured turns of one round (or one chat request) to m.
 void add_gate_measurement(GateMeasurement& m, const std::vector<TurnQuality>& turns);

@@ -73,6 +73,7 @@ Result<std::unique_ptr<ApiServer>> ApiServer::create(const std::vector<std::stri
     eo.max_n = opt.limits.max_n;
     eo.chat_compact = opt.chat_compact;
     eo.diff_format = opt.diff_format;
+    eo.resume_in_attention = opt.resume_in_attention;
     std::unique_ptr<Engine> engine;
     AGENTKV_ASSIGN_OR_RETURN(engine, Engine::create(*m.lm, eo, *s->s_.pool));
     m.engine = std::move(engine);

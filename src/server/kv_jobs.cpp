@@ -53,7 +53,7 @@ std::optional<Result<KeptContext>> prefill_context(EngineLoop& loop, size_t mode
 std::optional<Result<KeptContext>> fork_context(EngineLoop& loop, size_t model, uint64_t from, HttpResponseWriter& w) {
   auto box = std::make_shared<Mailbox<Result<KeptContext>>>();
   // 0 when the pool cannot rebuild a compact context: the child then starts without resident KV.
-  const bool posted = loop.post([box, from](Engine& e) { box->put(KeptContext{e.fork_retained(from), 0, 0}); }, model);
+  const bool posted = loop.post([box, from](Engine& e) { box->put(KeptContext{e.fork_context(from), 0, 0}); }, model);
   if (!posted) return Result<KeptContext>(shutting_down());
   return box->result(w, nullptr, dropper(loop, model));
 }

@@ -51,6 +51,8 @@ struct ServeOptions {
   bool chat_compact = true;
   // How master + diff storage keeps its diff rows (EngineOptions::diff_format).
   DiffFormat diff_format = DiffFormat::kF16;
+  // Agents resume their master + diff contexts inside attention (EngineOptions::resume_in_attention).
+  bool resume_in_attention = false;
   // The share of a chat request's reused message tokens recomputed when the request does not say.
   double chat_recompute = 0.05;
   // Run once per model at start-up when round_sharing is on: the quality gate. It returns whether

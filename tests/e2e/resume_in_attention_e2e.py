@@ -1,0 +1,82 @@
+"""End to end: rounds of agents on an `agentkv serve --resume-in-attention on` this test starts (SmolLM2).
+
+The server's start-up quality gate measures the rounds' sharing path as served (read in attention); on
+a pass, 12 agents run 3 all-gather rounds sharing each block (TokenDance), every turn reading its
+master + diff context inside attention. Checked: the gate names the path, every round shares and
+answers, the contexts stay master + diff between rounds (/metrics), a context fork answers the next
+round exactly as its original does (both read in attention, greedy), and deleting every agent gives
+every block back.
+"""
+import re
+import time
+
+import http_raw
+
+MODEL = "smollm2"
+N_AGENTS = 12
+ROUNDS = 3
+MAX_TOKENS = 12
+NAMES = ["Ada", "Bram", "Cleo", "Dov", "Esme", "Finn", "Gia", "Hugo", "Ines", "Jude", "Kai", "Lena"]
+
+
+class Api(http_raw.JsonApi):
+    def metric(self, name):
+        text = self.call("GET", "/metrics")
+        m = re.search(r"^%s\{model=\"%s\"\} (\S+)$" % (name, MODEL), text, re.M)
+        assert m, name
+        return float(m.group(1))
+
+    def wait_metric(self, name, pred, what):
+        deadline = time.time() + 10
+        while time.time() < deadline:
+            v = self.metric(name)
+            if pred(v):
+                return v
+            time.sleep(0.05)
+        raise AssertionError(f"{what}: {name} = {self.metric(name)}")
+
+
+def test_rounds_read_in_attention(servers):
+    proc, port = servers.start(models=[MODEL], kv_mem="1G", round_sharing=True,
+                               extra_args=["--resume-in-attention", "on"])
+    api = Api(port)
+    info = [m for m in api.call("GET", "/v1/models")["data"] if m["id"] == MODEL][0]["kv_sharing"]
+    print(f"gate: {info.get('quality_gate')}", flush=True)
+    assert "read in attention" in info.get("quality_gate", ""), info
+    assert info["rounds"], f"the gate did not pass on the path read in attention: {info}"
+    ids = [api.call("POST", "/v1/agents", {"model": MODEL, "name": n,
+                                           "system": f"You are {n}, a villager of Elm Hollow. Answer briefly."},
+                    expect=201)["id"] for n in NAMES]
+    for r in range(ROUNDS):
+        body = {"agents": ids, "max_tokens": MAX_TOKENS, "temperature": 0}
+        if r == 0:
+            body["shared"] = "Town crier: The old bridge washed away in last night's storm."
+            body["instruction"] = "What should the village do? Answer in one sentence."
+        out = api.call("POST", "/v1/rounds", body)
+        ks = out["kv_sharing"]
+        assert ks["mode"] == "tokendance" and ks["agents"] == N_AGENTS and ks["segment_tokens"] > 0, ks
+        assert 0 < ks["recomputed_tokens"] < N_AGENTS * ks["segment_tokens"], ks
+        assert len(out["answers"]) == N_AGENTS
+        for a, aid in zip(out["answers"], ids):
+            assert a["agent"] == aid and a["finish_reason"] in ("stop", "length"), a
+            assert a["message"]["content"].strip(), a
+        print(f"round {r + 1}: segment {ks['segment_tokens']} tokens, recomputed {ks['recomputed_tokens']}", flush=True)
+        api.wait_metric("agentkv_kv_retained_compact_contexts", lambda v: v == N_AGENTS, "contexts kept as master + diff")
+
+    # A fork of a compact context is read the same way: the original and its fork answer one more
+    # round (sharing off: nothing blended now, only the resumed contexts read in attention) identically.
+    twins = [ids[0], api.call("POST", f"/v1/agents/{ids[0]}/fork", {"name": "Twin"}, expect=201)["id"]]
+    answers = []
+    for aid in twins:
+        out = api.call("POST", "/v1/rounds", {"agents": [aid], "shared": "Mayor: The new bridge opens tomorrow.",
+                                              "instruction": "Will you come? One sentence.",
+                                              "max_tokens": MAX_TOKENS, "temperature": 0, "kv_sharing": False})
+        answers.append(out["answers"][0]["message"]["content"])
+    assert answers[0] == answers[1], answers
+
+    for aid in ids + twins[1:]:
+        api.call("DELETE", f"/v1/agents/{aid}")
+    api.wait_metric("agentkv_kv_retained_contexts", lambda v: v == 0, "every agent deleted")
+    api.wait_metric("agentkv_kv_blocks_used", lambda v: v == api.metric("agentkv_segment_blocks"), "every block back")
+    http_raw.stop_server(proc)
+    assert proc.returncode == 0
