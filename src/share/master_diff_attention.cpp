@@ -90,11 +90,13 @@ void MasterDiffAttention::spans(SeqBlocks table, int64_t lo, int64_t hi, std::ve
     const auto first = std::lower_bound(d.master_slots.begin(), d.master_slots.end(), s.lo);
     const auto last = std::lower_bound(first, d.master_slots.end(), s.lo + s.n);
     const int64_t skip = first - d.master_slots.begin();
-    s.override_slots = d.master_slots.data() + skip;
     s.n_overrides = last - first;
-    s.override_k = d.rows.data() + skip * stride;
-    s.override_v = s.override_k + arena_.kv_dim();
-    s.override_stride = stride;
+    if (s.n_overrides > 0) {  // a diff may hold no rows at all (nothing differed from the master)
+      s.override_slots = d.master_slots.data() + skip;
+      s.override_k = d.rows.data() + skip * stride;
+      s.override_v = s.override_k + arena_.kv_dim();
+      s.override_stride = stride;
+    }
     out.push_back(s);
     c = stop;
   }
