@@ -639,8 +639,9 @@ bool Engine::compact_retained(uint64_t handle, int64_t seg_begin, uint64_t maste
                     mi->second->tokens().begin() + master_start))
       return false;
     // Already compacted (e.g. the blended copy a turn resumed from in attention): nothing to do.
+    // (The run's diff starts at its first whole block, at or after seg_begin.)
     for (const PlacedSegmentDiff& d : was->diffs())
-      if (d.first <= seg_begin && seg_begin < d.first + d.second->master()->n_tokens()) return true;
+      if (d.first < seg_begin + seg_len && seg_begin < d.first + d.second->master()->n_tokens()) return true;
     auto c = CompactContext::compact(kept, {BlendedRun{seg_begin, seg_len, mi->second, master_start}}, *lm_.model,
                                      pool_, opt_.diff_format, was->diffs());
     if (!c) return false;
