@@ -130,8 +130,7 @@ KvDemand Engine::kv_demand(const RequestParams& p) const {
   // (a compact one is rebuilt as a copy: counted in full; unless it is resumed in attention, where its
   // holes need no block either).
   const KvSequence* from = retained(p.kv_from);
-  if (auto c = compact_.find(p.kv_from); !from && opt_.resume_in_attention && c != compact_.end())
-    from = c->second->kept().get();
+  if (const CompactContext* c = read_in_attention(p.kv_from)) from = c->kept().get();
   if (from) {
     const std::vector<int32_t>& have = from->tokens();
     const size_t limit = std::min(have.size(), p.prompt.empty() ? 0 : p.prompt.size() - 1);
@@ -171,9 +170,9 @@ Status Engine::add_request_with_id(uint64_t id, RequestParams p, RequestCallback
   if (requests_.count(id)) return make_error(ErrorCode::kInternal, "request id " + std::to_string(id) + " is already in use");
   std::shared_ptr<const KvSequence> resume;
   std::vector<PlacedSegmentDiff> resume_diffs;
-  if (auto c = compact_.find(p.kv_from); p.kv_from && opt_.resume_in_attention && c != compact_.end()) {
-    resume = c->second->kept();
-    resume_diffs = c->second->diffs();
+  if (const CompactContext* c = read_in_attention(p.kv_from)) {
+    resume = c->kept();
+    resume_diffs = c->diffs();
   } else if (p.kv_from) {
     Error error;
     resume = dense_retained(p.kv_from, &error);
@@ -213,7 +212,7 @@ void Engine::finish_sequence(RequestState& r, Sequence* s, RequestEvent& ev, Fin
     if (s->diffs.empty())
       retained_.emplace(h, std::move(snap));
     else  // resumed in attention: it stays in master–diff form
-      compact_.emplace(h, std::make_shared<const CompactContext>(CompactContext::adopt(std::move(snap), s->diffs)));
+      store_compact(h, std::move(snap), s->diffs);
   }
   scheduler_.remove(s);  // blocks go back at once
   s->state = Sequence::State::kFinished;
@@ -608,55 +607,58 @@ std::shared_ptr<const CompactContext> Engine::compact_context(uint64_t handle) c
   return it == compact_.end() ? nullptr : it->second;
 }
 
+const CompactContext* Engine::read_in_attention(uint64_t handle) const {
+  if (!opt_.resume_in_attention) return nullptr;
+  auto it = compact_.find(handle);
+  return it == compact_.end() ? nullptr : it->second.get();
+}
+
+void Engine::store_compact(uint64_t handle, std::shared_ptr<const KvSequence> kept,
+                           std::vector<PlacedSegmentDiff> diffs) {
+  compact_.emplace(handle, std::make_shared<const CompactContext>(CompactContext::adopt(std::move(kept), std::move(diffs))));
+}
+
 uint64_t Engine::fork_context(uint64_t handle) {
-  auto c = compact_.find(handle);
-  if (!opt_.resume_in_attention || c == compact_.end()) return fork_retained(handle);
-  const uint64_t h = ++next_retained_;
-  compact_.emplace(h, std::make_shared<const CompactContext>(CompactContext::adopt(
-                          std::make_shared<const KvSequence>(c->second->kept()->fork()), c->second->diffs())));
-  return h;
+  const CompactContext* c = read_in_attention(handle);
+  if (!c) return fork_retained(handle);
+  return adopt_compact(c->kept()->fork(), c->diffs());
 }
 
 uint64_t Engine::adopt_compact(KvSequence seq, std::vector<PlacedSegmentDiff> diffs) {
   const uint64_t h = ++next_retained_;
-  compact_.emplace(h, std::make_shared<const CompactContext>(
-                          CompactContext::adopt(std::make_shared<const KvSequence>(std::move(seq)), std::move(diffs))));
+  store_compact(h, std::make_shared<const KvSequence>(std::move(seq)), std::move(diffs));
   return h;
 }
 
 bool Engine::compact_retained(uint64_t handle, int64_t seg_begin, uint64_t master, int32_t master_start,
                               uint64_t resumed_from) {
   auto mi = retained_.find(master);
-  if (mi == retained_.end()) return false;
+  auto it = retained_.find(handle);
+  auto ci = compact_.find(handle);
+  if (mi == retained_.end() || (it == retained_.end() && ci == compact_.end())) return false;
+  // The context's tokens: a dense snapshot's, or a compact one's (resumed in attention).
+  const KvSequence& ctx = it != retained_.end() ? *it->second : *ci->second->kept();
+  const int64_t seg_len = mi->second->n_tokens() - master_start;
+  if (master_start < 0 || seg_len <= 0 || seg_begin < 0 || seg_begin + seg_len > ctx.n_tokens()) return false;
+  // The segment's tokens must be the master's: anything else is a caller bug that would corrupt KV.
+  if (!std::equal(ctx.tokens().begin() + seg_begin, ctx.tokens().begin() + seg_begin + seg_len,
+                  mi->second->tokens().begin() + master_start))
+    return false;
   // A context resumed in attention is compact already, its earlier runs holes: the new run is added,
   // the earlier diffs kept as they are.
-  if (auto ci = compact_.find(handle); ci != compact_.end()) {
+  if (it == retained_.end()) {
     const std::shared_ptr<const CompactContext> was = ci->second;
-    const KvSequence& kept = *was->kept();
-    const int64_t seg_len = mi->second->n_tokens() - master_start;
-    if (master_start < 0 || seg_len <= 0 || seg_begin < 0 || seg_begin + seg_len > kept.n_tokens() ||
-        !std::equal(kept.tokens().begin() + seg_begin, kept.tokens().begin() + seg_begin + seg_len,
-                    mi->second->tokens().begin() + master_start))
-      return false;
     // Already compacted (e.g. the blended copy a turn resumed from in attention): nothing to do.
     // (The run's diff starts at its first whole block, at or after seg_begin.)
     for (const PlacedSegmentDiff& d : was->diffs())
       if (d.first < seg_begin + seg_len && seg_begin < d.first + d.second->master()->n_tokens()) return true;
-    auto c = CompactContext::compact(kept, {BlendedRun{seg_begin, seg_len, mi->second, master_start}}, *lm_.model,
+    auto c = CompactContext::compact(ctx, {BlendedRun{seg_begin, seg_len, mi->second, master_start}}, *lm_.model,
                                      pool_, opt_.diff_format, was->diffs());
     if (!c) return false;
     ci->second = std::make_shared<const CompactContext>(std::move(*c));
     return true;
   }
-  auto it = retained_.find(handle);
-  if (it == retained_.end()) return false;
-  const KvSequence& dense = *it->second;
-  const int64_t seg_len = mi->second->n_tokens() - master_start;
-  if (master_start < 0 || seg_len <= 0 || seg_begin < 0 || seg_begin + seg_len > dense.n_tokens()) return false;
-  // The segment's tokens must be the master's: anything else is a caller bug that would corrupt KV.
-  if (!std::equal(dense.tokens().begin() + seg_begin, dense.tokens().begin() + seg_begin + seg_len,
-                  mi->second->tokens().begin() + master_start))
-    return false;
+  const KvSequence& dense = ctx;
   std::vector<CompactContext::PlacedDiff> inherited;
   if (auto from = compact_.find(resumed_from); resumed_from && from != compact_.end()) {
     const std::vector<int32_t>& a = from->second->kept()->tokens();

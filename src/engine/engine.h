@@ -220,6 +220,10 @@ class Engine {
   EngineMetrics m_;
   // A dense copy of a retained snapshot, rebuilt if it is compact; nullptr if unknown or the pool is short.
   std::shared_ptr<KvSequence> dense_retained(uint64_t handle, Error* error);
+  // The compact snapshot a request resumes in attention (EngineOptions::resume_in_attention), or nullptr.
+  const CompactContext* read_in_attention(uint64_t handle) const;
+  // Stores `kept` (holes where `diffs` stand) as the compact snapshot `handle`.
+  void store_compact(uint64_t handle, std::shared_ptr<const KvSequence> kept, std::vector<PlacedSegmentDiff> diffs);
   std::map<uint64_t, std::shared_ptr<KvSequence>> retained_;
   std::set<uint64_t> transient_;  // retained_ handles marked by mark_transient
   std::map<uint64_t, std::shared_ptr<const CompactContext>> compact_;

@@ -131,9 +131,10 @@ void attention(const ModelConfig& cfg, const Batch& b, const KvArena& kv, int il
   std::vector<AttentionContext*> contexts;
   for (AttentionContext* c : b.contexts)
     if (c) contexts.push_back(c);
-  pool.parallel_for(int64_t(contexts.size()), 1, [&](int64_t c0, int64_t c1) {
-    for (int64_t c = c0; c < c1; ++c) contexts[size_t(c)]->prepare_layer(il);
-  });
+  if (!contexts.empty())
+    pool.parallel_for(int64_t(contexts.size()), 1, [&](int64_t c0, int64_t c1) {
+      for (int64_t c = c0; c < c1; ++c) contexts[size_t(c)]->prepare_layer(il);
+    });
   // One work item = one token and one KV head with its whole group of query heads, so each cached
   // K/V row is read once per group.
   const int64_t n_items = b.size() * cfg.n_head_kv;
