@@ -308,9 +308,13 @@ void CollectiveRound::collect() {
       for (size_t k = 0; k < members.size(); ++k) {
         const size_t i = members[k];
         blended_[i] = (*copies)[k].handle;
-        // Read in attention, the turn runs from the copy's master + diff: its dense segment goes now.
+        // Read in attention, the turn runs from the copy's master + diff: its dense segment goes now,
+        // losslessly (the turn reads the blend as the collector made it: a lossy diff's error would
+        // otherwise reach the answer, sharing_gate.h). A lossy format is applied at the turn's end
+        // (finish_wave), encoding the rows once.
         if (collect_chunk_ > 0)
-          e_.compact_retained(blended_[i], turns_[i].segment.first, group.master, group.master_start);
+          e_.compact_retained(blended_[i], turns_[i].segment.first, group.master, group.master_start, 0,
+                              DiffFormat::kF16);
         res_.turns[i].shared = true;
         res_.turns[i].recomputed = int64_t((*copies)[k].recomputed_slots.size());
         rep.recomputed_tokens += res_.turns[i].recomputed;

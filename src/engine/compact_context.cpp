@@ -28,11 +28,13 @@ std::optional<CompactContext> CompactContext::compact(const KvSequence& dense, c
   // Every diff's rows, the inherited ones' too, packed together: one partial block per context.
   std::vector<int64_t> begins;
   std::vector<SegmentDiff::Spec> specs;
+  std::vector<PlacedDiff> diffs;
   for (PlacedDiff& d : inherited) {
     const auto mt = d.second->master()->tokens();
     const int64_t n = int64_t(mt.size());
     // Whole blocks (what a compact form drops) holding the diff's tokens: still dense here (re-encoded
-    // from them), or still holes (a context resumed in master–diff form: its records copied as they are).
+    // from them), or still holes (a context resumed in master–diff form: its records copied as they are,
+    // or, in another format than `format`, the diff kept as it is, its packed rows shared).
     if (d.first % bs != 0 || n % bs != 0 || d.first + n > dense.n_tokens() ||
         !std::equal(mt.begin(), mt.end(), toks.begin() + d.first))
       return std::nullopt;
@@ -40,6 +42,10 @@ std::optional<CompactContext> CompactContext::compact(const KvSequence& dense, c
                                    [](int32_t b) { return b == KvSequence::kHole; });
     if (!holes && !dense.has_kv(d.first, d.first + n)) return std::nullopt;
     kept->drop_blocks(d.first / bs, (d.first + n) / bs);
+    if (holes && d.second->packed_rows()->codec().format() != format) {
+      diffs.push_back(std::move(d));
+      continue;
+    }
     begins.push_back(d.first);
     specs.push_back(SegmentDiff::Spec{d.second->master(), slots_of(dense, d.first), d.second->pos0(),
                                       holes ? d.second->rows() : std::vector<int32_t>{},
@@ -70,7 +76,6 @@ std::optional<CompactContext> CompactContext::compact(const KvSequence& dense, c
   }
   auto extracted = SegmentDiff::extract_packed(dense.manager(), std::move(specs), DiffPacking{format, &model, &pool});
   if (!extracted) return std::nullopt;
-  std::vector<PlacedDiff> diffs;
   for (size_t i = 0; i < begins.size(); ++i)
     diffs.emplace_back(begins[i], std::make_shared<const SegmentDiff>(std::move((*extracted)[i])));
   std::sort(diffs.begin(), diffs.end(), [](const PlacedDiff& a, const PlacedDiff& b) { return a.first < b.first; });
@@ -110,17 +115,30 @@ int64_t CompactContext::own_blocks() const {
   return n;
 }
 
+std::vector<const PackedKv*> CompactContext::packings() const {
+  std::vector<const PackedKv*> out;
+  for (const auto& [begin, diff] : diffs_)
+    if (std::find(out.begin(), out.end(), diff->packed_rows()) == out.end()) out.push_back(diff->packed_rows());
+  return out;
+}
+
 void CompactContext::add_block_refs(std::vector<int32_t>& out) const {
-  if (!diffs_.empty()) out.insert(out.end(), diffs_.front().second->blocks().begin(), diffs_.front().second->blocks().end());
+  for (const PackedKv* p : packings()) out.insert(out.end(), p->blocks().begin(), p->blocks().end());
   for (const auto& [begin, diff] : diffs_)
     for (int32_t b : diff->master()->blocks())
       if (b != KvSequence::kHole) out.push_back(b);
 }
 
-int64_t CompactContext::diff_blocks() const { return diffs_.empty() ? 0 : diffs_.front().second->n_blocks(); }
+int64_t CompactContext::diff_blocks() const {
+  int64_t n = 0;
+  for (const PackedKv* p : packings()) n += p->n_blocks();
+  return n;
+}
 
 int64_t CompactContext::diff_payload_bytes() const {
-  return diffs_.empty() ? 0 : diffs_.front().second->packed_rows()->payload_bytes();
+  int64_t n = 0;
+  for (const PackedKv* p : packings()) n += p->payload_bytes();
+  return n;
 }
 
 }  // namespace agentkv

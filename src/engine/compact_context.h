@@ -54,7 +54,9 @@ class CompactContext : public SegmentStore::Detached {
   // any rewritten after the blend), stored in `format` (kv/kv_diff_codec.h), so expand() gives
   // `dense` back bit for bit with a lossless format and within the format's bound with a lossy one
   // (an inherited diff's rows, restored, are encoded again: each compaction's bound holds against the
-  // context it was given).
+  // context it was given). An inherited diff whose blocks are holes in `dense` (a context resumed in
+  // attention) has its records copied as they are; one in another format than `format` (a run a turn
+  // read losslessly, engine.h compact_retained) is kept as it is, its packed rows shared.
   // nullopt when the pool cannot hold the packed rows or the scratch re-rotation, or a run is malformed.
   static std::optional<CompactContext> compact(const KvSequence& dense, const std::vector<BlendedRun>& runs,
                                                const Model& model, ThreadPool& pool,
@@ -87,6 +89,9 @@ class CompactContext : public SegmentStore::Detached {
   int64_t diff_blocks() const override;
   // The bytes of the diffs' row records (diff_blocks() rounds them up to whole blocks).
   int64_t diff_payload_bytes() const;
+  // The packed rows its diffs are in: one set, and any kept from a context it resumed from in another
+  // format (shared with that context while it lives).
+  std::vector<const PackedKv*> packings() const;
 
  private:
   CompactContext(std::shared_ptr<const KvSequence> kept, std::vector<PlacedDiff> diffs)

@@ -631,7 +631,8 @@ uint64_t Engine::adopt_compact(KvSequence seq, std::vector<PlacedSegmentDiff> di
 }
 
 bool Engine::compact_retained(uint64_t handle, int64_t seg_begin, uint64_t master, int32_t master_start,
-                              uint64_t resumed_from) {
+                              uint64_t resumed_from, std::optional<DiffFormat> format) {
+  const DiffFormat want = format.value_or(opt_.diff_format);
   auto mi = retained_.find(master);
   auto it = retained_.find(handle);
   auto ci = compact_.find(handle);
@@ -648,12 +649,28 @@ bool Engine::compact_retained(uint64_t handle, int64_t seg_begin, uint64_t maste
   // the earlier diffs kept as they are.
   if (it == retained_.end()) {
     const std::shared_ptr<const CompactContext> was = ci->second;
-    // Already compacted (e.g. the blended copy a turn resumed from in attention): nothing to do.
-    // (The run's diff starts at its first whole block, at or after seg_begin.)
-    for (const PlacedSegmentDiff& d : was->diffs())
-      if (d.first < seg_begin + seg_len && seg_begin < d.first + d.second->master()->n_tokens()) return true;
-    auto c = CompactContext::compact(ctx, {BlendedRun{seg_begin, seg_len, mi->second, master_start}}, *lm_.model,
-                                     pool_, opt_.diff_format, was->diffs());
+    // Already compacted (e.g. the blended copy a turn resumed from in attention): nothing to do in the
+    // same format. In another (the turn read it losslessly), the run is restored on its own and encoded
+    // again in `want`: from the rows the turn read, once. (The run's diff starts at its first whole
+    // block, at or after seg_begin.)
+    std::vector<PlacedSegmentDiff> others;
+    const PlacedSegmentDiff* run = nullptr;
+    for (const PlacedSegmentDiff& d : was->diffs()) {
+      if (d.first < seg_begin + seg_len && seg_begin < d.first + d.second->master()->n_tokens()) run = &d;
+      else others.push_back(d);
+    }
+    if (run && run->second->packed_rows()->codec().format() == want) return true;
+    std::optional<KvSequence> restored;
+    if (run) {
+      const int bs = kv_->block_size();
+      restored.emplace(ctx.fork());
+      const KvSlotRange at{SeqBlocks{restored->blocks().data(), int32_t(restored->blocks().size())}, int32_t(run->first)};
+      if (!restored->fill_holes(run->first / bs, (run->first + run->second->master()->n_tokens()) / bs) ||
+          !run->second->materialize(*lm_.model, at, pool_).ok())
+        return false;
+    }
+    auto c = CompactContext::compact(restored ? *restored : ctx, {BlendedRun{seg_begin, seg_len, mi->second, master_start}},
+                                     *lm_.model, pool_, want, run ? std::move(others) : was->diffs());
     if (!c) return false;
     ci->second = std::make_shared<const CompactContext>(std::move(*c));
     return true;
@@ -668,7 +685,7 @@ bool Engine::compact_retained(uint64_t handle, int64_t seg_begin, uint64_t maste
     inherited = from->second->diffs_within(std::min(common, seg_begin));
   }
   auto c = CompactContext::compact(dense, {BlendedRun{seg_begin, seg_len, mi->second, master_start}}, *lm_.model,
-                                   pool_, opt_.diff_format, std::move(inherited));
+                                   pool_, want, std::move(inherited));
   if (!c) return false;
   compact_.emplace(handle, std::make_shared<const CompactContext>(std::move(*c)));
   retained_.erase(it);

@@ -159,8 +159,11 @@ class Engine {
   // context of the round before: its diffs whose runs lie before seg_begin, inside the tokens both
   // contexts start with, are kept in the new compact form too (re-encoded from `handle`'s own K/V), so
   // a context that accumulates blended segments round after round stays master + diff throughout.
+  // format: the new diff's format (default EngineOptions::diff_format). A compact snapshot (resumed in
+  // attention) whose run is compact already in another format gets the run restored and encoded again
+  // in this one, its other diffs' records copied as they are: one set of packed rows again.
   bool compact_retained(uint64_t handle, int64_t seg_begin, uint64_t master, int32_t master_start,
-                        uint64_t resumed_from = 0);
+                        uint64_t resumed_from = 0, std::optional<DiffFormat> format = std::nullopt);
   bool is_compact(uint64_t handle) const { return compact_.count(handle) != 0; }
   // A new snapshot of the same context for another agent (an agent fork): with resume_in_attention a
   // compact one stays compact, sharing its masters and diffs; otherwise fork_retained. 0 as fork_retained.

@@ -32,6 +32,9 @@ namespace {
 // Version 3: the exact baseline re-runs only the context's last token (KvSequence::truncate keeps a
 // block cut inside), so the blended context is compared as it is served.
 constexpr int kGateVersion = 3;
+// Read in attention (EngineOptions::resume_in_attention), version 4: with a lossy diff format a turn
+// reads its own round's run losslessly, the format applied when the turn ends.
+constexpr int kInAttentionGateVersion = 4;
 constexpr int kGateRounds = 3;
 constexpr int kGateTokens = 32;     // answer length, and the greedy agreement's horizon
 constexpr int kGateMinTokens = 8;   // so that every answer has tokens to compare
@@ -225,7 +228,8 @@ Result<SharingGateResult> run_sharing_gate(const LoadedModel& lm, ThreadPool& po
   const GateMeasureFn measure = [in_attention](const LoadedModel& m, ThreadPool& p, double r, DiffFormat f) {
     return measure_gate(m, p, r, f, in_attention);
   };
-  auto g = run_gate_cached(lm, pool, recompute, th, cache_dir, in_attention ? "attn-" : "", kGateVersion, measure, format);
+  auto g = run_gate_cached(lm, pool, recompute, th, cache_dir, in_attention ? "attn-" : "",
+                           in_attention ? kInAttentionGateVersion : kGateVersion, measure, format);
   if (g.ok()) g->in_attention = in_attention;
   return g;
 }

@@ -377,12 +377,16 @@ void KvSequence::drop_blocks(int64_t first, int64_t last) {
   }
 }
 
-bool KvSequence::fill_holes() {
+bool KvSequence::fill_holes() { return fill_holes(0, int64_t(blocks_.size())); }
+
+bool KvSequence::fill_holes(int64_t first, int64_t last) {
+  AGENTKV_CHECK(first >= 0 && first <= last && last <= int64_t(blocks_.size()));
+  const auto b0 = blocks_.begin() + first, b1 = blocks_.begin() + last;
   std::vector<int32_t> fresh;
-  if (!m_->pool().allocate_n(n_holes(), fresh)) return false;
+  if (!m_->pool().allocate_n(std::count(b0, b1, kHole), fresh)) return false;
   size_t next = 0;
-  for (int32_t& b : blocks_)
-    if (b == kHole) b = fresh[next++];
+  for (auto it = b0; it != b1; ++it)
+    if (*it == kHole) *it = fresh[next++];
   return true;
 }
 

@@ -161,6 +161,8 @@ class KvSequence {
   void drop_blocks(int64_t first, int64_t last);
   // False (changing nothing) when the pool is short; the new blocks' contents are undefined.
   bool fill_holes();
+  // The same for the holes among blocks [first, last) only.
+  bool fill_holes(int64_t first, int64_t last);
   int64_t n_holes() const { return int64_t(std::count(blocks_.begin(), blocks_.end(), kHole)); }
   // Whether every slot of [begin, end) has K/V (none in a hole).
   bool has_kv(int64_t begin, int64_t end) const;

@@ -1,4 +1,5 @@
-"""End to end: rounds of agents on an `agentkv serve --resume-in-attention on` this test starts (SmolLM2).
+"""End to end: rounds of agents on an `agentkv serve --resume-in-attention on --diff-format int4` this test
+starts (SmolLM2): diffs stored int4, each turn reading its own round's run losslessly.
 
 The server's start-up quality gate measures the rounds' sharing path as served (read in attention); on
 a pass, 12 agents run 3 all-gather rounds sharing each block (TokenDance), every turn reading its
@@ -38,7 +39,7 @@ class Api(http_raw.JsonApi):
 
 def test_rounds_read_in_attention(servers):
     proc, port = servers.start(models=[MODEL], kv_mem="1G", round_sharing=True,
-                               extra_args=["--resume-in-attention", "on"])
+                               extra_args=["--resume-in-attention", "on", "--diff-format", "int4"])
     api = Api(port)
     info = [m for m in api.call("GET", "/v1/models")["data"] if m["id"] == MODEL][0]["kv_sharing"]
     print(f"gate: {info.get('quality_gate')}", flush=True)

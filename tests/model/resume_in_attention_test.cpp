@@ -11,6 +11,7 @@
 // - The new context stays compact: the segment's blocks are still holes, its diff keeps the earlier
 //   diff's rows and records byte for byte (not encoded twice), and it is rebuilt exactly as the
 //   context it resumed from.
+// - A lossy format in a round is applied when the turn ends, the turn reading its run losslessly.
 // - Nothing leaks: releasing every handle gives every block back.
 #include <gtest/gtest.h>
 
@@ -20,6 +21,7 @@
 
 #include "answered_round.h"
 #include "engine/engine.h"
+#include "engine/segment_collector.h"
 #include "model_test_util.h"
 #include "share_test_util.h"
 
@@ -39,7 +41,7 @@ class ResumeInAttentionTest : public ::testing::TestWithParam<std::tuple<std::st
  protected:
   // The round's answers compacted to master + diff, on an engine that resumes them in attention
   // (answer_shared_round's same_positions: the segment at the master's positions).
-  void build(bool same_positions) {
+  void build(bool same_positions, bool keep_master = false) {
     const LoadedModel& lm = real_model(std::get<0>(GetParam()));
     EngineOptions eo;
     eo.kv.mem_bytes = int64_t(256) << 20;
@@ -54,7 +56,13 @@ class ResumeInAttentionTest : public ::testing::TestWithParam<std::tuple<std::st
                                            round.master_start));
       contexts.push_back(round.answers[i]);
     }
-    engine->release_retained(round.master);  // the compact contexts keep what they need of it
+    if (keep_master) {
+      master = round.master;
+      master_start = round.master_start;
+      segment = round.segment;
+    } else {
+      engine->release_retained(round.master);  // the compact contexts keep what they need of it
+    }
     follow_up = lm.tokenizer->encode("\nAnd after that?", false, false);
   }
 
@@ -69,6 +77,9 @@ class ResumeInAttentionTest : public ::testing::TestWithParam<std::tuple<std::st
   std::unique_ptr<Engine> engine;
   std::vector<int32_t> follow_up;
   std::vector<uint64_t> contexts;  // compact
+  uint64_t master = 0;             // build(…, keep_master): the round's master, its segment
+  int32_t master_start = 0;
+  std::vector<int32_t> segment;
 };
 
 // With the segment at the master's positions neither path re-rotates, so reading the master and the
@@ -185,6 +196,76 @@ TEST_P(ResumeInAttentionTest, NewContextStaysCompactWithTheSameDiffRecords) {
     e.release_retained(next.retained);
   }
   for (uint64_t c : contexts) e.release_retained(c);
+  EXPECT_EQ(e.kv().pool().stats().n_used, 0) << "every block came back";
+  EXPECT_EQ(e.n_retained(), 0u);
+}
+
+// A round read in attention with a lossy format (engine/collective_round.cpp): the collector's copy
+// is compacted losslessly, so the turn reads the blend as the collector made it, and the format is
+// applied when the turn ends. Here each compact context shares the segment once more, after itself:
+// - the copy keeps its earlier (lossy) diff as it is, shared, and its new run in f16;
+// - at the turn's end the context is one set of packed rows again, every diff in the format: the earlier
+//   diff's records byte for byte (not encoded twice), the new run's records exactly those a direct
+//   compaction of the dense context the turn read gives (encoded once, from the rows the turn read);
+// - nothing leaks.
+TEST_P(ResumeInAttentionTest, ALossyFormatIsAppliedWhenTheTurnEnds) {
+  const DiffFormat format = std::get<1>(GetParam());
+  if (diff_format_lossless(format)) GTEST_SKIP() << "the turn reads the format itself";
+  ASSERT_NO_FATAL_FAILURE(build(false, true));
+  Engine& e = *engine;
+  RecomputeOptions ro;
+  ro.ratio = 0.2;
+  const auto same_records = [](const SegmentDiff& x, const SegmentDiff& y) {
+    if (x.rows() != y.rows() || x.packed_rows()->codec().format() != y.packed_rows()->codec().format()) return false;
+    const size_t bytes = size_t(x.packed_rows()->codec().record_bytes());
+    for (size_t j = 0; j < x.rows().size(); ++j)
+      if (std::memcmp(x.row_record(j), y.row_record(j), bytes) != 0) return false;
+    return true;
+  };
+  for (size_t i = 0; i < contexts.size(); ++i) {
+    const uint64_t c = contexts[i];
+    const auto was = e.compact_context(c);
+    ASSERT_EQ(was->diffs().size(), 1u);
+    const int64_t seg_begin = was->n_tokens();
+    const uint64_t prefixes[] = {c};
+    auto copies = collect_shared_segment(e, master, master_start, segment, prefixes, ro);
+    ASSERT_TRUE(copies.ok()) << copies.error();
+    const uint64_t copy = (*copies)[0].handle;
+    ASSERT_TRUE(e.compact_retained(copy, seg_begin, master, master_start, 0, DiffFormat::kF16));
+    const auto read = e.compact_context(copy);
+    ASSERT_TRUE(read);
+    ASSERT_EQ(read->diffs().size(), 2u);
+    EXPECT_EQ(read->diffs()[0].second, was->diffs()[0].second) << "agent " << i << ": the earlier diff, shared";
+    EXPECT_EQ(read->diffs()[1].second->packed_rows()->codec().format(), DiffFormat::kF16);
+    EXPECT_EQ(read->packings().size(), 2u);
+
+    Outcome next;
+    std::vector<int32_t> prompt = read->kept()->tokens();
+    prompt.insert(prompt.end(), follow_up.begin(), follow_up.end());
+    ASSERT_TRUE(e.add_request(request(prompt, 6, copy), keep(&next)).ok());
+    ASSERT_TRUE(e.run_until_idle().ok());
+    ASSERT_TRUE(next.error.empty()) << next.error;
+    ASSERT_TRUE(e.is_compact(next.retained));
+    // The dense context the turn read, compacted directly: the reference for the new run's records.
+    const uint64_t dense = e.fork_retained(next.retained);
+    ASSERT_NE(dense, 0u);
+    ASSERT_TRUE(e.compact_retained(dense, seg_begin, master, master_start));
+    ASSERT_TRUE(e.compact_retained(next.retained, seg_begin, master, master_start, copy));
+    const auto now = e.compact_context(next.retained);
+    const auto direct = e.compact_context(dense);
+    ASSERT_EQ(now->diffs().size(), 2u);
+    ASSERT_EQ(now->packings().size(), 1u) << "agent " << i << ": one set of packed rows";
+    for (const auto& d : now->diffs()) EXPECT_EQ(d.second->packed_rows()->codec().format(), format);
+    EXPECT_EQ(now->diffs()[0].first, was->diffs()[0].first);
+    EXPECT_TRUE(same_records(*now->diffs()[0].second, *was->diffs()[0].second)) << "agent " << i;
+    ASSERT_EQ(direct->diffs().size(), 1u);
+    EXPECT_EQ(now->diffs()[1].first, direct->diffs()[0].first);
+    EXPECT_TRUE(same_records(*now->diffs()[1].second, *direct->diffs()[0].second)) << "agent " << i;
+    EXPECT_GT(now->diffs()[1].second->rows().size(), 0u);
+    for (uint64_t h : {copy, dense, next.retained}) e.release_retained(h);
+  }
+  for (uint64_t c : contexts) e.release_retained(c);
+  e.release_retained(master);
   EXPECT_EQ(e.kv().pool().stats().n_used, 0) << "every block came back";
   EXPECT_EQ(e.n_retained(), 0u);
 }
