@@ -18,6 +18,7 @@
 
 #include "engine/engine.h"
 #include "engine/request_outcome.h"
+#include "fit_search.h"
 #include "percentile.h"
 #include "tokendance_round.h"
 #include "util/monotonic_clock.h"
@@ -388,31 +389,6 @@ bool budget_refusal(const Error& e) {
          e.message.find("KV budget") != std::string::npos;
 }
 
-// The largest n in [lo, hi] where `holds` is true, given that it holds at lo and, once false, stays
-// false for larger n: doubling from lo, then bisecting between the last n that held and the first that
-// did not.
-template <class Holds>
-Result<int> largest_where(int lo, int hi, Holds&& holds) {
-  int good = lo, bad = hi + 1;
-  while (good < hi) {
-    const int next = std::min(hi, good * 2);
-    bool ok = false;
-    AGENTKV_ASSIGN_OR_RETURN(ok, holds(next));
-    if (!ok) {
-      bad = next;
-      break;
-    }
-    good = next;
-  }
-  while (bad - good > 1) {
-    const int mid = good + (bad - good) / 2;
-    bool ok = false;
-    AGENTKV_ASSIGN_OR_RETURN(ok, holds(mid));
-    (ok ? good : bad) = mid;
-  }
-  return good;
-}
-
 // The agents that fit the budget, found by running the workload (quality not measured): the largest
 // agent count in the workload's range whose run neither preempted, nor was refused, nor had a round
 // split into waves (collective_round.h: its turns did not fit the budget at once).
@@ -450,6 +426,12 @@ Status find_agents_that_fit(const LoadedModel& lm, ThreadPool& pool, const Bench
   while (!in_range(lo).value() && lo < 64) ++lo;
   int hi = 0;
   AGENTKV_ASSIGN_OR_RETURN(hi, largest_where(lo, 1 << 20, in_range));
+  if (auto from = opt.fit_from.find(mode); from != opt.fit_from.end()) {
+    int n = 0;
+    AGENTKV_ASSIGN_OR_RETURN(n, largest_where_from(lo, hi, from->second, run));
+    rep.agents_fit_by_running = std::max(n, 0);
+    return {};
+  }
   bool ok = false;
   AGENTKV_ASSIGN_OR_RETURN(ok, run(lo));
   if (!ok) {

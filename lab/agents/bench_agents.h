@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
@@ -42,6 +43,9 @@ struct BenchAgentsOptions {
   int sample = 0;
   // Also find, per mode, how many agents fit the budget by running them (find_agents_that_fit).
   bool find_fit = false;
+  // Per mode ("prefix", "tokendance", …): find_fit's search starts at this many agents (stepping by an
+  // eighth up or down, then bisecting) instead of doubling from the smallest. A mode not named doubles.
+  std::map<std::string, int> fit_from;
   int64_t kv_mem = 0;                        // 0: default share of RAM
   int block_size = 16;
   int max_batch_tokens = 512;

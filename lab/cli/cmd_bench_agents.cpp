@@ -1,6 +1,7 @@
 // agentkv bench-agents: options, the run, the table on stdout, and the JSON report and its charts.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -15,7 +16,7 @@ namespace agentkv {
 
 int cmd_bench_agents(int argc, char** argv) {
   std::string model = "smollm2", workload = "generative-agents", modes = "prefix", json_out, plot_out;
-  std::string recompute = "0.15", diff_formats = "f16";
+  std::string recompute = "0.15", diff_formats = "f16", fit_from;
   bool no_quality = false, find_fit = false, resume_in_attention = false;
   int64_t agents = 0, rounds = 0, sample = 0, seed = 1, digest_messages = WorkloadOptions{}.digest_messages, threads = 0, block_size = 16, batch_tokens = 512, kv_mem = 0;
   bool quiet = false;
@@ -51,6 +52,10 @@ int cmd_bench_agents(int argc, char** argv) {
              "also find, per mode, how many agents fit --kv-mem by running them: the workload again at doubling "
              "agent counts until a round preempts, is refused or runs in waves (its turns not fitting at once), then "
              "bisecting (quality not measured there)");
+  p.add_string("--fit-from", &fit_from,
+               "with --find-fit: MODE=N[,MODE=N...], e.g. prefix=20,tokendance=120: that mode's search starts at N agents "
+               "(e.g. bench-agents' count computed from the final contexts), stepping by an eighth up or down until the "
+               "outcome turns, then bisecting, instead of doubling from the smallest: fewer trials at large counts");
   p.add_int("--block-size", &block_size, "tokens per KV block", 1, 1024);
   p.add_int("--batch-tokens", &batch_tokens, "tokens per forward pass", 1, 1 << 16);
   p.add_threads(&threads);
@@ -75,6 +80,18 @@ int cmd_bench_agents(int argc, char** argv) {
   opt.progress = !quiet;
   opt.quality = !no_quality;
   opt.find_fit = find_fit;
+  for (const std::string& item : split_commas(fit_from)) {
+    const size_t eq = item.find('=');
+    const std::string mode = item.substr(0, std::min(eq, item.size()));
+    char* end = nullptr;
+    const long n = eq == std::string::npos ? 0 : std::strtol(item.c_str() + eq + 1, &end, 10);
+    if (eq == std::string::npos || eq + 1 == item.size() || end != item.c_str() + item.size() || n < 1 || n > (1 << 20))
+      return cli_fail("--fit-from: '" + item + "' is not MODE=N with N a positive agent count");
+    if (std::find(opt.modes.begin(), opt.modes.end(), mode) == opt.modes.end())
+      return cli_fail("--fit-from: '" + mode + "' is not one of --mode's modes");
+    opt.fit_from[mode] = int(n);
+  }
+  if (!opt.fit_from.empty() && !find_fit) return cli_fail("--fit-from needs --find-fit");
   opt.sample = int(sample);
   opt.recompute.clear();
   for (const std::string& r : split_commas(recompute)) {
