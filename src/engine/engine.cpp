@@ -649,28 +649,39 @@ bool Engine::compact_retained(uint64_t handle, int64_t seg_begin, uint64_t maste
   // the earlier diffs kept as they are.
   if (it == retained_.end()) {
     const std::shared_ptr<const CompactContext> was = ci->second;
-    // Already compacted (e.g. the blended copy a turn resumed from in attention): nothing to do in the
-    // same format. In another (the turn read it losslessly), the run is restored on its own and encoded
-    // again in `want`: from the rows the turn read, once. (The run's diff starts at its first whole
-    // block, at or after seg_begin.)
-    std::vector<PlacedSegmentDiff> others;
+    // Its diffs: the run's, when compacted already (e.g. the blended copy a turn resumed from in
+    // attention; it starts at the run's first whole block, at or after seg_begin), and earlier ones. A
+    // diff in another format than `want` is restored and encoded again in `want`, from the rows the turn
+    // read (so a lossy record is encoded once): the run's always (a turn read it losslessly), an earlier
+    // one when `want` is the engine's format (the context settling in it, e.g. after a compaction the
+    // pool could not hold). A lossless compaction for a turn keeps the earlier lossy diffs as they are.
+    const bool settle = want == opt_.diff_format;
+    const int bs = kv_->block_size();
     const PlacedSegmentDiff* run = nullptr;
+    std::vector<const PlacedSegmentDiff*> restore;
+    std::vector<PlacedSegmentDiff> inherited;
     for (const PlacedSegmentDiff& d : was->diffs()) {
-      if (d.first < seg_begin + seg_len && seg_begin < d.first + d.second->master()->n_tokens()) run = &d;
-      else others.push_back(d);
+      const bool is_run = d.first < seg_begin + seg_len && seg_begin < d.first + d.second->master()->n_tokens();
+      const bool other_format = d.second->packed_rows()->codec().format() != want;
+      if (is_run) run = &d;
+      if (other_format && (is_run || settle)) restore.push_back(&d);
+      else if (is_run) inherited.push_back(d);  // kept: its records copied as they are
+      if (!is_run) inherited.push_back(d);      // restored ones are dense below: compact() encodes them
     }
-    if (run && run->second->packed_rows()->codec().format() == want) return true;
+    if (run && restore.empty()) return true;
     std::optional<KvSequence> restored;
-    if (run) {
-      const int bs = kv_->block_size();
+    if (!restore.empty()) {
       restored.emplace(ctx.fork());
-      const KvSlotRange at{SeqBlocks{restored->blocks().data(), int32_t(restored->blocks().size())}, int32_t(run->first)};
-      if (!restored->fill_holes(run->first / bs, (run->first + run->second->master()->n_tokens()) / bs) ||
-          !run->second->materialize(*lm_.model, at, pool_).ok())
-        return false;
+      for (const PlacedSegmentDiff* d : restore) {
+        if (!restored->fill_holes(d->first / bs, (d->first + d->second->master()->n_tokens()) / bs)) return false;
+        const KvSlotRange at{SeqBlocks{restored->blocks().data(), int32_t(restored->blocks().size())}, int32_t(d->first)};
+        if (!d->second->materialize(*lm_.model, at, pool_).ok()) return false;
+      }
     }
-    auto c = CompactContext::compact(restored ? *restored : ctx, {BlendedRun{seg_begin, seg_len, mi->second, master_start}},
-                                     *lm_.model, pool_, want, run ? std::move(others) : was->diffs());
+    std::vector<BlendedRun> runs;
+    if (!run || std::find(restore.begin(), restore.end(), run) != restore.end())
+      runs.push_back(BlendedRun{seg_begin, seg_len, mi->second, master_start});
+    auto c = CompactContext::compact(restored ? *restored : ctx, runs, *lm_.model, pool_, want, std::move(inherited));
     if (!c) return false;
     ci->second = std::make_shared<const CompactContext>(std::move(*c));
     return true;

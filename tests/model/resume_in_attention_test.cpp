@@ -73,6 +73,30 @@ class ResumeInAttentionTest : public ::testing::TestWithParam<std::tuple<std::st
     return t;
   }
 
+  // The round's segment shared once more by `context` (compact), after its own tokens: the collector's
+  // copy, compacted in `format` as a round read in attention does; 0 on a failure (reported).
+  uint64_t share_again(uint64_t context, DiffFormat format) {
+    RecomputeOptions ro;
+    ro.ratio = 0.2;
+    const uint64_t prefixes[] = {context};
+    auto copies = collect_shared_segment(*engine, master, master_start, segment, prefixes, ro);
+    EXPECT_TRUE(copies.ok()) << copies.error();
+    if (!copies.ok()) return 0;
+    const uint64_t copy = (*copies)[0].handle;
+    const int64_t seg_begin = engine->compact_context(context)->n_tokens();
+    EXPECT_TRUE(engine->compact_retained(copy, seg_begin, master, master_start, 0, format));
+    return copy;
+  }
+  // A turn from `copy` (read in attention): its new context, compact; 0 on a failure (reported).
+  uint64_t answer(uint64_t copy) {
+    Outcome next;
+    EXPECT_TRUE(engine->add_request(request(continued(copy), 6, copy), keep(&next)).ok());
+    EXPECT_TRUE(engine->run_until_idle().ok());
+    EXPECT_TRUE(next.error.empty()) << next.error;
+    EXPECT_TRUE(engine->is_compact(next.retained));
+    return next.error.empty() ? next.retained : 0;
+  }
+
   ThreadPool pool_{2};
   std::unique_ptr<Engine> engine;
   std::vector<int32_t> follow_up;
@@ -213,8 +237,6 @@ TEST_P(ResumeInAttentionTest, ALossyFormatIsAppliedWhenTheTurnEnds) {
   if (diff_format_lossless(format)) GTEST_SKIP() << "the turn reads the format itself";
   ASSERT_NO_FATAL_FAILURE(build(false, true));
   Engine& e = *engine;
-  RecomputeOptions ro;
-  ro.ratio = 0.2;
   const auto same_records = [](const SegmentDiff& x, const SegmentDiff& y) {
     if (x.rows() != y.rows() || x.packed_rows()->codec().format() != y.packed_rows()->codec().format()) return false;
     const size_t bytes = size_t(x.packed_rows()->codec().record_bytes());
@@ -227,11 +249,8 @@ TEST_P(ResumeInAttentionTest, ALossyFormatIsAppliedWhenTheTurnEnds) {
     const auto was = e.compact_context(c);
     ASSERT_EQ(was->diffs().size(), 1u);
     const int64_t seg_begin = was->n_tokens();
-    const uint64_t prefixes[] = {c};
-    auto copies = collect_shared_segment(e, master, master_start, segment, prefixes, ro);
-    ASSERT_TRUE(copies.ok()) << copies.error();
-    const uint64_t copy = (*copies)[0].handle;
-    ASSERT_TRUE(e.compact_retained(copy, seg_begin, master, master_start, 0, DiffFormat::kF16));
+    const uint64_t copy = share_again(c, DiffFormat::kF16);
+    ASSERT_NE(copy, 0u);
     const auto read = e.compact_context(copy);
     ASSERT_TRUE(read);
     ASSERT_EQ(read->diffs().size(), 2u);
@@ -240,12 +259,8 @@ TEST_P(ResumeInAttentionTest, ALossyFormatIsAppliedWhenTheTurnEnds) {
     EXPECT_EQ(read->packings().size(), 2u);
 
     Outcome next;
-    std::vector<int32_t> prompt = read->kept()->tokens();
-    prompt.insert(prompt.end(), follow_up.begin(), follow_up.end());
-    ASSERT_TRUE(e.add_request(request(prompt, 6, copy), keep(&next)).ok());
-    ASSERT_TRUE(e.run_until_idle().ok());
-    ASSERT_TRUE(next.error.empty()) << next.error;
-    ASSERT_TRUE(e.is_compact(next.retained));
+    next.retained = answer(copy);
+    ASSERT_NE(next.retained, 0u);
     // The dense context the turn read, compacted directly: the reference for the new run's records.
     const uint64_t dense = e.fork_retained(next.retained);
     ASSERT_NE(dense, 0u);
@@ -265,6 +280,58 @@ TEST_P(ResumeInAttentionTest, ALossyFormatIsAppliedWhenTheTurnEnds) {
     for (uint64_t h : {copy, dense, next.retained}) e.release_retained(h);
   }
   for (uint64_t c : contexts) e.release_retained(c);
+  e.release_retained(master);
+  EXPECT_EQ(e.kv().pool().stats().n_used, 0) << "every block came back";
+  EXPECT_EQ(e.n_retained(), 0u);
+}
+
+// A context whose run stayed lossless (its compaction at the turn's end did not happen, e.g. the pool
+// was short) settles at its next compaction in the engine's format: the next round's copy keeps it as
+// it is (lossless, beside the lossy first diff), and the compaction at that turn's end encodes both
+// lossless runs in the format, one set of packed rows again, the first diff's records unchanged.
+TEST_P(ResumeInAttentionTest, ARunLeftLosslessSettlesAtTheNextCompaction) {
+  const DiffFormat format = std::get<1>(GetParam());
+  if (diff_format_lossless(format)) GTEST_SKIP() << "the turn reads the format itself";
+  ASSERT_NO_FATAL_FAILURE(build(false, true));
+  Engine& e = *engine;
+  const uint64_t c = contexts[0];
+  auto first = e.compact_context(c)->diffs()[0];
+  const uint64_t copy1 = share_again(c, DiffFormat::kF16);
+  ASSERT_NE(copy1, 0u);
+  const uint64_t left = answer(copy1);  // not compacted at its turn's end: its second run stays f16
+  ASSERT_NE(left, 0u);
+  const int64_t seg_begin = e.compact_context(left)->n_tokens();
+  const uint64_t copy2 = share_again(left, DiffFormat::kF16);
+  ASSERT_NE(copy2, 0u);
+  auto read = e.compact_context(copy2);
+  ASSERT_EQ(read->diffs().size(), 3u);
+  EXPECT_EQ(read->diffs()[0].second, first.second);
+  EXPECT_EQ(read->diffs()[1].second->packed_rows()->codec().format(), DiffFormat::kF16);
+  EXPECT_EQ(read->diffs()[2].second->packed_rows()->codec().format(), DiffFormat::kF16);
+  const uint64_t next = answer(copy2);
+  ASSERT_NE(next, 0u);
+  const uint64_t dense = e.fork_retained(next);  // what the turn read, for the rebuilt context below
+  ASSERT_NE(dense, 0u);
+  ASSERT_TRUE(e.compact_retained(next, seg_begin, master, master_start, copy2));
+  auto now = e.compact_context(next);
+  ASSERT_EQ(now->diffs().size(), 3u);
+  EXPECT_EQ(now->packings().size(), 1u);
+  for (const auto& d : now->diffs()) EXPECT_EQ(d.second->packed_rows()->codec().format(), format);
+  EXPECT_EQ(now->diffs()[0].second->rows(), first.second->rows());
+  // Rebuilt, it equals what the turn read outside the two settled runs, and within the format's bound
+  // inside them (asserted by master_diff_test; here: every slot rebuilt, the same tokens).
+  const uint64_t rebuilt = e.fork_retained(next);
+  ASSERT_NE(rebuilt, 0u);
+  const KvSequence* x = e.retained(dense);
+  const KvSequence* y = e.retained(rebuilt);
+  ASSERT_EQ(x->tokens(), y->tokens());
+  const int32_t upto = int32_t(now->diffs()[1].first);
+  EXPECT_TRUE(testing::same_kv_bits(e.kv().arena(), x->blocks(), 0, e.kv().arena(), y->blocks(), 0, upto));
+  for (uint64_t h : {copy1, left, copy2, next, dense, rebuilt}) e.release_retained(h);
+  for (uint64_t h : contexts) e.release_retained(h);
+  first = {};  // the test's own references last
+  read.reset();
+  now.reset();
   e.release_retained(master);
   EXPECT_EQ(e.kv().pool().stats().n_used, 0) << "every block came back";
   EXPECT_EQ(e.n_retained(), 0u);
