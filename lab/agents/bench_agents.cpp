@@ -403,6 +403,7 @@ Status find_agents_that_fit(const LoadedModel& lm, ThreadPool& pool, const Bench
     int64_t budget = 0, bpb = 0;
     FitTrial t;
     t.agents = n;
+    const double t0 = monotonic_seconds();
     auto r = run_mode(lm, pool, o, mode, ratio, format, &budget, &bpb);
     if (!r.ok()) {
       if (!budget_refusal(r.status_error()))
@@ -414,6 +415,10 @@ Status find_agents_that_fit(const LoadedModel& lm, ThreadPool& pool, const Bench
       t.fits = t.preemptions == 0 && t.waves <= 1;
     }
     rep.fit_trials.push_back(t);
+    // One line per trial as it ends, even when quiet: a search at large counts runs for hours.
+    std::fprintf(stderr, "find-fit %s: %d agents %s (%.0f s)\n", rep.mode.c_str(), n,
+                 !t.refused.empty() ? "refused" : t.fits ? "fit" : t.preemptions > 0 ? "preempted" : "ran in waves",
+                 monotonic_seconds() - t0);
     return t.fits;
   };
   // The workload's agent range, from its own checks.
