@@ -657,18 +657,18 @@ bool Engine::compact_retained(uint64_t handle, int64_t seg_begin, uint64_t maste
     // pool could not hold). A lossless compaction for a turn keeps the earlier lossy diffs as they are.
     const bool settle = want == opt_.diff_format;
     const int bs = kv_->block_size();
-    const PlacedSegmentDiff* run = nullptr;
+    bool has_run = false, run_restored = false;
     std::vector<const PlacedSegmentDiff*> restore;
-    std::vector<PlacedSegmentDiff> inherited;
+    std::vector<PlacedSegmentDiff> inherited;  // kept as they are, or restored below (compact() encodes them)
     for (const PlacedSegmentDiff& d : was->diffs()) {
       const bool is_run = d.first < seg_begin + seg_len && seg_begin < d.first + d.second->master()->n_tokens();
-      const bool other_format = d.second->packed_rows()->codec().format() != want;
-      if (is_run) run = &d;
-      if (other_format && (is_run || settle)) restore.push_back(&d);
-      else if (is_run) inherited.push_back(d);  // kept: its records copied as they are
-      if (!is_run) inherited.push_back(d);      // restored ones are dense below: compact() encodes them
+      const bool restore_it = d.second->packed_rows()->codec().format() != want && (is_run || settle);
+      if (restore_it) restore.push_back(&d);
+      has_run |= is_run;
+      run_restored |= is_run && restore_it;
+      if (!(is_run && restore_it)) inherited.push_back(d);  // a restored run is compacted as the new run
     }
-    if (run && restore.empty()) return true;
+    if (has_run && restore.empty()) return true;
     std::optional<KvSequence> restored;
     if (!restore.empty()) {
       restored.emplace(ctx.fork());
@@ -679,8 +679,7 @@ bool Engine::compact_retained(uint64_t handle, int64_t seg_begin, uint64_t maste
       }
     }
     std::vector<BlendedRun> runs;
-    if (!run || std::find(restore.begin(), restore.end(), run) != restore.end())
-      runs.push_back(BlendedRun{seg_begin, seg_len, mi->second, master_start});
+    if (!has_run || run_restored) runs.push_back(BlendedRun{seg_begin, seg_len, mi->second, master_start});
     auto c = CompactContext::compact(restored ? *restored : ctx, runs, *lm_.model, pool_, want, std::move(inherited));
     if (!c) return false;
     ci->second = std::make_shared<const CompactContext>(std::move(*c));
