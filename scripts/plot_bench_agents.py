@@ -13,6 +13,9 @@
 # against R: KL(exact || shared) mean and p95; top-1 and greedy agreement with the exact context;
 # the answers' perplexity under the exact and the shared context; prefill time per agent over all
 # rounds, with prefix mode as a flat reference when it ran.
+# With --find-fit (modes carrying "fit_trials"), one more panel: per mode, a bar at the agents that fit
+# the budget by running ("agents_fit_by_running") and every trial the search ran as a marker at its
+# agent count, filled where the run held, a cross where it did not (preempted, refused, or in waves).
 #
 # usage: plot_bench_agents.py REPORT.json OUT.png [--list-panels]
 #   --list-panels  also print the title of each panel drawn, one per line (the tests read them)
@@ -192,6 +195,38 @@ def recompute_panels(modes):
             for title, ylabel, series in specs]
 
 
+FIND_FIT_TITLE = "Agents that fit the KV budget by running (--find-fit)"
+
+
+def draw_find_fit(ax, modes, colors):
+    """Per mode with a search: its result as a bar, each trial as a marker (held: dot, not: cross)."""
+    held = failed = None
+    prefix = [value(m, "agents_fit_by_running", "mode prefix") for m in modes if m["mode"] == "prefix"]
+    for i, m in enumerate(modes):
+        fit = value(m, "agents_fit_by_running", f"mode {m['mode']}")
+        bar = ax.bar([i], [fit], 0.5, color=colors[m["mode"]], label=mode_label(m, "?"))
+        text = bar_value_text(fit)
+        if prefix and prefix[0] > 0 and m["mode"] != "prefix":
+            text += f" ({fit / prefix[0]:.2g}x prefix)"
+        ax.bar_label(bar, labels=[text], fontsize=9, padding=2)
+        for t in m["fit_trials"]:
+            n = value(t, "agents", f"mode {m['mode']} trial")
+            if t.get("fits"):
+                held = ax.plot([i + 0.35], [n], "o", color="tab:green", markersize=5, label="trial: held")[0]
+            else:
+                failed = ax.plot([i + 0.35], [n], "x", color="tab:red", markersize=6,
+                                 label="trial: preempted, refused or in waves")[0]
+    ax.legend(handles=[h for h in (held, failed) if h is not None], fontsize=8, loc="upper left")
+    ax.set_xticks(range(len(modes)), [m["mode"] for m in modes])
+    ax.set_xlim(-0.6, len(modes) - 0.2)
+    ax.set_ylabel("agents")
+    ax.set_title(FIND_FIT_TITLE)
+    ax.margins(y=0.15)
+    ax.set_ylim(bottom=0)
+    ax.grid(axis="y", color="0.9")
+    ax.set_axisbelow(True)
+
+
 def plot(report, out_path):
     """Draws the report into out_path; returns the panel titles drawn, in order."""
     modes = report.get("modes")
@@ -208,6 +243,9 @@ def plot(report, out_path):
                draw_round_bars(ax, modes, rounds, n_agents, *p, colors))
               for title, ylabel, field, scale, kind in PER_ROUND_PANELS]
     panels += recompute_panels(modes)
+    searched = [m for m in modes if m.get("fit_trials")]
+    if searched:
+        panels.append((FIND_FIT_TITLE, lambda ax: draw_find_fit(ax, searched, colors)))
 
     cols = min(COLUMNS, len(panels))
     rows = math.ceil(len(panels) / cols)

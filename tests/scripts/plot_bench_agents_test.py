@@ -2,7 +2,8 @@
 # Tests scripts/plot_bench_agents.py on a committed bench-agents report (tests/data/bench_agents/
 # debate_report.json: a real run of 4 debate agents over 3 rounds in nocache, prefix and tokendance
 # at R = 0 and 0.5, replies shortened): the PNG decodes at the size the layout gives, holds the panels
-# the report calls for (the six per-round panels; the four against R only with two or more ratios), and
+# the report calls for (the six per-round panels; the four against R only with two or more ratios; the
+# find-fit panel only when a search ran), and
 # every panel has something drawn in it. A broken report is a one-line error and exit 1.
 # Runs under pytest or alone (python3 plot_bench_agents_test.py, prints "plot_bench_agents test: ok").
 import copy
@@ -135,6 +136,28 @@ def test_diff_formats_of_one_ratio_are_not_a_ratio_sweep():
             x["mode"] += "/int4"
             r["modes"].append(x)
     check_chart(r, PER_ROUND + AGAINST_R)
+
+
+FIND_FIT = "Agents that fit the KV budget by running (--find-fit)"
+
+
+def test_find_fit_panel_when_a_search_ran():
+    # bench-agents --find-fit adds "agents_fit_by_running" and the trials to each mode it searched.
+    r = load_report()
+    r["modes"] = [m for m in r["modes"] if m["mode"] in ("prefix", "td@0.5")]
+    r["modes"][0].update(agents_fit_by_running=13, fit_trials=[
+        {"agents": 8, "fits": True, "preemptions": 0}, {"agents": 16, "fits": False, "preemptions": 1},
+        {"agents": 12, "fits": True, "preemptions": 0}, {"agents": 13, "fits": True, "preemptions": 0}])
+    r["modes"][1].update(agents_fit_by_running=34, fit_trials=[
+        {"agents": 32, "fits": True, "preemptions": 0, "waves": 1},
+        {"agents": 40, "fits": False, "preemptions": 0, "refused": "the KV budget cannot hold it"},
+        {"agents": 34, "fits": True, "preemptions": 0, "waves": 1},
+        {"agents": 35, "fits": False, "preemptions": 0, "waves": 2}])
+    check_chart(r, PER_ROUND + [FIND_FIT])
+    del r["modes"][1]["agents_fit_by_running"]
+    with tempfile.TemporaryDirectory() as tmp:
+        p, png = draw(r, tmp)
+        assert p.returncode == 1 and "agents_fit_by_running" in p.stderr, p.stderr
 
 
 def test_broken_report_is_one_line_error():
