@@ -7,21 +7,11 @@
 #include "cli/commands.h"
 #include "lab/cli/lab_commands.h"
 #include "cli/transfer_cli.h"
+#include "lab/transfer/context_passages.h"
 #include "lab/transfer/hybrid_modes.h"
 #include "lab/transfer/transfer_quality.h"
 
 namespace agentkv {
-
-namespace {
-
-// Cut at the last space at or before n bytes, so both parts are whole words.
-size_t space_before(const std::string& s, size_t n) {
-  if (n >= s.size()) return s.size();
-  const size_t sp = s.rfind(' ', n);
-  return sp == std::string::npos ? n : sp;
-}
-
-}  // namespace
 
 int cmd_transfer_quality(int argc, char** argv) {
   TransferPairArgs pair;
@@ -72,16 +62,9 @@ int cmd_transfer_quality(int argc, char** argv) {
   int n = 0;
   std::printf("%-4s %-18s %6s %6s %9s %9s %9s %8s %7s %6s %10s %10s\n", "#", "mode", "ctx", "cont", "native", "transfer",
               "no-ctx", "kept", "top1", "work", "prefill_s", "transfer_s");
-  for (size_t at = 0; at < text.size() && n < max_passages;) {
-    size_t end = text.find("\n\n", at);
-    if (end == std::string::npos) end = text.size();
-    const std::string passage = text.substr(at, end - at);
-    at = end + 2;
-    const size_t cut = space_before(passage, size_t(ctx_bytes));
-    if (cut + 2 * size_t(cont_bytes) / 3 > passage.size()) continue;  // too short for a real continuation
-    const std::string context = passage.substr(0, cut);
-    const std::string rest = passage.substr(cut);
-    const std::string continuation = rest.substr(0, space_before(rest, size_t(cont_bytes)));
+  for (const ContextPassage& cp : context_passages(text, size_t(ctx_bytes), size_t(cont_bytes), size_t(max_passages))) {
+    const std::string& context = cp.context;
+    const std::string& continuation = cp.continuation;
     auto results = measure_transfer_modes(setup->map, sender, receiver, context, continuation, pool, options);
     if (!results.ok()) return cli_fail(results.error());
     for (size_t i = 0; i < modes.size(); ++i) {

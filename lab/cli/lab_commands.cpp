@@ -14,6 +14,7 @@ const CliCommandRegistrar kLabCommands{
     {"search", cmd_search, "best-of-N or step beam search on held-out arithmetic problems with a PRM, log-prob or vote"},
     {"bench-prm", cmd_bench_prm, "KV-PRM vs text PRM: scoring latency, counted flops and KV bytes vs trajectory length"},
     {"fit-transfer", cmd_fit_transfer, "fit a cross-model KV transfer map on a calibration corpus"},
+    {"refine-transfer", cmd_refine_transfer, "refine a transfer map by the receiver's continuation loss over transferred K/V"},
     {"transfer-quality", cmd_transfer_quality, "receiver NLL with a transferred context vs native prefill vs none"},
     {"transfer-retrieval", cmd_transfer_retrieval, "verse retrieval accuracy: transferred context vs native prefill vs none"},
     {"chat-quality", cmd_chat_quality, "chat sharing's served path against exact prefill at several R (KL, top-1, greedy)"},

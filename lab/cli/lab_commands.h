@@ -11,6 +11,7 @@ int cmd_fit_prm(int argc, char** argv);
 int cmd_search(int argc, char** argv);
 int cmd_bench_prm(int argc, char** argv);
 int cmd_fit_transfer(int argc, char** argv);
+int cmd_refine_transfer(int argc, char** argv);
 int cmd_transfer_quality(int argc, char** argv);
 int cmd_transfer_retrieval(int argc, char** argv);
 int cmd_bench_transfer(int argc, char** argv);

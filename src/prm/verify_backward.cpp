@@ -1,8 +1,8 @@
 // The backward half of the verifier's training pass: from dloss/dlogodds through the head, the final
 // norm and every block in reverse (FFN and its gate, the sandwich norms when the architecture has
 // them, attention over the frozen cached K/V and the token's own K/V, RoPE, the Q/K norms, the block
-// norms) into the adapters' A and B. Base weights and cached K/V are constants: no gradient is kept
-// for them.
+// norms) into the adapters' A and B. Base weights are constants; the cached K/V get a gradient only
+// when asked for (next_token_pass.h: a transfer map is refined through it).
 #include <cmath>
 
 #include "ops/float_matvec.h"
@@ -21,20 +21,26 @@ void norm_backward_or_copy(const float* x, const float* w, const float* dy, floa
   }
 }
 
-// dx += (W + adapters)^T dy for one projection, and the adapters' gradient.
-void project_backward(const WeightView& w, const LoraAdapters& ad, int il, LoraProj p, const float* x,
-                      const float* dy, LoraAdapters& grad, float* dx, ThreadPool& pool) {
+// dx += (W + adapters)^T dy for one projection, and the adapters' gradient (none without adapters).
+void project_backward(const WeightView& w, const LoraAdapters* ad, int il, LoraProj p, const float* x,
+                      const float* dy, LoraAdapters* grad, float* dx, ThreadPool& pool) {
   matvec_transposed_add_f32(w, dy, dx, pool);
-  ad.backward(il, p, x, dy, grad, dx, pool);
+  if (ad) ad->backward(il, p, x, dy, *grad, dx, pool);
 }
 
-// From d(attention output) to dqs (Q as attention reads it) and the token's own dkr and dv.
+// From d(attention output) to dqs (Q as attention reads it) and the token's own dkr and dv; with
+// `cached`, also d(cached K) and d(cached V) of the slots attended ([slot - lo][kv_dim], set).
 void attend_backward(const ModelConfig& c, const VerifyContext& ctx, int il, const LayerRecord& r, float scale,
-                     const float* datt, float* dqs, float* dkr, float* dv) {
+                     const float* datt, float* dqs, float* dkr, float* dv, CachedKvGradient::Layer* cached) {
   std::vector<float> kc, vc;
   load_cached_kv(ctx, il, r.lo, kc, vc);
   const int hd = c.head_dim, kvd = c.kv_dim(), group = c.n_head / c.n_head_kv;
   const int64_t n_cached = ctx.n_slots - r.lo, n_att = n_cached + 1;
+  if (cached) {
+    cached->lo = r.lo;
+    cached->dk.assign(size_t(n_cached * kvd), 0.0f);
+    cached->dv.assign(size_t(n_cached * kvd), 0.0f);
+  }
   std::vector<double> dp(static_cast<size_t>(n_att)), dq(static_cast<size_t>(hd));
   for (int h = 0; h < c.n_head; ++h) {
     const int g = h / group;
@@ -65,8 +71,16 @@ void attend_backward(const ModelConfig& c, const VerifyContext& ctx, int il, con
       const double dr = double(scale) * ds;
       const float* k = k_of(j);
       for (int i = 0; i < hd; ++i) dq[size_t(i)] += dr * double(k[i]);
-      if (j == n_cached)
+      if (j == n_cached) {
         for (int i = 0; i < hd; ++i) dkr[g * hd + i] += float(dr * double(q[i]));
+      } else if (cached) {
+        float* dk = cached->dk.data() + j * kvd + g * hd;
+        float* dvc = cached->dv.data() + j * kvd + g * hd;
+        for (int i = 0; i < hd; ++i) {
+          dk[i] += float(dr * double(q[i]));
+          dvc[i] += float(double(p[j]) * double(da[i]));
+        }
+      }
     }
     for (int i = 0; i < hd; ++i) {
       dqs[h * hd + i] += float(dq[size_t(i)]);
@@ -82,8 +96,9 @@ void head_norm_backward(const float* x, const float* w, const float* dy, float* 
 }
 
 // dx holds dloss/d(block output) and leaves with dloss/d(block input).
-void backward_layer(const Model& model, const VerifyContext& ctx, int il, const LoraAdapters& ad,
-                    const LayerRecord& r, LoraAdapters& grad, std::vector<float>& dx, ThreadPool& pool) {
+void backward_layer(const Model& model, const VerifyContext& ctx, int il, const LoraAdapters* ad,
+                    const LayerRecord& r, LoraAdapters* grad, CachedKvGradient::Layer* cached, std::vector<float>& dx,
+                    ThreadPool& pool) {
   const ModelConfig& c = model.config();
   const DecoderLayer& L = model.weights().layers[size_t(il)];
   const int d = c.n_embd, hd = c.head_dim, ff = c.n_ff;
@@ -109,7 +124,8 @@ void backward_layer(const Model& model, const VerifyContext& ctx, int il, const 
   norm_backward_or_copy(r.o.data(), L.post_attn_norm, dx.data(), dout.data(), d, c.rms_eps);
   project_backward(L.attn.wo, ad, il, LoraProj::kO, r.att.data(), dout.data(), grad, datt.data(), pool);
   std::vector<float> dqs(size_t(c.q_dim()), 0.0f), dkr(size_t(c.kv_dim()), 0.0f), dv(size_t(c.kv_dim()), 0.0f);
-  attend_backward(c, ctx, il, r, attention_score_scale(c, L.extras), datt.data(), dqs.data(), dkr.data(), dv.data());
+  attend_backward(c, ctx, il, r, attention_score_scale(c, L.extras), datt.data(), dqs.data(), dkr.data(), dv.data(),
+                  cached);
   if (L.extras.q_scale > 0.0f) scale_inplace(dqs.data(), L.extras.q_scale, c.q_dim());
   const Rope& rope = model.layer_rope(il);
   rope.apply_transposed(dqs.data(), c.n_head, ctx.n_slots);
@@ -144,8 +160,16 @@ void backward_pass(const Model& model, const VerifyContext& ctx, const VerifyHea
   }
   std::vector<float> dx(static_cast<size_t>(d), 0.0f);
   rms_norm_backward(rec.x_final.data(), w.out_norm, dxf.data(), dx.data(), d, c.rms_eps);
-  for (int il = c.n_layer - 1; il >= 0; --il)
-    backward_layer(model, ctx, il, adapters, rec.layers[size_t(il)], grad, dx, pool);
+  backward_blocks(model, ctx, &adapters, rec, std::move(dx), &grad, nullptr, pool);
+}
+
+void backward_blocks(const Model& model, const VerifyContext& ctx, const LoraAdapters* adapters, const PassRecord& rec,
+                     std::vector<float> dx, LoraAdapters* grad, CachedKvGradient* cached, ThreadPool& pool) {
+  const int n_layer = model.config().n_layer;
+  if (cached) cached->layers.assign(size_t(n_layer), {});
+  for (int il = n_layer - 1; il >= 0; --il)
+    backward_layer(model, ctx, il, adapters, rec.layers[size_t(il)], grad, cached ? &cached->layers[size_t(il)] : nullptr,
+                   dx, pool);
 }
 
 }  // namespace agentkv::prm

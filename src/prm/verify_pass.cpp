@@ -52,12 +52,12 @@ void load_cached_kv(const VerifyContext& ctx, int il, int64_t lo, std::vector<fl
 
 namespace {
 
-// y = W x with the adapters' delta for projection p of layer il.
-void project_one(const WeightView& w, const LoraAdapters& ad, int il, LoraProj p, const float* x, float* y,
+// y = W x with the adapters' delta for projection p of layer il (none without adapters).
+void project_one(const WeightView& w, const LoraAdapters* ad, int il, LoraProj p, const float* x, float* y,
                  ThreadPool& pool) {
   matvec_f32(w, x, y, pool);
   const int32_t row0[] = {0};
-  ad.add_delta(il, p, x, row0, y, pool);
+  if (ad) ad->add_delta(il, p, x, row0, y, pool);
 }
 
 void add(float* y, const float* b, int n) {
@@ -100,7 +100,7 @@ void attend(const ModelConfig& c, const VerifyContext& ctx, int il, LayerRecord&
   }
 }
 
-void forward_layer(const Model& model, const VerifyContext& ctx, int il, const LoraAdapters& ad, LayerRecord& r,
+void forward_layer(const Model& model, const VerifyContext& ctx, int il, const LoraAdapters* ad, LayerRecord& r,
                    float* x, ThreadPool& pool) {
   const ModelConfig& c = model.config();
   const DecoderLayer& L = model.weights().layers[size_t(il)];
@@ -159,20 +159,29 @@ void weight_row(const WeightView& w, int64_t r, float* row) {
   dequantize_row(w.type, static_cast<const uint8_t*>(w.data) + size_t(r) * w.row_bytes, row, w.cols);
 }
 
-PassRecord forward_pass(const Model& model, const VerifyContext& ctx, const VerifyHead& head,
-                        const LoraAdapters& adapters, ThreadPool& pool) {
+PassRecord forward_blocks(const Model& model, const VerifyContext& ctx, int32_t token, const LoraAdapters* adapters,
+                          ThreadPool& pool) {
   const ModelConfig& c = model.config();
   const DecoderWeights& w = model.weights();
   const int d = c.n_embd;
   PassRecord rec;
   rec.layers.resize(size_t(c.n_layer));
   std::vector<float> x(static_cast<size_t>(d));
-  weight_row(w.embd, head.tokens.back(), x.data());
+  weight_row(w.embd, token, x.data());
   if (w.embd_scale != 1.0f) scale_inplace(x.data(), w.embd_scale, d);
   for (int il = 0; il < c.n_layer; ++il) forward_layer(model, ctx, il, adapters, rec.layers[size_t(il)], x.data(), pool);
-  rec.x_final = x;
+  rec.x_final = std::move(x);
+  return rec;
+}
+
+PassRecord forward_pass(const Model& model, const VerifyContext& ctx, const VerifyHead& head,
+                        const LoraAdapters& adapters, ThreadPool& pool) {
+  const ModelConfig& c = model.config();
+  const DecoderWeights& w = model.weights();
+  const int d = c.n_embd;
+  PassRecord rec = forward_blocks(model, ctx, head.tokens.back(), &adapters, pool);
   std::vector<float> xf(static_cast<size_t>(d)), row(static_cast<size_t>(d));
-  rms_norm(x.data(), w.out_norm, xf.data(), d, c.rms_eps);
+  rms_norm(rec.x_final.data(), w.out_norm, xf.data(), d, c.rms_eps);
   for (int k = 0; k < 2; ++k) {
     weight_row(w.head, k == 0 ? head.pos_token : head.neg_token, row.data());
     double z = 0;

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "model/transformer_parts.h"
+#include "prm/next_token_pass.h"
 #include "prm/verify_pass.h"
 
 namespace agentkv::prm {
@@ -51,9 +52,17 @@ void load_cached_kv(const VerifyContext& ctx, int il, int64_t lo, std::vector<fl
 // the context's slots.
 Status check_pass_inputs(const Model& model, const VerifyContext& ctx, const VerifyHead& head,
                          const LoraAdapters& adapters, double target, const LoraAdapters* grad);
+// `token` at position ctx.n_slots through every block (adapters: null for none); the head is the caller's.
+PassRecord forward_blocks(const Model& model, const VerifyContext& ctx, int32_t token, const LoraAdapters* adapters,
+                          ThreadPool& pool);
+// forward_blocks of the head's last token, then the head's two logits.
 PassRecord forward_pass(const Model& model, const VerifyContext& ctx, const VerifyHead& head,
                         const LoraAdapters& adapters, ThreadPool& pool);
 LossValue verify_loss(double logodds, double target, VerifyLoss loss);
+// From dx = dloss/d(the last block's output) through every block in reverse: adds dloss/dparameters
+// into grad (non-null when adapters are) and, when `cached` is non-null, sets dloss/d(cached K and V).
+void backward_blocks(const Model& model, const VerifyContext& ctx, const LoraAdapters* adapters, const PassRecord& rec,
+                     std::vector<float> dx, LoraAdapters* grad, CachedKvGradient* cached, ThreadPool& pool);
 // Adds dloss/dparameters into grad, given dloss/dlogodds.
 void backward_pass(const Model& model, const VerifyContext& ctx, const VerifyHead& head, const LoraAdapters& adapters,
                    const PassRecord& rec, double dlogodds, LoraAdapters& grad, ThreadPool& pool);

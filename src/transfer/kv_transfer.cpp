@@ -118,17 +118,7 @@ Result<KvTransferReport> transfer_aligned_kv_cache(const TransferMap& map, const
   const int sender_in = in_dim - map.receiver_hidden_dim;
   constexpr int64_t kGrain = 32;
   // The sender layers of the current window, read once while consecutive receiver layers share them.
-  const int window = map.sender_window;
-  std::vector<LayerKv> sl(static_cast<size_t>(window));
-  std::vector<int32_t> loaded(static_cast<size_t>(window), -1);
-  std::vector<const LayerKv*> window_layers;
-  for (LayerKv& layer : sl) {
-    layer.n_tokens = sender_seq.n_tokens();
-    layer.kv_dim = sc.kv_dim();
-    layer.k.resize(size_t(layer.n_tokens * layer.kv_dim));
-    layer.v.resize(layer.k.size());
-    window_layers.push_back(&layer);
-  }
+  SenderWindow window(sc, sender_kv.arena(), sender_seq.blocks(), sender_seq.n_tokens(), map.sender_window);
   std::vector<float> x(size_t(n_proj * in_dim)), y(size_t(n_proj * out_dim));
   double project_s = 0;
   // Layers [l_begin, n_layer); hidden: the projected tokens' hidden states, rows n_embd apart.
@@ -140,19 +130,8 @@ Result<KvTransferReport> transfer_aligned_kv_cache(const TransferMap& map, const
         for (int64_t i = b; i < e; ++i) receiver_hidden_features(hidden + i * hd, hd, x.data() + i * in_dim + sender_in);
       });
     for (int l = l_begin; n_proj > 0 && l < rc.n_layer; ++l) {
-      for (int j = 0; j < window; ++j) {
-        const int32_t want = map.sender_layer[size_t(l)] + j;
-        if (want == loaded[size_t(j)]) continue;
-        LayerKv& layer = sl[size_t(j)];
-        pool.parallel_for(layer.n_tokens, kGrain, [&](int64_t b, int64_t e) {
-          read_unrotated_rows(sc, sender_kv.arena(), sender_seq.blocks(), want, b, e, layer);
-        });
-        loaded[size_t(j)] = want;
-      }
-      pool.parallel_for(n_proj, kGrain, [&](int64_t b, int64_t e) {
-        for (int64_t i = b; i < e; ++i)
-          pooled_sender_window_features(window_layers, align, weights, size_t(n_native + i), x.data() + i * in_dim);
-      });
+      window.load(map.sender_layer[size_t(l)], pool);
+      window.features(align, weights, n_native, n_proj, x.data(), in_dim, pool);
       map.project_rows(l, x.data(), n_proj, y.data(), pool);
       pool.parallel_for(n_proj, kGrain, [&](int64_t b, int64_t e) {
         write_rotated_rows(rc, receiver_kv.arena(), table, l, n_native + b, n_native + e, y.data() + b * out_dim, out_dim);

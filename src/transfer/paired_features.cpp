@@ -100,6 +100,40 @@ void pooled_sender_window_features(std::span<const LayerKv* const> layers, const
   }
 }
 
+SenderWindow::SenderWindow(const ModelConfig& sender, const KvArena& arena, std::span<const int32_t> table,
+                           int64_t n_tokens, int window)
+    : cfg_(sender), arena_(arena), table_(table), layers_(size_t(window)), loaded_(size_t(window), -1) {
+  for (LayerKv& layer : layers_) {
+    layer.n_tokens = n_tokens;
+    layer.kv_dim = sender.kv_dim();
+    layer.k.resize(size_t(layer.n_tokens * layer.kv_dim));
+    layer.v.resize(layer.k.size());
+    view_.push_back(&layer);
+  }
+}
+
+void SenderWindow::load(int32_t first, ThreadPool& pool) {
+  constexpr int64_t kGrain = 32;
+  for (size_t j = 0; j < layers_.size(); ++j) {
+    const int32_t want = first + int32_t(j);
+    if (want == loaded_[j]) continue;
+    LayerKv& layer = layers_[j];
+    pool.parallel_for(layer.n_tokens, kGrain, [&](int64_t b, int64_t e) {
+      read_unrotated_rows(cfg_, arena_, table_, want, b, e, layer);
+    });
+    loaded_[j] = want;
+  }
+}
+
+void SenderWindow::features(const TokenAlignment& alignment, const SpanWeights& weights, int64_t first_token, int64_t n,
+                            float* x, int64_t row_stride, ThreadPool& pool) const {
+  constexpr int64_t kGrain = 32;
+  pool.parallel_for(n, kGrain, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i)
+      pooled_sender_window_features(view_, alignment, weights, size_t(first_token + i), x + i * row_stride);
+  });
+}
+
 void receiver_hidden_features(const float* h, int dim, float* x) {
   double ss = 0;
   for (int i = 0; i < dim; ++i) ss += double(h[i]) * double(h[i]);

@@ -11,8 +11,11 @@
 #include <string_view>
 #include <vector>
 
+#include "model/kv_arena.h"
+#include "model/model_config.h"
 #include "transfer/layer_kv.h"
 #include "transfer/token_alignment.h"
+#include "util/thread_pool.h"
 
 namespace agentkv {
 
@@ -45,6 +48,29 @@ void pooled_sender_features(const LayerKv& sender, const TokenAlignment& alignme
 // one after the other, then the constant 1: x has layers.size() * 2 * kv_dim + 1 floats.
 void pooled_sender_window_features(std::span<const LayerKv* const> layers, const TokenAlignment& alignment,
                                    const SpanWeights& weights, size_t receiver_token, float* x);
+
+// The window of consecutive sender layers a map's receiver layer reads, un-rotated from the
+// sender's cache (slots [0, n_tokens) of `table`), each layer read again only when the window moves:
+// what applying a map (kv_transfer.cpp) and refining one (lab/transfer/transfer_refine.cpp) share.
+class SenderWindow {
+ public:
+  SenderWindow(const ModelConfig& sender, const KvArena& arena, std::span<const int32_t> table, int64_t n_tokens,
+               int window);
+  // Layers first .. first + window - 1, spread over the pool.
+  void load(int32_t first, ThreadPool& pool);
+  // Rows i in [0, n) of x (row_stride floats apart) get receiver token first_token + i's pooled
+  // features (pooled_sender_window_features); the rest of a row is the caller's.
+  void features(const TokenAlignment& alignment, const SpanWeights& weights, int64_t first_token, int64_t n, float* x,
+                int64_t row_stride, ThreadPool& pool) const;
+
+ private:
+  const ModelConfig& cfg_;
+  const KvArena& arena_;
+  std::span<const int32_t> table_;
+  std::vector<LayerKv> layers_;
+  std::vector<int32_t> loaded_;
+  std::vector<const LayerKv*> view_;
+};
 
 // The tail of a receiver-conditioned map's row (transfer_map.h): the receiver's hidden state after
 // its first layers, h (dim floats), divided by its RMS as every block's input is, so that the map
