@@ -16,12 +16,13 @@ int cmd_refine_transfer(int argc, char** argv) {
   TransferPairArgs pair;
   std::string corpus, out;
   int64_t threads = 0, ctx_bytes = 4500, cont_bytes = 400, max_passages = 0, epochs = 1, queries = 32;
-  double lr = 0.01, share = 0.15;
+  double lr = 0.0005, share = 0.15;
   ArgParser p("refine-transfer",
               "Refine a fitted transfer map by what the context is worth to the receiver: per passage, the context "
               "is transferred with the map (a hybrid with the receiver's own last --native-share), the receiver's NLL "
-              "of the continuation is backpropagated into the transferred K/V and through the map, one Adam step per "
-              "passage. Fit on text apart from the held-out text transfer-quality scores.");
+              "of the continuation is backpropagated into the transferred K/V and through the map, one step per "
+              "passage (preconditioned by the features' Gram matrix). Fit on text apart from the held-out text "
+              "transfer-quality scores.");
   add_transfer_pair_options(p, &pair);
   p.add_string("--corpus", &corpus, "fitting text, passages separated by blank lines", true);
   p.add_string("--out", &out, "refined map file to write (.gguf)", true);
