@@ -413,12 +413,13 @@ Status find_agents_that_fit(const LoadedModel& lm, ThreadPool& pool, const Bench
       t.preemptions = r->overall.preemptions;
       t.waves = r->overall.waves;
       t.fits = t.preemptions == 0 && t.waves <= 1;
+      if (!r->rounds.empty()) t.last_round_hit_rate = r->rounds.back().hit_rate;
     }
     rep.fit_trials.push_back(t);
     // One line per trial as it ends, even when quiet: a search at large counts runs for hours.
-    std::fprintf(stderr, "find-fit %s: %d agents %s (%.0f s)\n", rep.mode.c_str(), n,
-                 !t.refused.empty() ? "refused" : t.fits ? "fit" : t.preemptions > 0 ? "preempted" : "ran in waves",
-                 monotonic_seconds() - t0);
+    std::fprintf(stderr, "find-fit %s: %d agents %s (%.0f s; last round's cache hit rate %.1f%%)\n", rep.mode.c_str(),
+                 n, !t.refused.empty() ? "refused" : t.fits ? "fit" : t.preemptions > 0 ? "preempted" : "ran in waves",
+                 monotonic_seconds() - t0, 100.0 * t.last_round_hit_rate);
     return t.fits;
   };
   // The workload's agent range, from its own checks.
@@ -515,6 +516,7 @@ void to_json(Json& j, const ModeReport& m) {
       Json x = {{"agents", t.agents}, {"fits", t.fits}, {"preemptions", t.preemptions}};
       if (t.waves > 0) x["waves"] = t.waves;
       if (!t.refused.empty()) x["refused"] = t.refused;
+      else x["last_round_hit_rate"] = t.last_round_hit_rate;
       trials.push_back(std::move(x));
     }
     j["agents_fit_by_running"] = m.agents_fit_by_running;

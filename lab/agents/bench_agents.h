@@ -94,6 +94,9 @@ struct FitTrial {
   int64_t preemptions = 0;
   int waves = 0;        // the most waves a tokendance round ran in (> 1: its turns did not fit at once)
   std::string refused;  // the budget refused a request or a round (the engine's message)
+  // The share of the last round's prompt tokens the prefix cache (or a retained context) supplied: a
+  // prefix-mode trial that evicted agents' histories between rounds shows it here, not as a preemption.
+  double last_round_hit_rate = 0;
 };
 
 struct ModeReport {
