@@ -172,6 +172,7 @@ Result<ModeReport> run_mode(const LoadedModel& lm, ThreadPool& pool, const Bench
   ProgressBar bar(lm.name + " " + opt.workload + " " + rep.mode, turns_total, opt.progress);
   int64_t turns_done = 0;
   std::map<int, uint64_t> resident;  // tokendance: every agent's retained context, as the server keeps it
+  std::map<int, std::vector<int32_t>> last_prompt;  // prefix and nocache: each agent's prompt of its last round
 
   for (int r = 0; r < wl->n_rounds(); ++r) {
     std::vector<AgentTurn> turns = wl->round(r);
@@ -207,6 +208,7 @@ Result<ModeReport> run_mode(const LoadedModel& lm, ThreadPool& pool, const Bench
       std::string text;
       std::vector<int32_t> tokens;
       double ttft = -1;
+      int n_cached_prompt = 0;
       bool done = false;
       std::string error;
     };
@@ -224,6 +226,7 @@ Result<ModeReport> run_mode(const LoadedModel& lm, ThreadPool& pool, const Bench
       Out* o = &outs[i];
       auto id = engine->add_request(std::move(p), [o, t0, &bar, &turns_done](const RequestEvent& ev) {
         if (ev.has_token && o->ttft < 0) o->ttft = monotonic_seconds() - t0;
+        o->n_cached_prompt = std::max(o->n_cached_prompt, ev.n_cached_prompt);
         if (answer_token(ev)) o->tokens.push_back(ev.token);
         o->text += ev.text;
         if (!ev.error.empty()) o->error = ev.error;
@@ -241,6 +244,18 @@ Result<ModeReport> run_mode(const LoadedModel& lm, ThreadPool& pool, const Bench
     for (size_t i = 0; i < outs.size(); ++i) {
       if (!runs[i]) continue;
       if (!outs[i].error.empty()) return make_error("agent " + std::to_string(turns[i].agent) + ": " + outs[i].error);
+      // Evicted: the cache supplied less than the whole blocks this prompt shares with the agent's last
+      // one (at most all but the prompt's last token, which is always computed).
+      if (auto prev = last_prompt.find(turns[i].agent); mode == "prefix" && prev != last_prompt.end()) {
+        const std::vector<int32_t>& a = prev->second;
+        const std::vector<int32_t>& b = prompts[i];
+        size_t common = 0;
+        while (common < a.size() && common < b.size() && a[common] == b[common]) ++common;
+        common = std::min(common, b.empty() ? 0 : b.size() - 1);
+        const int64_t expected = int64_t(common) / opt.block_size * opt.block_size;
+        if (outs[i].n_cached_prompt < expected) ++rs.evicted_agents;
+      }
+      last_prompt[turns[i].agent] = prompts[i];
       ttfts.push_back(outs[i].ttft);
       all_ttft.push_back(outs[i].ttft);
       rs.generated_tokens += int64_t(outs[i].tokens.size());
@@ -296,6 +311,7 @@ Result<ModeReport> run_mode(const LoadedModel& lm, ThreadPool& pool, const Bench
     o.prefill_seconds += rs.prefill_seconds;
     o.round_seconds += rs.round_seconds;
     o.preemptions += rs.preemptions;
+    o.evicted_agents += rs.evicted_agents;
     o.kv_bytes_per_agent_resident = std::max(o.kv_bytes_per_agent_resident, rs.kv_bytes_per_agent_resident);
     o.kv_bytes_per_agent_peak = std::max(o.kv_bytes_per_agent_peak, rs.kv_bytes_per_agent_peak);
     o.max_agents_fit = o.max_agents_fit == 0 ? rs.max_agents_fit : std::min(o.max_agents_fit, rs.max_agents_fit);
@@ -412,14 +428,22 @@ Status find_agents_that_fit(const LoadedModel& lm, ThreadPool& pool, const Bench
     } else {
       t.preemptions = r->overall.preemptions;
       t.waves = r->overall.waves;
-      t.fits = t.preemptions == 0 && t.waves <= 1;
       if (!r->rounds.empty()) t.last_round_hit_rate = r->rounds.back().hit_rate;
+      for (const RoundStats& rs : r->rounds) t.evicted_agents += rs.evicted_agents;
+      // Holding an agent means keeping its context: tokendance retains them (a round that cannot, is
+      // refused or splits into waves), prefix caching may evict one and prefill it again next round.
+      t.fits = t.preemptions == 0 && t.waves <= 1 && t.evicted_agents == 0;
     }
     rep.fit_trials.push_back(t);
     // One line per trial as it ends, even when quiet: a search at large counts runs for hours.
-    std::fprintf(stderr, "find-fit %s: %d agents %s (%.0f s; last round's cache hit rate %.1f%%)\n", rep.mode.c_str(),
-                 n, !t.refused.empty() ? "refused" : t.fits ? "fit" : t.preemptions > 0 ? "preempted" : "ran in waves",
-                 monotonic_seconds() - t0, 100.0 * t.last_round_hit_rate);
+    std::fprintf(stderr, "find-fit %s: %d agents %s (%.0f s; last round's cache hit rate %.1f%%, %lld turns found their history evicted)\n",
+                 rep.mode.c_str(), n,
+                 !t.refused.empty()    ? "refused"
+                 : t.fits              ? "fit"
+                 : t.preemptions > 0   ? "preempted"
+                 : t.evicted_agents > 0 ? "evicted histories"
+                                        : "ran in waves",
+                 monotonic_seconds() - t0, 100.0 * t.last_round_hit_rate, (long long)t.evicted_agents);
     return t.fits;
   };
   // The workload's agent range, from its own checks.
@@ -515,8 +539,12 @@ void to_json(Json& j, const ModeReport& m) {
     for (const FitTrial& t : m.fit_trials) {
       Json x = {{"agents", t.agents}, {"fits", t.fits}, {"preemptions", t.preemptions}};
       if (t.waves > 0) x["waves"] = t.waves;
-      if (!t.refused.empty()) x["refused"] = t.refused;
-      else x["last_round_hit_rate"] = t.last_round_hit_rate;
+      if (!t.refused.empty()) {
+        x["refused"] = t.refused;
+      } else {
+        x["last_round_hit_rate"] = t.last_round_hit_rate;
+        x["evicted_turns"] = t.evicted_agents;
+      }
       trials.push_back(std::move(x));
     }
     j["agents_fit_by_running"] = m.agents_fit_by_running;
@@ -598,8 +626,9 @@ std::string bench_agents_table(const BenchAgentsReport& r) {
       tried += (tried.empty() ? "" : ", ") + std::to_string(t.agents) +
                (t.fits                 ? " fit"
                 : !t.refused.empty()   ? " refused"
-                : t.preemptions == 0   ? " in " + std::to_string(t.waves) + " waves"
-                                       : " preempted " + std::to_string(t.preemptions) + "x");
+                : t.preemptions > 0    ? " preempted " + std::to_string(t.preemptions) + "x"
+                : t.evicted_agents > 0 ? " " + std::to_string(t.evicted_agents) + " histories evicted"
+                                       : " in " + std::to_string(t.waves) + " waves");
     std::snprintf(line, sizeof line, "%-13s agents that fit the budget, found by running: %d (tried %s)\n", m.mode.c_str(),
                   m.agents_fit_by_running, tried.c_str());
     out += line;

@@ -66,6 +66,9 @@ struct RoundStats {
   double kv_bytes_per_agent_peak = 0;      // peak blocks in use during the round / agents
   double hit_rate = 0;            // prefill_reused / prompt_tokens
   int64_t preemptions = 0;
+  // prefix mode: agents whose prompt reused fewer tokens than the whole blocks it shares with the
+  // agent's previous prompt: the prefix cache evicted part of its history since the last round.
+  int64_t evicted_agents = 0;
   int64_t max_agents_fit = 0;     // agents like these whose contexts fit the budget at once
   // tokendance only.
   int64_t segment_tokens = 0;     // the shared segment, per agent
@@ -97,6 +100,7 @@ struct FitTrial {
   // The share of the last round's prompt tokens the prefix cache (or a retained context) supplied: a
   // prefix-mode trial that evicted agents' histories between rounds shows it here, not as a preemption.
   double last_round_hit_rate = 0;
+  int64_t evicted_agents = 0;  // summed over the rounds (RoundStats::evicted_agents)
 };
 
 struct ModeReport {

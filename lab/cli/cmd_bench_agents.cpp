@@ -50,8 +50,9 @@ int cmd_bench_agents(int argc, char** argv) {
   p.add_kv_mem(&kv_mem, "KV budget in bytes, e.g. 2G (default: a quarter of RAM)");
   p.add_flag("--find-fit", &find_fit,
              "also find, per mode, how many agents fit --kv-mem by running them: the workload again at doubling "
-             "agent counts until a round preempts, is refused or runs in waves (its turns not fitting at once), then "
-             "bisecting (quality not measured there)");
+             "agent counts until a round preempts, is refused, runs in waves (its turns not fitting at once) or, with "
+             "prefix caching, a turn finds part of its agent's history evicted since the last round (held contexts are "
+             "the point: tokendance retains every agent's), then bisecting (quality not measured there)");
   p.add_string("--fit-from", &fit_from,
                "with --find-fit: MODE=N[,MODE=N...], e.g. prefix=20,tokendance=120: that mode's search starts at N agents "
                "(e.g. bench-agents' count computed from the final contexts), stepping by an eighth up or down until the "
