@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <set>
 
 #include "kv/direct_prefill.h"
 #include "ops/matmul.h"
@@ -103,17 +104,14 @@ Result<RefineStepReport> TransferRefiner::step(std::string_view context, std::st
   SenderWindow window(sc, skv->arena(), sender_seq.blocks(), sender_seq.n_tokens(), map_.sender_window);
   std::vector<float> x(size_t(n_proj * in_dim)), dy(size_t(n_proj * out_dim)), y(size_t(n_proj * out_dim));
   std::vector<std::vector<float>> step_dir(size_t(rc.n_layer));
-  std::map<int32_t, bool> counted;  // sender layers whose rows this passage already added to its Gram
+  std::set<int32_t> counted;  // sender layers whose rows this passage already added to its Gram
   double y2 = 0, dy2 = 0;
   for (int il = 0; il < rc.n_layer; ++il) {
     const int32_t first = map_.sender_layer[size_t(il)];
     window.load(first, pool);
     window.features(align, weights, p0, n_proj, x.data(), in_dim, pool);
     GramAccumulator& gram = grams_.at(first);
-    if (!counted[first]) {
-      gram.add(x.data(), n_proj);
-      counted[first] = true;
-    }
+    if (counted.insert(first).second) gram.add(x.data(), n_proj);
     const Rope rope = layer_rope(rc, il);
     for (int64_t i = 0; i < n_proj; ++i) {
       float* row = dy.data() + i * out_dim;

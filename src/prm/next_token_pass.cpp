@@ -15,8 +15,7 @@ Result<double> next_token_nll(const Model& model, const VerifyContext& ctx, int3
   if (token < 0 || token >= c.n_vocab || target < 0 || target >= c.n_vocab)
     return make_error("next-token pass: token " + std::to_string(token) + " or target " + std::to_string(target) +
                       " outside the vocabulary of " + std::to_string(c.n_vocab));
-  if (ctx.n_slots < 1 || ctx.n_slots > int64_t(ctx.fork.blocks().size()) * ctx.fork.manager().block_size())
-    return make_error("next-token pass: the context's slots are outside its blocks");
+  AGENTKV_TRY(check_context_slots(ctx, "next-token pass"));
   const DecoderWeights& w = model.weights();
   const int d = c.n_embd;
   const PassRecord rec = forward_blocks(model, ctx, token, nullptr, pool);

@@ -234,8 +234,12 @@ Status check_pass_inputs(const Model& model, const VerifyContext& ctx, const Ver
       head.neg_token >= c.n_vocab || head.tokens.back() < 0 || head.tokens.back() >= c.n_vocab)
     return make_error("verify training: the verify head's tokens are outside the vocabulary");
   if (!(target >= 0.0 && target <= 1.0)) return make_error("verify training: target outside [0, 1]");
+  return check_context_slots(ctx, "verify training");
+}
+
+Status check_context_slots(const VerifyContext& ctx, const char* who) {
   if (ctx.n_slots < 1 || ctx.n_slots > int64_t(ctx.fork.blocks().size()) * ctx.fork.manager().block_size())
-    return make_error("verify training: the context's slots are outside its blocks");
+    return make_error(std::string(who) + ": the context's slots are outside its blocks");
   return {};
 }
 

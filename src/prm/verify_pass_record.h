@@ -48,6 +48,8 @@ void weight_row(const WeightView& w, int64_t r, float* row);
 // K and V of cached slots [lo, ctx.n_slots) of layer il, [slots][kv_dim] each, as f32.
 void load_cached_kv(const VerifyContext& ctx, int il, int64_t lo, std::vector<float>& k, std::vector<float>& v);
 
+// Fails, naming `who`, when the context's slots are outside its blocks.
+Status check_context_slots(const VerifyContext& ctx, const char* who);
 // What every pass checks first: the adapters' and gradient's shape, the head's tokens, the target,
 // the context's slots.
 Status check_pass_inputs(const Model& model, const VerifyContext& ctx, const VerifyHead& head,
