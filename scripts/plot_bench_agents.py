@@ -17,7 +17,10 @@
 # the budget by running ("agents_fit_by_running") and every trial the search ran as a marker at its
 # agent count, filled where the run held, a cross where it did not (preempted, refused, or in waves).
 #
-# usage: plot_bench_agents.py REPORT.json OUT.png [--list-panels]
+# usage: plot_bench_agents.py REPORT.json [MORE.json ...] OUT.png [--list-panels]
+#   Several reports are drawn as one when they are runs of one setting (the same model, workload, agents,
+#   rounds, threads and KV budget) with different modes, e.g. a --find-fit search run per mode; a mode
+#   in two reports, or a setting that differs, is refused with the field named.
 #   --list-panels  also print the title of each panel drawn, one per line (the tests read them)
 import argparse
 import json
@@ -273,18 +276,42 @@ def plot(report, out_path):
     return [ax.get_title() for ax in axes]
 
 
+def merge_reports(reports, names):
+    """One report from runs of one setting with different modes (e.g. a --find-fit search per mode)."""
+    merged = dict(reports[0])
+    merged["modes"] = list(reports[0].get("modes", []))
+    for report, name in zip(reports[1:], names[1:]):
+        for key in sorted(set(merged) | set(report)):
+            if key != "modes" and merged.get(key) != report.get(key):
+                raise ReportError(f"{name}: '{key}' is {report.get(key)!r}, {names[0]} has {merged.get(key)!r}:"
+                                  " not a run of the same setting")
+        seen = {m["mode"] for m in merged["modes"]}
+        for m in report.get("modes", []):
+            if m["mode"] in seen:
+                raise ReportError(f"{name}: mode '{m['mode']}' is in an earlier report too")
+            merged["modes"].append(m)
+    return merged
+
+
 def main():
-    ap = argparse.ArgumentParser(description="Charts of a bench-agents JSON report, as one PNG.")
-    ap.add_argument("report", help="JSON written by agentkv bench-agents --json")
-    ap.add_argument("png", help="PNG file to write")
+    ap = argparse.ArgumentParser(description="Charts of a bench-agents JSON report, as one PNG.",
+                                 usage="%(prog)s REPORT.json [MORE.json ...] OUT.png [--list-panels]")
+    ap.add_argument("paths", nargs="+", metavar="FILE",
+                    help="JSON written by agentkv bench-agents --json (several: runs of one setting with "
+                         "different modes, drawn as one), then the PNG file to write")
     ap.add_argument("--list-panels", action="store_true", help="print the title of each panel drawn")
     args = ap.parse_args()
+    if len(args.paths) < 2:
+        ap.error("give at least one report and the PNG to write")
+    names, png = args.paths[:-1], args.paths[-1]
     try:
-        with open(args.report) as f:
-            report = json.load(f)
-        titles = plot(report, args.png)
+        reports = []
+        for name in names:
+            with open(name) as f:
+                reports.append(json.load(f))
+        titles = plot(merge_reports(reports, names), png)
     except (OSError, ValueError, KeyError, TypeError, ReportError) as e:
-        print(f"plot_bench_agents.py: {args.report}: {e}", file=sys.stderr)
+        print(f"plot_bench_agents.py: {', '.join(names)}: {e}", file=sys.stderr)
         return 1
     if args.list_panels:
         print("\n".join(titles))

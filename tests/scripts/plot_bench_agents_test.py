@@ -160,6 +160,36 @@ def test_find_fit_panel_when_a_search_ran():
         assert p.returncode == 1 and "agents_fit_by_running" in p.stderr, p.stderr
 
 
+def test_reports_of_one_setting_are_drawn_as_one():
+    # A --find-fit search run per mode: two reports of the same setting, one mode each.
+    r = load_report()
+    r["modes"] = [m for m in r["modes"] if m["mode"] in ("prefix", "td@0.5")]
+    r["modes"][0].update(agents_fit_by_running=31, fit_trials=[
+        {"agents": 30, "fits": True, "preemptions": 0}, {"agents": 33, "fits": False, "preemptions": 0}])
+    r["modes"][1].update(agents_fit_by_running=126, fit_trials=[
+        {"agents": 126, "fits": True, "preemptions": 0, "waves": 1},
+        {"agents": 141, "fits": False, "preemptions": 0, "refused": "the KV budget cannot hold it"}])
+    first, second = copy.deepcopy(r), copy.deepcopy(r)
+    first["modes"], second["modes"] = r["modes"][:1], r["modes"][1:]
+    with tempfile.TemporaryDirectory() as tmp:
+        paths = [os.path.join(tmp, n) for n in ("a.json", "b.json")]
+        for path, report in zip(paths, (first, second)):
+            with open(path, "w") as f:
+                json.dump(report, f)
+        png = os.path.join(tmp, "out.png")
+        p = subprocess.run([sys.executable, SCRIPT, *paths, png, "--list-panels"], capture_output=True, text=True)
+        assert p.returncode == 0, p.stderr
+        assert p.stdout.splitlines() == PER_ROUND + [FIND_FIT], p.stdout
+        # The same mode twice, or another setting, is refused with what differs.
+        p = subprocess.run([sys.executable, SCRIPT, paths[0], paths[0], png], capture_output=True, text=True)
+        assert p.returncode == 1 and "mode 'prefix'" in p.stderr, p.stderr
+        second["kv_budget_bytes"] = second["kv_budget_bytes"] * 2
+        with open(paths[1], "w") as f:
+            json.dump(second, f)
+        p = subprocess.run([sys.executable, SCRIPT, *paths, png], capture_output=True, text=True)
+        assert p.returncode == 1 and "'kv_budget_bytes'" in p.stderr, p.stderr
+
+
 def test_broken_report_is_one_line_error():
     r = copy.deepcopy(load_report())
     del r["modes"][0]["rounds"][1]["round_latency_seconds"]
