@@ -15,7 +15,8 @@
 # rounds, with prefix mode as a flat reference when it ran.
 # With --find-fit (modes carrying "fit_trials"), one more panel: per mode, a bar at the agents that fit
 # the budget by running ("agents_fit_by_running") and every trial the search ran as a marker at its
-# agent count, filled where the run held, a cross where it did not (preempted, refused, or in waves).
+# agent count, filled where the run held, a cross where it did not (preempted, refused, in waves, or a prefix
+# agent's history evicted between rounds).
 #
 # usage: plot_bench_agents.py REPORT.json [MORE.json ...] OUT.png [--list-panels]
 #   Several reports are drawn as one when they are runs of one setting (the same model, workload, agents,
@@ -218,7 +219,7 @@ def draw_find_fit(ax, modes, colors):
                 held = ax.plot([i + 0.35], [n], "o", color="tab:green", markersize=5, label="trial: held")[0]
             else:
                 failed = ax.plot([i + 0.35], [n], "x", color="tab:red", markersize=6,
-                                 label="trial: preempted, refused or in waves")[0]
+                                 label="trial: preempted, refused, in waves or history evicted")[0]
     ax.legend(handles=[h for h in (held, failed) if h is not None], fontsize=8, loc="upper left")
     ax.set_xticks(range(len(modes)), [m["mode"] for m in modes])
     ax.set_xlim(-0.6, len(modes) - 0.2)
