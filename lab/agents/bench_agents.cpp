@@ -172,7 +172,7 @@ Result<ModeReport> run_mode(const LoadedModel& lm, ThreadPool& pool, const Bench
   ProgressBar bar(lm.name + " " + opt.workload + " " + rep.mode, turns_total, opt.progress);
   int64_t turns_done = 0;
   std::map<int, uint64_t> resident;  // tokendance: every agent's retained context, as the server keeps it
-  std::map<int, std::vector<int32_t>> last_prompt;  // prefix and nocache: each agent's prompt of its last round
+  std::map<int, std::vector<int32_t>> last_prompt;  // prefix mode: each agent's prompt of its last round
 
   for (int r = 0; r < wl->n_rounds(); ++r) {
     std::vector<AgentTurn> turns = wl->round(r);
@@ -246,16 +246,17 @@ Result<ModeReport> run_mode(const LoadedModel& lm, ThreadPool& pool, const Bench
       if (!outs[i].error.empty()) return make_error("agent " + std::to_string(turns[i].agent) + ": " + outs[i].error);
       // Evicted: the cache supplied less than the whole blocks this prompt shares with the agent's last
       // one (at most all but the prompt's last token, which is always computed).
-      if (auto prev = last_prompt.find(turns[i].agent); mode == "prefix" && prev != last_prompt.end()) {
-        const std::vector<int32_t>& a = prev->second;
-        const std::vector<int32_t>& b = prompts[i];
-        size_t common = 0;
-        while (common < a.size() && common < b.size() && a[common] == b[common]) ++common;
-        common = std::min(common, b.empty() ? 0 : b.size() - 1);
-        const int64_t expected = int64_t(common) / opt.block_size * opt.block_size;
-        if (outs[i].n_cached_prompt < expected) ++rs.evicted_agents;
+      if (mode == "prefix") {
+        if (auto prev = last_prompt.find(turns[i].agent); prev != last_prompt.end()) {
+          const std::vector<int32_t>& a = prev->second;
+          const std::vector<int32_t>& b = prompts[i];
+          const size_t n = std::min(a.size(), b.size());
+          int64_t common = std::mismatch(a.begin(), a.begin() + int64_t(n), b.begin()).first - a.begin();
+          common = std::min<int64_t>(common, int64_t(b.size()) - 1);
+          if (outs[i].n_cached_prompt < common / opt.block_size * opt.block_size) ++rs.evicted_agents;
+        }
+        last_prompt[turns[i].agent] = prompts[i];
       }
-      last_prompt[turns[i].agent] = prompts[i];
       ttfts.push_back(outs[i].ttft);
       all_ttft.push_back(outs[i].ttft);
       rs.generated_tokens += int64_t(outs[i].tokens.size());
