@@ -22,8 +22,10 @@ struct SeqBlocks {
 class AttentionContext {
  public:
   virtual ~AttentionContext() = default;
-  // Called once per layer, before that layer's attention reads spans() (from several threads).
-  virtual void prepare_layer(int il) = 0;
+  // Called once per layer, before that layer's attention reads spans() (from several threads). lo: the
+  // lowest slot any of the step's tokens attends in layer il (a sliding-window layer's window start), so
+  // nothing the layer cannot see need be prepared; spans() is then asked for slots >= lo only.
+  virtual void prepare_layer(int il, int64_t lo) = 0;
   // The spans covering slots [lo, hi] of the sequence whose block table is now `table`, in order.
   virtual void spans(SeqBlocks table, int64_t lo, int64_t hi, std::vector<AttentionSpan>& out) const = 0;
 };

@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
+#include <utility>
 
 #include "gguf/gguf_file.h"
 #include "ops/attention.h"
@@ -126,14 +128,19 @@ void attention(const ModelConfig& cfg, const Batch& b, const KvArena& kv, int il
   const int group = cfg.n_head / cfg.n_head_kv;
   int32_t max_slot = 0;
   for (int32_t s : b.slots) max_slot = std::max(max_slot, s);
-  // Contexts read as spans (master–diff): each prepares the layer once, before any token reads it.
+  // Contexts read as spans (master–diff): each prepares the layer once, before any token reads it, from
+  // the lowest slot its tokens attend here (a sliding-window layer sees only its window).
   AGENTKV_CHECK(b.contexts.empty() || b.contexts.size() == b.seqs.size());
-  std::vector<AttentionContext*> contexts;
-  for (AttentionContext* c : b.contexts)
-    if (c) contexts.push_back(c);
+  std::vector<std::pair<AttentionContext*, int64_t>> contexts;
+  if (!b.contexts.empty()) {
+    std::vector<int32_t> first(b.seqs.size(), INT32_MAX);
+    for (int64_t t = 0; t < b.size(); ++t) first[size_t(b.seq[t])] = std::min(first[size_t(b.seq[t])], b.slots[t]);
+    for (size_t si = 0; si < b.contexts.size(); ++si)
+      if (b.contexts[si] && first[si] != INT32_MAX) contexts.emplace_back(b.contexts[si], first_attended_slot(first[si], window));
+  }
   if (!contexts.empty())
     pool.parallel_for(int64_t(contexts.size()), 1, [&](int64_t c0, int64_t c1) {
-      for (int64_t c = c0; c < c1; ++c) contexts[size_t(c)]->prepare_layer(il);
+      for (int64_t c = c0; c < c1; ++c) contexts[size_t(c)].first->prepare_layer(il, contexts[size_t(c)].second);
     });
   // One work item = one token and one KV head with its whole group of query heads, so each cached
   // K/V row is read once per group.

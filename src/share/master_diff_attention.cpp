@@ -41,14 +41,18 @@ int64_t MasterDiffAttention::n_diff_rows() const {
   return n;
 }
 
-void MasterDiffAttention::prepare_layer(int il) {
+void MasterDiffAttention::prepare_layer(int il, int64_t lo) {
   const PagedKvLayer l = arena_.layer(il);
   const int kvd = arena_.kv_dim(), bs = arena_.block_size();
   const Rope& rope = model_.layer_rope(il);
   for (DiffState& d : diffs_) {
     const KvRowCodec& codec = d.diff->packed_rows()->codec();
-    const size_t vb = codec.vector_bytes(), n = d.master_slots.size();
+    // The rows at context slots >= lo: master slot >= master_slot0 + (lo - begin).
+    const int64_t first_master = d.master_slot0 + std::max<int64_t>(0, lo - d.begin);
+    d.row0 = size_t(std::lower_bound(d.master_slots.begin(), d.master_slots.end(), first_master) - d.master_slots.begin());
+    const size_t vb = codec.vector_bytes(), n = d.master_slots.size() - d.row0;
     const int32_t* mtable = d.diff->master()->blocks().data();
+    const int32_t* slots = d.master_slots.data() + d.row0;
     d.rows.resize(n * 2 * size_t(kvd));
     if (!diff_format_lossless(codec.format())) {
       // The base a lossy row was encoded against: its master row re-rotated as materialize() does it
@@ -56,7 +60,7 @@ void MasterDiffAttention::prepare_layer(int il) {
       // angles are computed once), then V as is.
       base_.resize(n * size_t(kvd));
       for (size_t j = 0; j < n; ++j) {
-        const int32_t s = d.master_slots[j];
+        const int32_t s = slots[j];
         kv_load(base_.data() + j * size_t(kvd), l.k(mtable[s / bs], s % bs), kvd);
         std::memcpy(d.rows.data() + (2 * j + 1) * size_t(kvd), l.v(mtable[s / bs], s % bs), size_t(kvd) * sizeof(kv_t));
       }
@@ -65,16 +69,17 @@ void MasterDiffAttention::prepare_layer(int il) {
     }
     for (size_t j = 0; j < n; ++j) {
       kv_t* k = d.rows.data() + 2 * j * size_t(kvd);
-      const uint8_t* rec = d.diff->row_record(j);
+      const uint8_t* rec = d.diff->row_record(d.row0 + j);
       codec.decode(rec + size_t(2 * il) * vb, k);
       codec.decode(rec + size_t(2 * il + 1) * vb, k + kvd);
     }
   }
   layer_ = il;
+  lo_ = lo;
 }
 
 void MasterDiffAttention::spans(SeqBlocks table, int64_t lo, int64_t hi, std::vector<AttentionSpan>& out) const {
-  AGENTKV_CHECK(layer_ >= 0 && lo <= hi + 1);
+  AGENTKV_CHECK(layer_ >= 0 && lo >= lo_ && lo <= hi + 1);
   const int64_t stride = 2 * int64_t(arena_.kv_dim());
   int64_t c = lo;
   for (const DiffState& d : diffs_) {
@@ -92,8 +97,9 @@ void MasterDiffAttention::spans(SeqBlocks table, int64_t lo, int64_t hi, std::ve
     const int64_t skip = first - d.master_slots.begin();
     s.n_overrides = last - first;
     if (s.n_overrides > 0) {  // a diff may hold no rows at all (nothing differed from the master)
+      AGENTKV_CHECK(skip >= int64_t(d.row0));  // lo >= lo_: every row asked for was decoded
       s.override_slots = d.master_slots.data() + skip;
-      s.override_k = d.rows.data() + skip * stride;
+      s.override_k = d.rows.data() + (skip - int64_t(d.row0)) * stride;
       s.override_v = s.override_k + arena_.kv_dim();
       s.override_stride = stride;
     }

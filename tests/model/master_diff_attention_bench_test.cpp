@@ -115,14 +115,14 @@ void bench(const std::string& name, DiffFormat format) {
   std::vector<AttentionSpan> spans;
   const auto prepare = [&] {
     for (int il = 0; il < cfg.n_layer; ++il) {
-      view.prepare_layer(il);
+      view.prepare_layer(il, 0);
       spans.clear();
       view.spans(0, hi, spans);
     }
   };
   const auto fused = [&] {
     for (int il = 0; il < cfg.n_layer; ++il) {
-      view.prepare_layer(il);
+      view.prepare_layer(il, 0);
       spans.clear();
       view.spans(0, hi, spans);
       attend_all(il, [&](int l, int kvh, const float* qq, float* o) {

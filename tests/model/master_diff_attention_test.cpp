@@ -4,8 +4,9 @@
 // over the dense copy SegmentDiff::materialize() writes, within attention_spans_bound
 // (ops/attention_spans.h), for every layer (Gemma 3's local and global RoPE bases included) and KV
 // head, every agent of a blended round, every diff format: for a SegmentDiff over the whole context
-// and over a window that starts inside the segment, and for the compact context (CompactContext,
-// dropped blocks as holes) against its expand(). Prints the largest error seen.
+// and over a window that starts inside the segment (the layer prepared from there, as a sliding-window
+// layer is: the diff rows before it not decoded), and for the compact context (CompactContext, dropped
+// blocks as holes) against its expand(). Prints the largest error seen.
 #include "share/master_diff_attention.h"
 
 #include <algorithm>
@@ -48,9 +49,9 @@ void compare_every_layer(const LoadedModel& lm, const KvArena& arena, MasterDiff
   std::vector<float> scratch(size_t(group) * size_t(hi + 1));
   std::vector<AttentionSpan> spans;
   for (int il = 0; il < cfg.n_layer; ++il) {
-    view.prepare_layer(il);
     const PagedKvLayer L = arena.layer(il);
     for (int64_t lo : los) {
+      view.prepare_layer(il, lo);  // from lo: the rows before it are not decoded (a sliding window's)
       spans.clear();
       view.spans(lo, hi, spans);
       for (int kvh = 0; kvh < cfg.n_head_kv; ++kvh) {
