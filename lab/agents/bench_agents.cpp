@@ -250,8 +250,7 @@ Result<ModeReport> run_mode(const LoadedModel& lm, ThreadPool& pool, const Bench
         if (auto prev = last_prompt.find(turns[i].agent); prev != last_prompt.end()) {
           const std::vector<int32_t>& a = prev->second;
           const std::vector<int32_t>& b = prompts[i];
-          const size_t n = std::min(a.size(), b.size());
-          int64_t common = std::mismatch(a.begin(), a.begin() + int64_t(n), b.begin()).first - a.begin();
+          int64_t common = std::mismatch(a.begin(), a.end(), b.begin(), b.end()).first - a.begin();
           common = std::min<int64_t>(common, int64_t(b.size()) - 1);
           if (outs[i].n_cached_prompt < common / opt.block_size * opt.block_size) ++rs.evicted_agents;
         }
