@@ -345,14 +345,15 @@ Status Engine::check_grammar_budget(const RequestParams& p) {
   if (!p.sampling.grammar || p.max_tokens <= 0) return {};
   const int64_t tokens_left = std::min<int64_t>(p.max_tokens, n_ctx_ - int64_t(p.prompt.size()));
   GrammarMatcher g(p.sampling.grammar, grammar_vocab());
-  // Every byte of the shortest answer has a token of its own, so a shorter answer always fits.
-  if (int64_t(g.min_completion()) < tokens_left) return {};
-  std::vector<uint8_t> mask;
-  g.fill_mask(mask, uint32_t(std::clamp<int64_t>(tokens_left - 1, 0, int64_t(GrammarMatcher::kNoBudget))));
-  if (std::find(mask.begin(), mask.end(), uint8_t(1)) != mask.end()) return {};
+  // Every byte of the shortest answer has a token of its own, so an answer that short always fits;
+  // past that, the sampler closes by the shortest answer's closing plan (its bytes in the fewest tokens).
+  if (int64_t(g.min_completion()) <= tokens_left) return {};
+  const uint32_t plan = g.min_completion_tokens();
+  if (int64_t(plan) <= tokens_left) return {};
   return make_error("max_tokens " + std::to_string(p.max_tokens) +
                     " is too small for the response format or tool call: its shortest answer is " +
-                    std::to_string(g.min_completion()) + " bytes; allow at least that many tokens");
+                    (plan < GrammarMatcher::kNoBudget ? std::to_string(plan) + " tokens (" : std::string("(")) +
+                    std::to_string(g.min_completion()) + " bytes); allow at least that many tokens");
 }
 
 std::shared_ptr<const TokenVocabulary> Engine::grammar_vocab() {

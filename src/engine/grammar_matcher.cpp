@@ -208,6 +208,69 @@ void GrammarMatcher::compact_if_large() {
   state_ = intern_state(std::move(renumbered));
 }
 
+bool GrammarMatcher::plan_of(int32_t state, std::vector<int32_t>& tokens) {
+  tokens.clear();
+  // The shortest completion's bytes: from each state, the lowest byte that brings the rest down by one.
+  std::string text;
+  for (int32_t s = state; !states_[size_t(s)].complete;) {
+    const uint32_t rest = states_[size_t(s)].min_rest;
+    if (rest >= Grammar::kNever || text.size() >= kMaxPlanBytes) return false;
+    int32_t next = kDead;
+    for (int b = 0; b < 256 && next == kDead; ++b) {
+      const int32_t n = step(s, uint8_t(b));
+      if (n != kDead && states_[size_t(n)].min_rest + 1 == rest) {
+        next = n;
+        text.push_back(char(b));
+      }
+    }
+    if (next == kDead) return false;  // overflowed, or a bound that no byte meets
+    s = next;
+  }
+  // The fewest tokens covering those bytes: best[i] tokens cover text[i..], choice[i] the first of them.
+  const auto& nodes = vocab_->nodes();
+  const auto& toks = vocab_->trie_tokens();
+  const size_t n = text.size();
+  std::vector<uint32_t> best(n + 1, kPlanUnknown);
+  std::vector<int32_t> choice(n + 1, -1);
+  best[n] = 0;
+  for (size_t i = n; i-- > 0;) {
+    uint32_t at = 0;  // the trie node of text[i..j)
+    for (size_t j = i; j < n; ++j) {
+      uint32_t child = at + 1, found = 0;
+      for (; child < nodes[at].end; child = nodes[child].end)
+        if (nodes[child].byte == uint8_t(text[j])) {
+          found = child;
+          break;
+        }
+      if (!found) break;
+      at = found;
+      if (nodes[at].token_begin < nodes[at].token_end && best[j + 1] != kPlanUnknown && best[j + 1] + 1 < best[i]) {
+        best[i] = best[j + 1] + 1;
+        choice[i] = toks[nodes[at].token_begin];
+      }
+    }
+  }
+  if (best[0] == kPlanUnknown) return false;
+  for (size_t i = 0; i < n; i += vocab_->bytes(choice[i]).size()) tokens.push_back(choice[i]);
+  return true;
+}
+
+uint32_t GrammarMatcher::closing_tokens(int32_t state) {
+  if (!vocab_ || overflowed_) return kNoBudget;
+  if (states_[size_t(state)].plan_tokens == kPlanUnknown) {
+    std::vector<int32_t> plan;
+    const uint32_t len = plan_of(state, plan) ? uint32_t(std::min<size_t>(plan.size(), kNoBudget)) : kNoBudget;
+    states_[size_t(state)].plan_tokens = len;  // states_ may have grown: index again
+  }
+  return states_[size_t(state)].plan_tokens;
+}
+
+std::vector<int32_t> GrammarMatcher::closing_plan() {
+  std::vector<int32_t> plan;
+  if (!vocab_ || overflowed_ || !plan_of(state_, plan)) plan.clear();
+  return plan;
+}
+
 bool GrammarMatcher::accepts_bytes(std::string_view bytes) {
   compact_if_large();
   return walk(state_, bytes) != kDead;
@@ -232,7 +295,7 @@ bool GrammarMatcher::allows(int32_t token, uint32_t max_rest) {
   if (b.empty()) return false;
   compact_if_large();
   const int32_t s = walk(state_, b);
-  return s != kDead && states_[size_t(s)].min_rest <= max_rest;
+  return s != kDead && (states_[size_t(s)].min_rest <= max_rest || closing_tokens(s) <= max_rest);
 }
 
 bool GrammarMatcher::accept(int32_t token) {
@@ -280,9 +343,12 @@ void GrammarMatcher::fill_mask(std::vector<uint8_t>& mask, uint32_t max_rest) {
     if (at_depth.size() <= node.depth) at_depth.resize(node.depth + 1u);
     at_depth[node.depth] = s;
     if (node.token_begin < node.token_end) {
+      // The tokens the answer needs after this one: its bytes where they fit, else its closing plan
+      // (computed only then, once per state).
       const uint32_t rest = states_[size_t(s)].min_rest;
-      if (rest <= max_rest) {
-        needs = std::max(needs, rest);
+      const uint32_t need = rest <= max_rest ? rest : closing_tokens(s);
+      if (need <= max_rest) {
+        needs = std::max(needs, need);
         for (uint32_t k = node.token_begin; k < node.token_end; ++k) mask[size_t(toks[k])] = 1;
       } else {
         over_budget = true;

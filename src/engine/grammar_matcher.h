@@ -73,15 +73,25 @@ class GrammarMatcher {
   bool advance_bytes(std::string_view bytes);
 
   // Token level. An end-of-generation token is allowed only when complete(). max_rest: a token is
-  // allowed only if the answer can still be completed in at most this many bytes after it, so an
-  // answer that has that many tokens left always closes (every byte of JSON has a token of its own,
-  // and generation stops once the grammar is complete).
+  // allowed only if the answer can still be completed in at most this many tokens after it: its
+  // shortest completion in bytes is at most that long (every byte has a token of its own), or that
+  // completion's closing plan (closing_plan) is. A state whose plan fits always allows the plan's first
+  // token (the rest of the plan is the next state's own plan), so an answer always closes in time;
+  // generation stops once the grammar is complete.
   static constexpr uint32_t kNoBudget = Grammar::kNever;
   bool allows(int32_t token, uint32_t max_rest = kNoBudget);
   // mask[t] = 1 where token t is allowed (mask.size() == n_vocab).
   void fill_mask(std::vector<uint8_t>& mask, uint32_t max_rest = kNoBudget);
   // The fewest bytes that complete the answer from here (0 when complete()).
   uint32_t min_completion() const { return states_[size_t(state_)].min_rest; }
+  // The closing plan from here: the shortest completion's bytes (the lowest byte first among equally
+  // short ones) cut into the fewest vocabulary tokens; empty when complete(). Its length, at most
+  // min_completion() when every byte has a token, bounds the tokens the answer still needs: a JSON
+  // answer of 74 bytes closes in ~25 tokens. kNoBudget / empty: no plan (a byte without a token, or a
+  // completion past kMaxPlanBytes).
+  uint32_t min_completion_tokens() { return closing_tokens(state_); }
+  std::vector<int32_t> closing_plan();
+  static constexpr uint32_t kMaxPlanBytes = 1u << 16;
   // Advances by a token (an end-of-generation token leaves the state as it is). False if refused.
   bool accept(int32_t token);
 
@@ -119,7 +129,9 @@ class GrammarMatcher {
     std::vector<int32_t> next;    // 256 transitions, kUnknown until first asked
     bool complete = false, can_continue = false, any_rest = false;
     uint32_t min_rest = 0;        // fewest bytes to a complete answer (the least over its stacks)
+    uint32_t plan_tokens = kPlanUnknown;  // the closing plan's length, once asked
   };
+  static constexpr uint32_t kPlanUnknown = ~0u;
   struct CachedMask {
     std::vector<uint8_t> mask;
     uint32_t needs = 0;  // the largest min_rest after an allowed token: the mask holds for budgets >= this
@@ -135,6 +147,9 @@ class GrammarMatcher {
   int32_t intern_state(std::vector<int32_t> stacks);
   int32_t step(int32_t state, uint8_t byte);
   int32_t walk(int32_t state, std::string_view bytes);
+  // The closing plan of a state (closing_plan), and its length cached per state.
+  bool plan_of(int32_t state, std::vector<int32_t>& tokens);
+  uint32_t closing_tokens(int32_t state);
   // Drops every state, stack and mask but the current state's (renumbered), when there are many.
   void compact_if_large();
 

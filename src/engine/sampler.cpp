@@ -87,7 +87,8 @@ int32_t Sampler::sample(float* logits, int32_t n_vocab, std::span<const int32_t>
   }
   if (grammar_ && !grammar_->unconstrained()) {
     const double t0 = monotonic_seconds();
-    // The bytes the answer may still need after this token: one token can write any one byte.
+    // The tokens the answer may still need after this one (GrammarMatcher::allows: the shortest
+    // answer's bytes, or its closing plan, fit them).
     const uint32_t max_rest =
         uint32_t(std::clamp<int64_t>(tokens_left - 1, 0, int64_t(GrammarMatcher::kNoBudget)));
     const bool any = constrain(logits, n_vocab, max_rest);

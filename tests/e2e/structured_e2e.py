@@ -10,6 +10,8 @@ LangChain and the OpenAI Agents SDK (all from PyPI, pinned in tests/e2e/requirem
   deltas reassemble into the non-streamed call;
 - LangChain's ChatOpenAI (bind_tools, with_structured_output) and an Agents SDK agent with a function
   tool and one with a structured output type, end to end;
+- a tool call under a max_tokens below its shortest answer's bytes (but not its tokens) is still a whole,
+  valid call within the budget; below its tokens it is a 400 saying how many it needs;
 - a schema keyword agentkv cannot compile is a 400 naming it; unknown fields are accepted, and refused
   under --strict-api.
 Greedy decoding throughout (temperature 0), so a failure reproduces. The prompts of one test are sent
@@ -19,6 +21,7 @@ the batch): what a framework's concurrent agents do, at a third of the sequentia
 import asyncio
 import enum
 import json
+import re
 from concurrent.futures import ThreadPoolExecutor
 from typing import Annotated, Literal, Optional
 
@@ -255,6 +258,31 @@ def test_round_trip_and_streamed_calls(server, client):
             check_call(c)
     else:
         assert msg.content is not None, auto
+
+
+def test_tool_call_within_a_tight_token_budget(server, client):
+    model, _ = server
+
+    def call(max_tokens):
+        return client.chat.completions.create(
+            model=model, messages=[{"role": "user", "content": "What's the weather in Rome, in celsius?"}],
+            tools=TOOLS, tool_choice={"type": "function", "function": {"name": "get_weather"}},
+            parallel_tool_calls=False, temperature=0, max_tokens=max_tokens)
+
+    with pytest.raises(openai.BadRequestError) as e:
+        call(1)
+    found = re.search(r"its shortest answer is (\d+) tokens \((\d+) bytes\)", str(e.value))
+    assert found, e.value
+    tokens, size = int(found[1]), int(found[2])
+    assert tokens < size, (tokens, size)
+    with pytest.raises(openai.BadRequestError):
+        call(tokens - 1)
+    for budget in sorted({tokens, tokens + 4, (tokens + size) // 2, size - 1}):
+        r = call(budget)
+        choice = r.choices[0]
+        assert choice.finish_reason == "tool_calls" and len(choice.message.tool_calls) == 1, (budget, choice)
+        assert check_call(choice.message.tool_calls[0])[0] == "get_weather", (budget, choice)
+        assert r.usage.completion_tokens <= budget, (budget, r.usage)
 
 
 def test_langchain(server):

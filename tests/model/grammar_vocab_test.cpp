@@ -3,13 +3,16 @@
 // JSON decoding never runs out of tokens: SmolLM2's vocabulary lacks a few control bytes, which JSON
 // escapes, and the lead bytes F1-F2 of rare 4-byte characters, which it can still write inside
 // longer tokens), and the trie's masks equal a token-by-token check in the states JSON decoding
-// passes through, including tokens that span grammar boundaries. Times are printed, not asserted
+// passes through, including tokens that span grammar boundaries; an answer sampled under a token
+// budget shorter than its shortest form in bytes still closes in time. Times are printed, not asserted
 // (BENCHMARKS.md has the cost per token under serving).
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <random>
 
 #include "engine/grammar_matcher.h"
+#include "engine/sampler.h"
 #include "engine/json_schema_grammar.h"
 #include "model_test_util.h"
 
@@ -17,6 +20,15 @@ namespace agentkv {
 namespace {
 
 class GrammarVocab : public ::testing::TestWithParam<const char*> {};
+
+Result<std::shared_ptr<const Grammar>> schema_grammar(std::string_view schema_text) {
+  Json schema;
+  AGENTKV_ASSIGN_OR_RETURN(schema, parse_json(schema_text));
+  GrammarBuilder b;
+  uint32_t root = 0;
+  AGENTKV_ASSIGN_OR_RETURN(root, compile_json_schema(b, schema, "schema"));
+  return b.build(root);
+}
 
 TEST_P(GrammarVocab, EveryByteHasAToken) {
   const LoadedModel& lm = testing::real_model(GetParam());
@@ -36,15 +48,10 @@ TEST_P(GrammarVocab, EveryByteHasAToken) {
 TEST_P(GrammarVocab, MasksEqualTokenByTokenChecks) {
   const LoadedModel& lm = testing::real_model(GetParam());
   auto vocab = TokenVocabulary::build(*lm.tokenizer);
-  auto schema = parse_json(R"({"type": "object", "properties": {
+  auto g = schema_grammar(R"({"type": "object", "properties": {
       "name": {"type": "string"}, "age": {"type": "integer"},
       "tags": {"type": "array", "items": {"enum": ["red", "green", "blue"]}, "maxItems": 3},
       "ok": {"type": "boolean"}}, "required": ["name", "age", "tags", "ok"], "additionalProperties": false})");
-  ASSERT_TRUE(schema.ok());
-  GrammarBuilder b;
-  auto root = compile_json_schema(b, *schema, "schema");
-  ASSERT_TRUE(root.ok()) << root.error();
-  auto g = b.build(*root);
   ASSERT_TRUE(g.ok()) << g.error();
   GrammarMatcher m(*g, vocab);
   // A valid document, walked through the states it passes (every few bytes: start, inside the
@@ -73,6 +80,51 @@ TEST_P(GrammarVocab, MasksEqualTokenByTokenChecks) {
   EXPECT_FALSE(m.can_continue());
   std::printf("[%s] %d vocab, %zu trie nodes: first full mask in a fresh matcher %.2f ms on average\n", GetParam(),
               vocab->n_vocab(), vocab->nodes().size(), 1e3 * mask_s / n_masks);
+}
+
+TEST_P(GrammarVocab, AnswersCloseWithinTokenBudgetsBelowTheirBytes) {
+  // A tool call's arguments: the shortest answer is ~50 bytes but far fewer tokens. Sampled from
+  // random logits at budgets from its closing plan's length up, every answer closes within the budget.
+  const LoadedModel& lm = testing::real_model(GetParam());
+  auto vocab = TokenVocabulary::build(*lm.tokenizer);
+  auto g = schema_grammar(R"({"type": "object", "properties": {
+      "location": {"type": "string"}, "unit": {"enum": ["celsius", "fahrenheit"]}, "days": {"type": "integer"}},
+      "required": ["location", "unit", "days"], "additionalProperties": false})");
+  ASSERT_TRUE(g.ok()) << g.error();
+  GrammarMatcher fresh(*g, vocab);
+  const uint32_t plan = fresh.min_completion_tokens();
+  std::string shortest;
+  for (int32_t t : fresh.closing_plan()) shortest += vocab->bytes(t);
+  std::printf("[%s] shortest answer %u bytes, closing plan %u tokens: %s\n", GetParam(), fresh.min_completion(), plan,
+              shortest.c_str());
+  ASSERT_LT(plan, fresh.min_completion());
+  std::mt19937 rng(1);
+  std::normal_distribution<float> noise;
+  std::vector<float> logits(size_t(vocab->n_vocab()));
+  double grammar_s = 0;
+  int tokens = 0;
+  for (int trial = 0; trial < 12; ++trial) {
+    SamplingParams p;
+    p.grammar = *g;
+    p.temperature = 1.0f;
+    p.seed = uint64_t(trial);
+    Sampler s(p, vocab);
+    const int budget = int(plan) + trial % 4 * 3;
+    std::string text;
+    std::vector<int32_t> out;
+    for (int step = 0; step < budget && !s.grammar_done(); ++step) {
+      for (float& v : logits) v = 4.0f * noise(rng);
+      const int32_t t = s.sample(logits.data(), vocab->n_vocab(), out, budget - step);
+      ASSERT_GE(t, 0) << GetParam() << " budget " << budget << " after '" << text << "'";
+      text += vocab->bytes(t);
+      out.push_back(t);
+    }
+    EXPECT_TRUE(s.grammar()->complete()) << GetParam() << " budget " << budget << ": '" << text << "'";
+    EXPECT_TRUE(parse_json(text).ok()) << text;
+    grammar_s += s.grammar_seconds();
+    tokens += int(out.size());
+  }
+  std::printf("[%s] grammar %.2f ms per token under tight budgets\n", GetParam(), 1e3 * grammar_s / tokens);
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, GrammarVocab, ::testing::Values("smollm2", "gemma3"));

@@ -162,19 +162,63 @@ TEST(GrammarMatcher, BudgetLeavesOnlyTokensThatCanStillClose) {
   EXPECT_FALSE(mask[size_t(id("2"))]);
 }
 
-TEST(GrammarMatcher, RandomVocabularyMasksMatchBruteForce) {
-  // Random byte strings over a small alphabet against a grammar of nested brackets and digits.
-  std::mt19937 rng(7);
-  const std::string alphabet = "[]0129, ";
+// root ::= "{\"name\": \"" [a-z]+ "\"}": the shape of a one-argument tool call.
+std::shared_ptr<const Grammar> name_object() {
+  GrammarBuilder b;
+  B::Seq s;
+  B::append_literal(s, "{\"name\": \"");
+  s.push_back(B::ref(b.plus(B::range('a', 'z'))));
+  B::append_literal(s, "\"}");
+  auto g = b.build(b.rule("root", {s}));
+  EXPECT_TRUE(g.ok()) << g.error();
+  return *g;
+}
+
+TEST(GrammarMatcher, ClosingPlanCutsTheShortestAnswerIntoFewestTokens) {
+  // Every byte has a token, and a few longer pieces cover the answer's fixed parts.
   std::vector<std::string> pieces{""};
-  for (int i = 0; i < 400; ++i) {
-    std::string p;
-    const int len = 1 + int(rng() % 5);
-    for (int k = 0; k < len; ++k) p += alphabet[rng() % alphabet.size()];
-    pieces.push_back(p);
-  }
+  for (char c : std::string("{}\":, nameb")) pieces.push_back(std::string(1, c));
+  for (const char* p : {"{\"", "name", "\": \"", "\"}", "ab", "na"}) pieces.push_back(p);
   auto vocab = TokenVocabulary::from_pieces(pieces, {0});
-  // value ::= [0-9]+ | "[" (value ("," value)*)? "]"
+  auto id = [&](std::string_view piece) {
+    for (int32_t i = 1; i < vocab->n_vocab(); ++i)
+      if (vocab->bytes(i) == piece) return i;
+    return -1;
+  };
+  GrammarMatcher m(name_object(), vocab);
+  EXPECT_EQ(m.min_completion(), 13u);  // {"name": "a"}
+  EXPECT_EQ(m.min_completion_tokens(), 5u);
+  std::string text;
+  for (int32_t t : m.closing_plan()) text += vocab->bytes(t);
+  EXPECT_EQ(text, "{\"name\": \"a\"}");
+  // A token fits when the plan after it does: {" then name, ": ", a, "} (4); { then 5 more.
+  EXPECT_TRUE(m.allows(id("{\""), 4));
+  EXPECT_FALSE(m.allows(id("{\""), 3));
+  EXPECT_FALSE(m.allows(id("{"), 4));
+  EXPECT_TRUE(m.allows(id("{"), 5));
+  std::vector<uint8_t> mask;
+  for (uint32_t budget : {3u, 4u, 5u, 12u, 13u}) {
+    m.fill_mask(mask, budget);
+    for (int32_t t = 0; t < vocab->n_vocab(); ++t)
+      EXPECT_EQ(mask[size_t(t)] != 0, m.allows(t, budget)) << "'" << vocab->bytes(t) << "' at " << budget;
+  }
+  ASSERT_TRUE(m.advance_bytes("{\"name\": \"ab"));
+  EXPECT_EQ(m.min_completion_tokens(), 1u);  // "}
+  ASSERT_TRUE(m.advance_bytes("\"}"));
+  EXPECT_TRUE(m.complete());
+  EXPECT_EQ(m.min_completion_tokens(), 0u);
+  EXPECT_TRUE(m.closing_plan().empty());
+}
+
+TEST(GrammarMatcher, NoPlanWhereAByteHasNoToken) {
+  auto vocab = TokenVocabulary::from_pieces({"", "{", "\"", "name"}, {0});  // no ':' anywhere
+  GrammarMatcher m(name_object(), vocab);
+  EXPECT_EQ(m.min_completion_tokens(), GrammarMatcher::kNoBudget);
+  EXPECT_TRUE(m.closing_plan().empty());
+}
+
+// value ::= [0-9]+ | "[" (value ("," value)*)? "]"
+std::shared_ptr<const Grammar> nested_brackets() {
   GrammarBuilder b;
   const uint32_t value = b.declare("value");
   const uint32_t digits = b.plus(B::range('0', '9'));
@@ -185,9 +229,33 @@ TEST(GrammarMatcher, RandomVocabularyMasksMatchBruteForce) {
   b.add_alternative(value, {B::ref(digits)});
   b.add_alternative(value, {B::byte('['), B::ref(items), B::byte(']')});
   auto g = b.build(value);
-  ASSERT_TRUE(g.ok()) << g.error();
+  EXPECT_TRUE(g.ok()) << g.error();
+  return *g;
+}
+
+// Token 0 (no bytes) ends generation; then, with `bytes`, each byte of the alphabet; then `n` random
+// strings over it of min_len..max_len bytes.
+std::shared_ptr<const TokenVocabulary> random_vocab(std::mt19937& rng, const std::string& alphabet, bool bytes, int n,
+                                                    int min_len, int max_len) {
+  std::vector<std::string> pieces{""};
+  if (bytes)
+    for (char c : alphabet) pieces.push_back(std::string(1, c));
+  for (int i = 0; i < n; ++i) {
+    std::string p;
+    const int len = min_len + int(rng() % uint32_t(max_len - min_len + 1));
+    for (int k = 0; k < len; ++k) p += alphabet[rng() % alphabet.size()];
+    pieces.push_back(p);
+  }
+  return TokenVocabulary::from_pieces(pieces, {0});
+}
+
+TEST(GrammarMatcher, RandomVocabularyMasksMatchBruteForce) {
+  // Random byte strings over a small alphabet against a grammar of nested brackets and digits.
+  std::mt19937 rng(7);
+  auto vocab = random_vocab(rng, "[]0129, ", false, 400, 1, 5);
+  auto g = nested_brackets();
   for (int trial = 0; trial < 20; ++trial) {
-    GrammarMatcher m(*g, vocab);
+    GrammarMatcher m(g, vocab);
     std::vector<uint8_t> mask;
     for (int step = 0; step < 30; ++step) {
       m.fill_mask(mask);
@@ -200,6 +268,40 @@ TEST(GrammarMatcher, RandomVocabularyMasksMatchBruteForce) {
       ASSERT_TRUE(m.accept(ok[rng() % ok.size()]));
     }
   }
+}
+
+TEST(GrammarMatcher, ClosingPlansFollowThemselvesAndBudgetMasksMatchBruteForce) {
+  // Nested brackets and digits over random pieces (each byte also a token): from random states, the
+  // plan's first token leads to a state whose plan is the rest (so a budget that fits a plan always
+  // leaves a token), and budget-limited masks equal token-by-token checks.
+  std::mt19937 rng(5);
+  auto vocab = random_vocab(rng, "[]0129,", true, 300, 2, 5);
+  auto g = nested_brackets();
+  int shorter = 0;
+  for (int trial = 0; trial < 20; ++trial) {
+    GrammarMatcher m(g, vocab);
+    std::vector<uint8_t> mask;
+    for (int step = 0; step < 30 && !m.complete(); ++step) {
+      const std::vector<int32_t> plan = m.closing_plan();
+      ASSERT_EQ(m.min_completion_tokens(), plan.size());
+      ASSERT_LE(plan.size(), m.min_completion());
+      shorter += int(plan.size() < m.min_completion());
+      const uint32_t budget = uint32_t(rng() % (plan.size() + 2));
+      m.fill_mask(mask, budget);
+      for (int32_t t = 0; t < vocab->n_vocab(); ++t)
+        ASSERT_EQ(mask[size_t(t)] != 0, m.allows(t, budget)) << "token '" << vocab->bytes(t) << "' at " << budget;
+      GrammarMatcher after = m;
+      ASSERT_TRUE(after.accept(plan[0]));
+      ASSERT_EQ(after.min_completion_tokens(), plan.size() - 1);
+      // On at random, sometimes deeper (an opening bracket), sometimes along the plan.
+      std::vector<int32_t> ok;
+      for (int32_t t = 1; t < vocab->n_vocab(); ++t)
+        if (m.allows(t)) ok.push_back(t);
+      ASSERT_FALSE(ok.empty());
+      ASSERT_TRUE(m.accept(rng() % 3 ? ok[rng() % ok.size()] : plan[0]));
+    }
+  }
+  EXPECT_GT(shorter, 0);
 }
 
 TEST(GrammarMatcher, ChainsOfOptionalGroupsStayCheap) {

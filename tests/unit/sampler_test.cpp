@@ -281,5 +281,49 @@ TEST(Sampler, GrammarSampledTokensAlwaysFitAndCloseInBudget) {
   }
 }
 
+TEST(Sampler, GrammarClosesByItsPlanWhenTheBytesDoNotFit) {
+  // root ::= "[" [0-9]{1,3} "]" again, but an answer written in few long pieces: random pieces over
+  // the grammar's bytes (each byte also a token of its own), sampled at a budget from the closing
+  // plan's length (fewer tokens than the shortest answer's bytes) up. Every answer closes in time.
+  std::mt19937 rng(11);
+  const std::string alphabet = "[]0123456789x";
+  std::vector<std::string> pieces{""};
+  for (char c : alphabet) pieces.push_back(std::string(1, c));
+  for (int i = 0; i < 60; ++i) {
+    std::string p;
+    const int len = 2 + int(rng() % 3);
+    for (int k = 0; k < len; ++k) p += alphabet[rng() % alphabet.size()];
+    pieces.push_back(p);
+  }
+  pieces.push_back("[0]");  // the shortest answer (the lowest byte first) in one token
+  auto vocab = TokenVocabulary::from_pieces(pieces, {0});
+  GrammarMatcher fresh(bracket_digits(), vocab);
+  ASSERT_EQ(fresh.min_completion(), 3u);
+  ASSERT_EQ(fresh.min_completion_tokens(), 1u);  // "[0]"
+  std::normal_distribution<float> noise;
+  int forced_short = 0;
+  for (uint64_t seed = 0; seed < 300; ++seed) {
+    SamplingParams p;
+    p.grammar = bracket_digits();
+    p.temperature = 2.0f;
+    p.seed = seed;
+    Sampler s(p, vocab);
+    const int budget = 1 + int(seed % 3);
+    std::string text;
+    std::vector<int32_t> out;
+    for (int step = 0; step < budget && !s.grammar_done(); ++step) {
+      std::vector<float> l(pieces.size());
+      for (float& v : l) v = 3.0f * noise(rng);
+      const int32_t t = s.sample(l.data(), int32_t(l.size()), out, budget - step);
+      ASSERT_GT(t, 0) << "seed " << seed << " budget " << budget << " after '" << text << "'";
+      text += pieces[size_t(t)];
+      out.push_back(t);
+    }
+    EXPECT_TRUE(s.grammar()->complete()) << "seed " << seed << " budget " << budget << ": '" << text << "'";
+    forced_short += int(text.size() > size_t(budget));
+  }
+  EXPECT_GT(forced_short, 0);  // answers longer in bytes than their tokens: the token budget did the work
+}
+
 }  // namespace
 }  // namespace agentkv
