@@ -134,7 +134,9 @@ class GrammarMatcher {
   static constexpr uint32_t kPlanUnknown = ~0u;
   struct CachedMask {
     std::vector<uint8_t> mask;
-    uint32_t needs = 0;  // the largest min_rest after an allowed token: the mask holds for budgets >= this
+    // The most tokens an allowed token needs after it (its bytes, or its plan): the mask holds for
+    // budgets >= this.
+    uint32_t needs = 0;
   };
 
   int32_t intern_node(uint32_t pos, int32_t parent);
