@@ -12,8 +12,8 @@
 #include <random>
 
 #include "engine/grammar_matcher.h"
-#include "engine/sampler.h"
 #include "engine/json_schema_grammar.h"
+#include "engine/sampler.h"
 #include "model_test_util.h"
 
 namespace agentkv {
@@ -83,7 +83,7 @@ TEST_P(GrammarVocab, MasksEqualTokenByTokenChecks) {
 }
 
 TEST_P(GrammarVocab, AnswersCloseWithinTokenBudgetsBelowTheirBytes) {
-  // A tool call's arguments: the shortest answer is ~50 bytes but far fewer tokens. Sampled from
+  // A tool call's arguments: the shortest answer is 41 bytes but far fewer tokens. Sampled from
   // random logits at budgets from its closing plan's length up, every answer closes within the budget.
   const LoadedModel& lm = testing::real_model(GetParam());
   auto vocab = TokenVocabulary::build(*lm.tokenizer);
