@@ -15,7 +15,7 @@ namespace agentkv {
 
 int cmd_transfer_quality(int argc, char** argv) {
   TransferPairArgs pair;
-  std::string corpus, hybrid_arg, csv_path;
+  std::string corpus, hybrid_arg, csv_path, rare_corpus;
   int64_t threads = 0, ctx_bytes = 1500, cont_bytes = 400, max_passages = 8, native_last = -1, check_layer = 1;
   ArgParser p("transfer-quality",
               "Receiver NLL of held-out continuations: native prefill vs transferred cache (pure and each hybrid "
@@ -28,8 +28,12 @@ int cmd_transfer_quality(int argc, char** argv) {
   p.add_string("--hybrid", &hybrid_arg,
                "hybrid modes besides the pure transfer, comma-separated: last:K (the receiver recomputes the "
                "context's last K tokens), last:P% (its last P percent), dev:R (it recomputes the share R of tokens whose K deviates most at "
-               "--check-layer), first:K (its first K tokens; default 1), parts joined by '+' (dev:R+last:K)");
+               "--check-layer), first:K (its first K tokens; default 1), rare:R or rare:P% (the share of the context's tokens least "
+               "seen in the map's fitting text, each with around:W neighbours on either side, default 4), parts joined by '+' (dev:R+last:K)");
   p.add_int("--check-layer", &check_layer, "dev:R modes: every token runs natively through layers 0..this one", 0, 1024);
+  p.add_string("--rare-corpus", &rare_corpus,
+               "rare:R modes: the map's fitting text (fit-transfer --corpus), whose token counts rank the context's tokens, "
+               "for a map fitted before maps kept them (default: the map's own counts)");
   p.add_int("--native-last", &native_last, "same as --hybrid last:N (older form)", -1, 1 << 20);
   p.add_string("--csv", &csv_path, "also write the per-mode means to this CSV file (for scripts/plot_transfer_tradeoff.py)");
   p.add_threads(&threads);
@@ -50,6 +54,14 @@ int cmd_transfer_quality(int argc, char** argv) {
   if (check_layer >= receiver.config().n_layer)
     return cli_fail("--check-layer " + std::to_string(check_layer) + ": " + receiver.name + " has " +
                     std::to_string(receiver.config().n_layer) + " layers");
+  std::vector<uint32_t> rare_counts = setup->map.receiver_token_counts;
+  if (!rare_corpus.empty()) {
+    auto text = read_text_file(rare_corpus, "--rare-corpus");
+    if (!text.ok()) return cli_fail(text.error());
+    rare_counts.clear();
+    count_tokens(*receiver.tokenizer, *text, rare_counts);
+  }
+  if (auto st = attach_rare_counts(modes, rare_counts); !st.ok()) return cli_fail(st.error());
   std::vector<KvTransferOptions> options;
   for (const HybridMode& m : modes) options.push_back(m.options);
   ThreadPool pool{int(threads)};

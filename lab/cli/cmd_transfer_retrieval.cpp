@@ -150,7 +150,7 @@ std::vector<Trial> passkey_trials(const std::string& corpus, int64_t ctx_bytes, 
 
 int cmd_transfer_retrieval(int argc, char** argv) {
   TransferPairArgs pair;
-  std::string corpus, task = "verses", hybrid_arg = "8,32,64,128", depth_arg = "10,50,90", csv_path;
+  std::string corpus, task = "verses", hybrid_arg = "8,32,64,128", depth_arg = "10,50,90", csv_path, rare_corpus;
   int64_t threads = 0, ctx_bytes = 1500, n_probes = 4, words = 4, max_passages = 20, seed = 1, check_layer = 1;
   ArgParser p("transfer-retrieval",
               "Recall from the context after native prefill, a transferred cache, no context and hybrids: hits per "
@@ -168,8 +168,12 @@ int cmd_transfer_retrieval(int argc, char** argv) {
                "hybrid modes, comma-separated: last:K (or K: the receiver recomputes the context's last K tokens), "
                "last:P% (its last P percent), "
                "dev:R (it recomputes the share R of tokens whose K deviates most at --check-layer), first:K (its "
-               "first K tokens; default 1), parts joined by '+' (dev:R+last:K)");
+               "first K tokens; default 1), rare:R or rare:P% (the share of the context's tokens least seen in "
+               "the map's fitting text, each with around:W neighbours on either side, default 4), parts joined by '+' (dev:R+last:K)");
   p.add_int("--check-layer", &check_layer, "dev:R modes: every token runs natively through layers 0..this one", 0, 1024);
+  p.add_string("--rare-corpus", &rare_corpus,
+               "rare:R modes: the map's fitting text (fit-transfer --corpus), whose token counts rank the context's tokens, "
+               "for a map fitted before maps kept them (default: the map's own counts)");
   p.add_string("--csv", &csv_path, "also write the per-mode hit rates to this CSV file (for scripts/plot_transfer_tradeoff.py)");
   p.add_int("--context-bytes", &ctx_bytes, "context length in bytes (verses: whole verses; passkey: filler, whole words)", 64,
             1 << 20);
@@ -183,8 +187,6 @@ int cmd_transfer_retrieval(int argc, char** argv) {
   if (task != "verses" && task != "passkey") return cli_fail("--task: expected verses or passkey, got '" + task + "'");
   auto modes = parse_hybrid_modes("--hybrid", hybrid_arg, int(check_layer));
   if (!modes.ok()) return cli_fail(modes.error());
-  std::vector<KvTransferOptions> hybrid;
-  for (const HybridMode& m : *modes) hybrid.push_back(m.options);
   auto depths = parse_int_list("--depths", depth_arg, 0, 100);
   if (!depths.ok()) return cli_fail(depths.error());
   auto setup = load_transfer_setup(pair, corpus);
@@ -200,6 +202,16 @@ int cmd_transfer_retrieval(int argc, char** argv) {
   if (check_layer >= setup->receiver->config().n_layer)
     return cli_fail("--check-layer " + std::to_string(check_layer) + ": " + setup->receiver->name + " has " +
                     std::to_string(setup->receiver->config().n_layer) + " layers");
+  std::vector<uint32_t> rare_counts = setup->map.receiver_token_counts;
+  if (!rare_corpus.empty()) {
+    auto text = read_text_file(rare_corpus, "--rare-corpus");
+    if (!text.ok()) return cli_fail(text.error());
+    rare_counts.clear();
+    count_tokens(*setup->receiver->tokenizer, *text, rare_counts);
+  }
+  if (auto st = attach_rare_counts(*modes, rare_counts); !st.ok()) return cli_fail(st.error());
+  std::vector<KvTransferOptions> hybrid;
+  for (const HybridMode& m : *modes) hybrid.push_back(m.options);
   ThreadPool pool{int(threads)};
 
   RetrievalHits total;

@@ -37,8 +37,20 @@ Status apply_part(const std::string& flag, const std::string& spec, const std::s
       return make_error(flag + ": '" + spec + "': dev:R needs a share in [0, 1]");
     o.check_layer = check_layer;
     o.recompute_ratio = r;
+  } else if (key == "rare") {
+    const bool pct = !value.empty() && value.back() == '%';
+    const std::string num = pct ? value.substr(0, value.size() - 1) : value;
+    const double r = std::strtod(num.c_str(), &end) / (pct ? 100.0 : 1.0);
+    if (num.empty() || *end || !(r >= 0.0 && r <= 1.0))
+      return make_error(flag + ": '" + spec + "': rare:R needs a share in [0, 1] (or rare:P%, a percentage)");
+    o.rare_share = r;
+  } else if (key == "around") {
+    const long w = std::strtol(value.c_str(), &end, 10);
+    if (value.empty() || *end || w < 0 || w > 4096)
+      return make_error(flag + ": '" + spec + "': around:W needs a token count in [0, 4096]");
+    o.rare_window = int(w);
   } else {
-    return make_error(flag + ": '" + spec + "': expected last:K, last:P%, first:K, dev:R or a combination joined by '+'");
+    return make_error(flag + ": '" + spec + "': expected last:K, last:P%, first:K, dev:R, rare:R, around:W or a combination joined by '+'");
   }
   return {};
 }
@@ -61,6 +73,17 @@ Result<std::vector<HybridMode>> parse_hybrid_modes(const std::string& flag, cons
     out.push_back(std::move(m));
   }
   return out;
+}
+
+Status attach_rare_counts(std::vector<HybridMode>& modes, const std::vector<uint32_t>& counts) {
+  for (HybridMode& m : modes) {
+    if (m.options.rare_share <= 0) continue;
+    if (counts.empty())
+      return make_error("--hybrid " + m.label + ": rare:R ranks tokens by their count in the map's fitting text, and this map "
+                        "was fitted before maps kept those counts: give that text with --rare-corpus (or refit the map)");
+    m.options.rare_counts = counts;
+  }
+  return {};
 }
 
 }  // namespace agentkv

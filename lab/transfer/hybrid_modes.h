@@ -3,10 +3,14 @@
 // a native prefix ("first:K": the receiver computes the context's first K tokens itself, its attention
 // sinks; the default is 1, the first token), a hybrid by deviation
 // ("dev:R": the receiver runs every projected token through its first layers and recomputes the
-// share R whose K deviates most, transfer/kv_transfer.h), and any of them joined by '+' ("dev:R+last:K", "first:64+last:10%"). One parser for
+// share R whose K deviates most, transfer/kv_transfer.h), a hybrid by rarity ("rare:R" or "rare:P%": the
+// share of the context's tokens that the map's fitting text held least, recomputed; the counts come from
+// that text, --rare-corpus; "around:W" sets how many neighbours on either side of each are recomputed with
+// it, default 4), and any of them joined by '+' ("dev:R+last:K", "first:64+last:10%"). One parser for
 // transfer-quality and transfer-retrieval so the two tables name modes the same way.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -23,5 +27,10 @@ struct HybridMode {
 // Comma-separated specs; a bare number K means last:K (the older --hybrid form). check_layer is the
 // layer dev:R modes check at. Errors name the spec at fault.
 Result<std::vector<HybridMode>> parse_hybrid_modes(const std::string& flag, const std::string& specs, int check_layer);
+
+// Points every rare:R mode at `counts` (which must outlive the modes): the map's own
+// (TransferMap::receiver_token_counts), or for a map fitted before it kept them, those of its fitting
+// text given again (--rare-corpus). An error when a rare:R mode has none.
+Status attach_rare_counts(std::vector<HybridMode>& modes, const std::vector<uint32_t>& counts);
 
 }  // namespace agentkv

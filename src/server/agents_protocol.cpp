@@ -111,7 +111,7 @@ std::optional<ApiError> parse_agent_fork(const Json& body, const AgentLimits& al
 }
 
 std::optional<ApiError> parse_agent_transfer(const Json& body, AgentTransferRequest* out) {
-  if (auto e = only_fields(body, {"model", "name", "native_last", "native_share", "recompute"})) return e;
+  if (auto e = only_fields(body, {"model", "name", "native_last", "native_share", "recompute", "rare_share"})) return e;
   AgentTransferRequest r;
   if (auto e = get_model(body, &r.model)) return e;
   if (auto e = get_name(body, &r.name)) return e;
@@ -126,6 +126,9 @@ std::optional<ApiError> parse_agent_transfer(const Json& body, AgentTransferRequ
   std::optional<double> recompute;
   if (auto e = get_number(body, "recompute", 0.0, 1.0, &recompute)) return e;
   r.recompute = recompute.value_or(0.0);
+  std::optional<double> rare_share;
+  if (auto e = get_number(body, "rare_share", 0.0, 1.0, &rare_share)) return e;
+  r.rare_share = rare_share.value_or(0.0);
   *out = std::move(r);
   return std::nullopt;
 }
@@ -140,6 +143,7 @@ Json transfer_summary_json(const TransferSummary& t) {
             {"native_last", t.native_last},
             {"native_share", t.native_share},
             {"recompute", t.recompute},
+            {"rare_share", t.rare_share},
             {"recomputed_tokens", t.recomputed_tokens},
             {"check_layers", t.check_layers},
             {"native_work", t.native_work},

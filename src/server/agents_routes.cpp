@@ -278,6 +278,12 @@ void transfer_agent(ServerState& s, const std::string& id, const HttpRequest& re
     return refuse(bad_request("model", "no transfer map loaded for " + from_model + " -> " + s.models[size_t(to)].id +
                                            " (serve --transfer-map FILE, fitted by agentkv fit-transfer --from " +
                                            from_model + " --to " + s.models[size_t(to)].id + ")"));
+  if (tr.rare_share > 0 && map->map.receiver_token_counts.empty())
+    return refuse(bad_request("rare_share", "the transfer map for " + from_model + " -> " + s.models[size_t(to)].id +
+                                                " was fitted before maps kept their fitting text's token counts, which "
+                                                "'rare_share' ranks by; refit it with agentkv fit-transfer"));
+  if (tr.rare_share > 0 && tr.recompute > 0)
+    return refuse(bad_request("rare_share", "'rare_share' and 'recompute' (by deviation) do not combine; ask for one"));
   if (!from.kv)
     return refuse(api_error(ErrorCode::kConflict, "agent '" + excerpt(id) +
                                                       "' has no resident context to transfer (created with prefill "
@@ -295,7 +301,8 @@ void transfer_agent(ServerState& s, const std::string& id, const HttpRequest& re
   if (!aligned.ok()) return refuse(api_error(aligned.status_error(), "messages"));
   if (Status st = check_context(int64_t(aligned->receiver.size()), m.engine->n_ctx(), "the agent's context"); !st.ok())
     return refuse(api_error(st.status_error(), "messages"));
-  auto done = transfer_context(s, ContextTransfer{map, from.kv, std::move(aligned).value(), tr.native_last, tr.recompute, tr.native_share}, w);
+  auto done = transfer_context(s, ContextTransfer{map, from.kv, std::move(aligned).value(), tr.native_last, tr.recompute, tr.native_share,
+                                             tr.rare_share}, w);
   s.agents->abandon(id);  // read only
   if (!done) return;      // the client went away
   if (!done->ok()) return reply(w, api_error(done->status_error()));
@@ -304,7 +311,7 @@ void transfer_agent(ServerState& s, const std::string& id, const HttpRequest& re
   a.kv_tokens = t.kept.tokens;
   if (!register_agent(s, w, &a)) return;
   TransferSummary sum;
-  sum.method = t.report.n_suffix > 0 || t.report.check_layers > 0 ? "hybrid" : "transfer";
+  sum.method = t.report.n_suffix > 0 || t.report.check_layers > 0 || t.report.n_recomputed > 0 ? "hybrid" : "transfer";
   sum.from_model = from_model;
   sum.context_tokens = t.report.n_receiver_tokens;
   sum.sender_tokens = t.sender_tokens;
@@ -313,6 +320,7 @@ void transfer_agent(ServerState& s, const std::string& id, const HttpRequest& re
   sum.native_last = tr.native_last;
   sum.native_share = tr.native_share;
   sum.recompute = tr.recompute;
+  sum.rare_share = tr.rare_share;
   sum.recomputed_tokens = t.report.n_recomputed;
   sum.check_layers = t.report.check_layers;
   sum.native_work = native_work_share(t.report, s.models[a.model].lm->config().n_layer);

@@ -28,6 +28,7 @@ struct ContextTransfer {
   int64_t native_last = 0;                 // the hybrid suffix asked for
   double recompute = 0;                    // the hybrid-by-deviation share asked for
   double native_share = 0;                 // the hybrid suffix as a share of the context, asked for
+  double rare_share = 0;                   // the hybrid-by-rarity share asked for (the map has counts)
 };
 
 // The receiver layer whose K deviation chooses a hybrid's recomputed tokens: layers 0 and 1 run

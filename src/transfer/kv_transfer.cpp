@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <numeric>
+#include <utility>
+#include <vector>
 
 #include "kv/direct_prefill.h"
 #include "share/selective_recompute.h"
@@ -41,10 +44,43 @@ Status check_sides(const TransferMap& map, const LoadedModel& sender, const KvMa
                       "recompute ratio (chosen by the projection's deviation at a check layer) does not combine with it");
   if (opt.recompute_ratio > 0 && opt.check_layer < 0)
     return make_error("kv transfer: a recompute ratio needs a check layer (the layer whose deviation chooses)");
+  if (!(opt.rare_share >= 0.0 && opt.rare_share <= 1.0))
+    return make_error("kv transfer: rare_share must be a share in [0, 1]");
+  if (opt.rare_share > 0 && opt.rare_counts.size() != size_t(receiver.config().n_vocab))
+    return make_error("kv transfer: a share recomputed by rarity needs the fitting text's count of each of the receiver's " +
+                      std::to_string(receiver.config().n_vocab) + " tokens (have " +
+                      std::to_string(opt.rare_counts.size()) + ")");
+  if (opt.rare_window < 0) return make_error("kv transfer: rare_window must not be negative");
+  if (opt.rare_share > 0 && (map.receiver_hidden_layers > 0 || opt.check_layer >= 0))
+    return make_error("kv transfer: a share recomputed by rarity does not combine with a check layer (dev:R) or a map "
+                      "conditioned on the receiver's first layers");
   return {};
 }
+
 }  // namespace
 
+std::vector<std::pair<int64_t, int64_t>> rare_runs(std::span<const int32_t> tokens, std::span<const uint32_t> counts,
+                                                   int64_t want, int window) {
+  std::vector<int64_t> idx(tokens.size());
+  std::iota(idx.begin(), idx.end(), 0);
+  const size_t k = size_t(std::clamp<int64_t>(want, 0, int64_t(idx.size())));
+  std::partial_sort(idx.begin(), idx.begin() + ptrdiff_t(k), idx.end(), [&](int64_t a, int64_t b) {
+    const uint32_t ca = counts[size_t(tokens[size_t(a)])], cb = counts[size_t(tokens[size_t(b)])];
+    return ca != cb ? ca < cb : a > b;
+  });
+  idx.resize(k);
+  std::sort(idx.begin(), idx.end());
+  std::vector<std::pair<int64_t, int64_t>> runs;
+  const int64_t n = int64_t(tokens.size());
+  for (int64_t i : idx) {
+    const int64_t b = std::max<int64_t>(0, i - window), e = std::min<int64_t>(n, i + window + 1);
+    if (!runs.empty() && b <= runs.back().second)
+      runs.back().second = std::max(runs.back().second, e);
+    else
+      runs.emplace_back(b, e);
+  }
+  return runs;
+}
 double native_work_share(const KvTransferReport& rep, int n_layer) {
   if (rep.n_receiver_tokens == 0 || n_layer == 0) return 0;
   const double unrecomputed = double(rep.n_projected - rep.n_recomputed);
@@ -148,21 +184,29 @@ Result<KvTransferReport> transfer_aligned_kv_cache(const TransferMap& map, const
   // to it), then the projected tokens and the suffix through the selective recompute.
   const bool by_deviation = (opt.check_layer >= 0 || conditioned > 0) && n_proj > 0;
   const std::span<const int32_t> rt(r.tokens);
-  const PrefillRun own[] = {
-      {&receiver_seq, rt.first(size_t(n_native)), 0, n_native},
-      {&receiver_seq, rt.last(size_t(n_suffix)), nr - n_suffix, opt.last_logits ? -1 : n_suffix}};
+  std::vector<PrefillRun> own{{&receiver_seq, rt.first(size_t(n_native)), 0, n_native}};
+  // A hybrid by rarity: its runs of projected tokens are run again here, in order between the prefix
+  // and the suffix (each token attends to everything before it, the runs' own new K/V included).
+  int64_t n_rare = 0;
+  if (opt.rare_share > 0 && n_proj > 0)
+    for (const auto& [b, e] : rare_runs(rt.subspan(size_t(n_native), size_t(n_proj)), opt.rare_counts,
+                                        int64_t(std::ceil(opt.rare_share * double(nr) - 1e-9)), opt.rare_window)) {
+      own.push_back({&receiver_seq, rt.subspan(size_t(n_native + b), size_t(e - b)), n_native + b, e - b});
+      n_rare += e - b;
+    }
+  own.push_back({&receiver_seq, rt.last(size_t(n_suffix)), nr - n_suffix, opt.last_logits ? -1 : n_suffix});
   // A short pass (BOS and the last token: plain transfer) is weight-bound and runs on the decode
   // kernels; a longer one stays on the batch-invariant prefill kernels, so that a hybrid's
   // recomputed tokens are exactly native prefill's.
-  const int64_t n_own = by_deviation ? n_native : n_native + n_suffix;
+  const int64_t n_own = by_deviation ? n_native : n_native + n_rare + n_suffix;
   // A hybrid by deviation's recomputed tokens attend to the prefix: it too comes from the prefill
   // kernels, or share 1 would not be native prefill exactly.
   const int64_t kernels = n_own < 4 && !by_deviation ? -1 : 0;
   std::vector<float> last_logits;
   if (n_own > 0)
-    AGENTKV_TRY(write_runs(*receiver.model, std::span(own, by_deviation ? 1 : 2), pool,
+    AGENTKV_TRY(write_runs(*receiver.model, std::span(own).first(by_deviation ? 1 : own.size()), pool,
                            RowOutputs{opt.last_logits && !by_deviation ? &last_logits : nullptr}, kernels, kPrefillChunk));
-  int64_t n_recomputed = 0;
+  int64_t n_recomputed = n_rare;
   int check_layers = 0;
   if (by_deviation) {
     RecomputeOptions ro;

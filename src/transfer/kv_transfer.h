@@ -6,7 +6,10 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "kv/kv_manager.h"
 #include "model/loaded_model.h"
@@ -33,6 +36,16 @@ struct KvTransferOptions {
   // check_layer through every later layer as well. -1: off (projected K/V at every layer).
   int check_layer = -1;
   double recompute_ratio = 0;
+  // Hybrid by rarity: the receiver also recomputes, through every layer, the ceil(rare_share ×
+  // context tokens) projected tokens its map saw least in its fitting text (rare_counts: a count per
+  // receiver token id) with rare_window tokens on either side of each. A linear map carries a
+  // passage's gist but not its rare specifics (a name, a number, a planted key: BENCHMARKS.md,
+  // "Passkey"), and a question about one reads it through its neighbours (the tokens before and after
+  // it say what it is), so both are recomputed. Ties go to the later token. Does not combine with a
+  // check layer (dev:R) or a conditioned map.
+  double rare_share = 0;
+  int rare_window = 4;
+  std::span<const uint32_t> rare_counts;
   // When set (n_vocab floats): the receiver's logits after the context's last token, which gives
   // the first generated token without another pass. Needs native_suffix >= 1 (that token is run).
   float* last_logits = nullptr;
@@ -50,6 +63,12 @@ struct KvTransferReport {
   // writing; the receiver's own runs (prefix, hybrid suffix).
   double align_s = 0, project_s = 0, native_s = 0;
 };
+
+// The hybrid by rarity's choice among tokens [0, n): the `want` tokens with the smallest counts (ties to
+// the later token), each widened by `window` tokens on either side, as ascending disjoint [begin, end)
+// runs. Every token id must index counts.
+std::vector<std::pair<int64_t, int64_t>> rare_runs(std::span<const int32_t> tokens, std::span<const uint32_t> counts,
+                                                   int64_t want, int window);
 
 // The share of the receiver's native prefill work (token × layer passes) a transfer did itself:
 // native tokens through every layer, projected ones through the check layers, the recomputed ones

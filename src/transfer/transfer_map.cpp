@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <climits>
+#include <cstdint>
 #include <cstring>
 
 #include "gguf/ggml_types.h"
@@ -17,9 +19,17 @@ namespace {
 constexpr const char* kTransferArch = "agentkv-transfer";
 constexpr uint32_t kTransferFormatVersion = 2;  // 1: the checksum covered the weights only
 
+constexpr const char* kCountsTensor = "transfer.receiver_token_counts";
+
 std::string layer_tensor_name(int l) { return "transfer.blk." + std::to_string(l) + ".w"; }
 
 }  // namespace
+
+void count_tokens(const Tokenizer& tokenizer, std::string_view text, std::vector<uint32_t>& counts) {
+  if (counts.empty()) counts.assign(size_t(tokenizer.n_vocab()), 0);
+  for (int32_t t : tokenizer.encode(text, false, false))
+    if (t >= 0 && size_t(t) < counts.size() && counts[size_t(t)] < UINT32_MAX) ++counts[size_t(t)];
+}
 
 std::vector<float> transpose_matrix(const std::vector<float>& a, int rows, int cols) {
   std::vector<float> t(a.size());
@@ -115,6 +125,14 @@ Status save_transfer_map(const TransferMap& map, const std::string& path) {
   w.add<int64_t>("transfer.fit_tokens", map.n_fit_tokens);
   std::vector<std::vector<float>> file_weights;
   for (const auto& m : map.weights) file_weights.push_back(transpose_matrix(m, map.out_dim(), map.in_dim()));
+  if (!map.receiver_token_counts.empty()) {
+    std::vector<uint8_t> bytes(map.receiver_token_counts.size() * sizeof(int32_t));
+    for (size_t i = 0; i < map.receiver_token_counts.size(); ++i) {
+      const int32_t c = int32_t(std::min<uint32_t>(map.receiver_token_counts[i], uint32_t(INT32_MAX)));
+      std::memcpy(bytes.data() + i * sizeof(int32_t), &c, sizeof(c));
+    }
+    w.add_tensor(kCountsTensor, uint32_t(GgmlType::I32), {int64_t(map.receiver_token_counts.size())}, bytes);
+  }
   for (int l = 0; l < map.receiver_n_layer; ++l) {
     const auto& m = file_weights[size_t(l)];
     std::vector<uint8_t> bytes(m.size() * sizeof(float));
@@ -199,6 +217,17 @@ Result<TransferMap> read_transfer_map(const std::string& path) {
     std::memcpy(w.data(), t->data, w.size() * sizeof(float));
     map.weights.push_back(std::move(w));
   }
+  if (const GgufTensorInfo* t = f.tensor(kCountsTensor)) {
+    if (t->type != uint32_t(GgmlType::I32) || t->n_dims != 1 || t->ne[0] <= 0 || t->ne[0] > (int64_t(1) << 24))
+      return make_error(where + "tensor " + kCountsTensor + " has the wrong type or shape");
+    map.receiver_token_counts.resize(size_t(t->ne[0]));
+    for (size_t i = 0; i < map.receiver_token_counts.size(); ++i) {
+      int32_t c = 0;
+      std::memcpy(&c, static_cast<const uint8_t*>(t->data) + i * sizeof(int32_t), sizeof(c));
+      if (c < 0) return make_error(where + "negative token count in " + kCountsTensor);
+      map.receiver_token_counts[i] = uint32_t(c);
+    }
+  }
   AGENTKV_TRY(map.validate());
   for (auto& w : map.weights) w = transpose_matrix(w, map.in_dim(), map.out_dim());
   for (const auto& w : map.weights)
@@ -216,6 +245,9 @@ Status check_transfer_pair(const TransferMap& map, const LoadedModel& sender, co
       map.receiver_n_layer != receiver.config().n_layer || map.receiver_kv_dim != receiver.config().kv_dim() ||
       (map.receiver_hidden_layers > 0 && map.receiver_hidden_dim != receiver.config().n_embd))
     return make_error("transfer map geometry does not match the models");
+  if (!map.receiver_token_counts.empty() && map.receiver_token_counts.size() != size_t(receiver.config().n_vocab))
+    return make_error("transfer map's token counts cover " + std::to_string(map.receiver_token_counts.size()) +
+                      " token ids, the receiver has " + std::to_string(receiver.config().n_vocab));
   return Status::ok_status();
 }
 

@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "model/loaded_model.h"
@@ -40,6 +41,10 @@ struct TransferMap {
   std::vector<double> layer_alpha;
   SpanPooling pooling = SpanPooling::mean;  // how features were pooled at fitting; applying must match
   int64_t n_fit_tokens = 0;           // receiver tokens the map was fitted on
+  // How often each receiver token id occurs in the fitting text (n_vocab counts; empty in maps fitted
+  // before they were kept): a hybrid by rarity recomputes the tokens the map saw least
+  // (KvTransferOptions::rare_share).
+  std::vector<uint32_t> receiver_token_counts;
   std::vector<std::vector<float>> weights;  // per receiver layer, row-major [out_dim][in_dim]
 
   int sender_in_dim() const { return sender_window * 2 * sender_kv_dim + 1; }  // sender K/V and the bias
@@ -53,6 +58,10 @@ struct TransferMap {
   // Structural consistency (sizes, layer indices); a message names the first problem.
   Status validate() const;
 };
+
+// Adds each token's occurrences in `text` (tokenized without BOS or special tokens) to counts, which is
+// sized to the tokenizer's vocabulary first when empty.
+void count_tokens(const Tokenizer& tokenizer, std::string_view text, std::vector<uint32_t>& counts);
 
 // rows x cols row-major -> cols x rows row-major. The file stores each W_l as [in][out] (the
 // ridge's solution layout, format version 1); memory holds [out][in] for the matmul kernels.

@@ -13,7 +13,8 @@ Fits a small SmolLM2 -> Gemma 3 map at test time (4 passages of Exodus from scri
 - after that answer the sender's cache lacks the closing marker of its rendering: the receiver
   computes the tokens the sender does not hold itself and projects the rest;
 - recompute (hybrid by deviation) reports its check layers, recomputed tokens and native work, and at
-  share 1 is Gemma 3's native prefill exactly too (byte-identical reply);
+  share 1 is Gemma 3's native prefill exactly too (byte-identical reply); so does rare_share (hybrid by
+  rarity, ranked by the token counts the map keeps), which does not combine with recompute;
 - native_last covering the context (share 1; or native_share 1) is Gemma 3's native prefill exactly: the receiver's
   greedy reply is byte-identical to a native Gemma 3 agent's with the same messages (in the other
   process, so that neither reads the other's blocks from the prefix cache);
@@ -170,16 +171,30 @@ def test_transfer_through_the_server(servers, s2g_map):
     part = transfer(doc, port, sid, {"model": "gemma3", "native_share": 0.1})["transfer"]
     assert part["native_tokens"] == 1 + math.ceil(0.1 * part["context_tokens"]), part
 
+    # Hybrid by rarity (the map kept its fitting text's token counts): the context's rarest 5% of tokens,
+    # each with 4 neighbours either side, recomputed through every layer, with no check pass; at share 1
+    # every transferred token is, in order, which is native prefill exactly.
+    r = transfer(doc, port, sid, {"model": "gemma3", "rare_share": 0.05, "native_last": 0})["transfer"]
+    assert r["method"] == "hybrid" and r["rare_share"] == 0.05 and r["check_layers"] == 0, r
+    want = math.ceil(0.05 * r["context_tokens"])
+    assert want <= r["recomputed_tokens"] <= min(9 * want, r["transferred_tokens"]), r
+    assert r["native_work"] == pytest.approx((1 + r["recomputed_tokens"]) / r["context_tokens"]), r
+    every = transfer(doc, port, sid, {"model": "gemma3", "rare_share": 1, "native_last": 0})
+    assert every["transfer"]["recomputed_tokens"] == every["transfer"]["transferred_tokens"], every
+    assert answer(api, every["id"])["message"]["content"] == answer(ref, native_ref["id"])["message"]["content"]
+    both = transfer(doc, port, sid, {"model": "gemma3", "rare_share": 0.05, "recompute": 0.1}, expect=400)["error"]
+    assert both["param"] == "rare_share" and "recompute" in both["message"], both
+
     # The sender is unchanged: same resident context, and the same greedy answer as an untouched twin.
     assert api.call("GET", f"/v1/agents/{sid}")["resident_tokens"] == sender["resident_tokens"]
     twin = create(ref, "smollm2")
     assert answer(api, sid)["message"]["content"] == answer(ref, twin["id"])["message"]["content"]
 
     # Counted per receiver model.
-    assert model_metric(port, "agentkv_transfers_total", "gemma3") == 7
+    assert model_metric(port, "agentkv_transfers_total", "gemma3") == 9
     assert model_metric(port, "agentkv_transferred_tokens_total", "gemma3") == \
         x["transferred_tokens"] + k["transferred_tokens"] + d["transferred_tokens"] + f["transferred_tokens"] + \
-        part["transferred_tokens"]
+        part["transferred_tokens"] + r["transferred_tokens"] + every["transfer"]["transferred_tokens"]
     assert model_metric(port, "agentkv_transfers_total", "smollm2") == 0
 
     # Naming neither suffix, the default hybrid recomputes the last 15% of the context and at least
@@ -208,7 +223,8 @@ def test_transfer_through_the_server(servers, s2g_map):
     for body, field in (({}, "model"), ({"model": "gemma3", "native_last": -1}, "native_last"),
                         ({"model": "gemma3", "recompute": 1.5}, "recompute"), ({"model": "gemma3", "recompute": "all"}, "recompute"),
                         ({"model": "gemma3", "native_last": "all"}, "native_last"), ({"model": "gemma3", "colour": 1}, "colour"),
-                        ({"model": "gemma3", "native_share": 2}, "native_share")):
+                        ({"model": "gemma3", "native_share": 2}, "native_share"),
+                        ({"model": "gemma3", "rare_share": -0.1}, "rare_share")):
         assert transfer(doc, port, sid, body, expect=400)["error"]["param"] == field, body
     empty = api.call("POST", "/v1/agents", {"model": "smollm2", "prefill": False}, expect=201)
     transfer(doc, port, empty["id"], {"model": "gemma3"}, expect=409)

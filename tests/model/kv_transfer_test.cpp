@@ -208,6 +208,60 @@ TEST(KvTransfer, HybridByDeviationAtShareOneIsNativePrefill) {
   EXPECT_FALSE(measure_transfer_quality(self_map(), a, a, eval_context(), eval_continuation(), test_pool(), bad).ok());
 }
 
+// The hybrid by rarity (KvTransferOptions::rare_share): the projected tokens with the smallest counts in
+// the map's fitting text are recomputed through every layer with their neighbours. At share 1 every
+// projected token is (one run, in order, on the batch-invariant prefill kernels): native prefill exactly.
+// A share of one token recomputes that token's latest occurrence and `rare_window` tokens either side;
+// without counts, or with a check layer, it is refused.
+TEST(KvTransfer, HybridByRarityRecomputesTheRarestTokensAndShareOneIsNativePrefill) {
+  const LoadedModel& a = real_model("smollm2");
+  std::vector<uint32_t> counts(size_t(a.config().n_vocab), 5);
+  KvTransferOptions all;
+  all.rare_share = 1.0;
+  all.rare_window = 0;
+  all.rare_counts = counts;
+  auto q = measure_transfer_quality(self_map(), a, a, eval_context(), eval_continuation(), test_pool(), all);
+  ASSERT_TRUE(q.ok()) << q.error();
+  std::printf("hybrid by rarity, share 1: mean KL %.2e, NLL %.5f vs %.5f\n", q->mean_kl, q->nll_transfer, q->nll_native);
+  EXPECT_LT(q->mean_kl, 1e-9);
+  EXPECT_NEAR(q->nll_transfer, q->nll_native, 1e-9);
+
+  // One rare token: the receiver's token 40 of the context (BOS is 0), unseen in fitting.
+  auto spans = tokenize_with_spans(*a.tokenizer, eval_context(), a.tokenizer->add_bos_default());
+  ASSERT_TRUE(spans.ok());
+  const std::vector<int32_t>& t = spans->tokens;
+  const int64_t nr = int64_t(t.size());
+  counts[size_t(t[40])] = 0;
+  int64_t latest = 0;
+  for (int64_t i = 1; i < nr; ++i)
+    if (t[size_t(i)] == t[40]) latest = i;
+  KvTransferOptions one;
+  one.rare_share = 1.0 / double(nr);  // ceil(share × context tokens) = 1
+  one.rare_window = 3;
+  one.rare_counts = counts;
+  KvTransferOptions modes[1] = {one};
+  auto m = measure_transfer_modes(self_map(), a, a, eval_context(), eval_continuation(), test_pool(), modes);
+  ASSERT_TRUE(m.ok()) << m.error();
+  const KvTransferReport& rep = (*m)[0].report;
+  ASSERT_GT(latest, 3);
+  ASSERT_LT(latest + 3, nr);
+  EXPECT_EQ(rep.n_recomputed, 7);  // the token and three on either side
+  EXPECT_EQ(rep.n_projected, nr - 1);
+  EXPECT_EQ(rep.check_layers, 0);  // the counts choose: no check pass
+  EXPECT_NEAR(native_work_share(rep, a.config().n_layer), double(1 + 7) / double(nr), 1e-12);
+
+  KvTransferOptions none = one;
+  none.rare_counts = {};
+  auto r = measure_transfer_quality(self_map(), a, a, eval_context(), eval_continuation(), test_pool(), none);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().find("count"), std::string::npos) << r.error();
+  KvTransferOptions with_dev = one;
+  with_dev.check_layer = 1;
+  r = measure_transfer_quality(self_map(), a, a, eval_context(), eval_continuation(), test_pool(), with_dev);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().find("rarity"), std::string::npos) << r.error();
+}
+
 // A map conditioned on the receiver's first two layers (transfer_map.h): the receiver computes
 // those layers itself for every token, bit for bit its native prefill's (the check pass is
 // batch-invariant); the later layers are projected from the sender's K/V and that hidden state.

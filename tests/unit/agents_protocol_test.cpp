@@ -259,7 +259,14 @@ TEST(AgentsProtocol, ParsesTransferRequestsNamingTheBadField) {
   ASSERT_FALSE(parse_agent_transfer(body(R"({"model":"gemma3","native_last":0,"recompute":0.25})"), &dev));
   EXPECT_EQ(dev.native_last, 0);
   EXPECT_EQ(dev.recompute, 0.25);
+  EXPECT_EQ(dev.rare_share, 0.0);  // no rarity unless asked
+  AgentTransferRequest rare;
+  ASSERT_FALSE(parse_agent_transfer(body(R"({"model":"gemma3","rare_share":0.01})"), &rare));
+  EXPECT_EQ(rare.rare_share, 0.01);
+  EXPECT_EQ(rare.native_share, kDefaultNativeShare);  // with the default suffix
   const std::pair<const char*, const char*> bad[] = {
+      {R"({"model":"gemma3","rare_share":1.5})", "rare_share"},
+      {R"({"model":"gemma3","rare_share":"some"})", "rare_share"},
       {R"({})", "model"},
       {R"({"model":""})", "model"},
       {R"({"model":3})", "model"},
@@ -299,6 +306,7 @@ TEST(AgentsProtocol, TransferSummaryJson) {
   EXPECT_EQ(j["method"], "hybrid");
   EXPECT_EQ(j["transferred_tokens"], 46);
   EXPECT_EQ(j["native_tokens"], 17);
+  EXPECT_EQ(j["rare_share"], 0.0);
   EXPECT_TRUE(j["native_prefill_seconds_estimate"].is_null());
   t.native_prefill_seconds_estimate = 0.5;
   EXPECT_EQ(transfer_summary_json(t)["native_prefill_seconds_estimate"], 0.5);

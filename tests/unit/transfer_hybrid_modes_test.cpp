@@ -61,6 +61,56 @@ TEST(TransferHybridModes, ParsesANativePrefix) {
   }
 }
 
+// rare:R / rare:P%: the share of the context's tokens least seen in the map's fitting text, each with
+// around:W neighbours (default 4); the counts come from the map or --rare-corpus, and a rare mode
+// without any is refused by name.
+TEST(TransferHybridModes, ParsesTheHybridByRarity) {
+  auto m = parse_hybrid_modes("--hybrid", "rare:2%+last:15%,rare:0.01+around:8+last:32,rare:1%+around:0", 1);
+  ASSERT_TRUE(m.ok()) << m.error();
+  ASSERT_EQ(m->size(), 3u);
+  EXPECT_DOUBLE_EQ((*m)[0].options.rare_share, 0.02);
+  EXPECT_EQ((*m)[0].options.rare_window, 4);
+  EXPECT_DOUBLE_EQ((*m)[0].options.native_suffix_share, 0.15);
+  EXPECT_EQ((*m)[0].options.check_layer, -1);  // no check pass: the counts choose, not a deviation
+  EXPECT_DOUBLE_EQ((*m)[1].options.rare_share, 0.01);
+  EXPECT_EQ((*m)[1].options.rare_window, 8);
+  EXPECT_EQ((*m)[1].options.native_suffix, 32);
+  EXPECT_EQ((*m)[2].options.rare_window, 0);
+  for (const char* bad : {"rare:", "rare:101%", "rare:1.5", "rare:-0.1", "rare:x", "around:", "around:-1", "around:9999"}) {
+    auto b = parse_hybrid_modes("--hybrid", bad, 1);
+    ASSERT_FALSE(b.ok()) << bad;
+    EXPECT_NE(b.error().find(bad), std::string::npos) << b.error();
+  }
+
+  std::vector<HybridMode> modes = *m;
+  modes.push_back(HybridMode{"last:8", {}});
+  auto none = attach_rare_counts(modes, {});
+  ASSERT_FALSE(none.ok());
+  EXPECT_NE(none.error().find("rare:2%+last:15%"), std::string::npos) << none.error();
+  EXPECT_NE(none.error().find("--rare-corpus"), std::string::npos) << none.error();
+  const std::vector<uint32_t> counts{3, 0, 7};
+  ASSERT_TRUE(attach_rare_counts(modes, counts).ok());
+  for (size_t i = 0; i < 3; ++i) EXPECT_EQ(modes[i].options.rare_counts.data(), counts.data());
+  EXPECT_TRUE(modes[3].options.rare_counts.empty());  // not a rare mode: untouched
+}
+
+// The tokens the rarity hybrid recomputes: the rarest first (ties to the later token), each widened by
+// the window, merged into disjoint ascending runs, never past either end.
+TEST(TransferHybridModes, RareRunsTakeTheRarestTokensAndTheirNeighbours) {
+  //                                 0  1  2  3  4  5  6  7  8  9
+  const std::vector<int32_t> tokens{0, 1, 2, 1, 0, 3, 3, 0, 2, 4};
+  const std::vector<uint32_t> counts{9, 5, 0, 1, 7};  // token 2 rarest, then 3, then 1
+  using Runs = std::vector<std::pair<int64_t, int64_t>>;
+  EXPECT_EQ(rare_runs(tokens, counts, 0, 4), Runs{});
+  EXPECT_EQ(rare_runs(tokens, counts, 1, 0), (Runs{{8, 9}}));          // the later of the two 2s
+  EXPECT_EQ(rare_runs(tokens, counts, 2, 0), (Runs{{2, 3}, {8, 9}}));
+  EXPECT_EQ(rare_runs(tokens, counts, 3, 0), (Runs{{2, 3}, {6, 7}, {8, 9}}));
+  EXPECT_EQ(rare_runs(tokens, counts, 4, 0), (Runs{{2, 3}, {5, 7}, {8, 9}}));
+  EXPECT_EQ(rare_runs(tokens, counts, 2, 1), (Runs{{1, 4}, {7, 10}}));  // widened, clipped at the end
+  EXPECT_EQ(rare_runs(tokens, counts, 2, 3), (Runs{{0, 10}}));          // overlapping windows merge
+  EXPECT_EQ(rare_runs(tokens, counts, 100, 0), (Runs{{0, 10}}));        // more than there are: all
+}
+
 TEST(TransferHybridModes, RefusesBadSpecsNamingThem) {
   for (const char* bad : {"dev:1.5", "dev:", "last:-3", "last:x", "mid:3", "dev:0.1+", "7q"}) {
     auto m = parse_hybrid_modes("--hybrid", bad, 1);

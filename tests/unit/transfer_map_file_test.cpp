@@ -149,6 +149,25 @@ TEST(TransferMapFile, RecordsPerLayerRidge) {
   std::remove(p.c_str());
 }
 
+// The fitting text's receiver token counts (for the hybrid by rarity) are kept exactly; a map saved
+// without them reads back without them, and counts that do not fit are refused.
+TEST(TransferMapFile, RecordsTheFittingTextsTokenCounts) {
+  TransferMap m = small_map();
+  m.receiver_token_counts = {0, 5, 123456789, 1, 0, 7};
+  const std::string p = temp_path("map_counts.gguf");
+  ASSERT_TRUE(save_transfer_map(m, p).ok());
+  auto r = read_transfer_map(p);
+  ASSERT_TRUE(r.ok()) << r.error();
+  EXPECT_EQ(r->receiver_token_counts, m.receiver_token_counts);
+  EXPECT_EQ(r->weights, m.weights);
+  m.receiver_token_counts.clear();
+  ASSERT_TRUE(save_transfer_map(m, p).ok());
+  r = read_transfer_map(p);
+  ASSERT_TRUE(r.ok()) << r.error();
+  EXPECT_TRUE(r->receiver_token_counts.empty());
+  std::remove(p.c_str());
+}
+
 TEST(TransferMapFile, RecordsThePoolingRule) {
   for (SpanPooling rule : {SpanPooling::overlap, SpanPooling::last}) {
     TransferMap m = small_map();
