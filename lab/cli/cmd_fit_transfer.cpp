@@ -44,7 +44,8 @@ int cmd_fit_transfer(int argc, char** argv) {
   double alpha = 1e-4;
   std::string pooling = "overlap", alpha_grid;
   int64_t holdout_every = 5, receiver_layers = 0, sender_window = 1;
-  ArgParser p("fit-transfer", "Fit a KV transfer map from one model's cache to another's (ridge per layer and KV head).");
+  ArgParser p("fit-transfer", "Fit a KV transfer map from one model's cache to another's (ridge per layer and KV head); the map "
+                              "also keeps how often each receiver token occurs in the corpus, for the hybrid by rarity.");
   p.add_string("--from", &from, "sender model alias or .gguf path", true);
   p.add_string("--to", &to, "receiver model alias or .gguf path", true);
   p.add_string("--corpus", &corpus, "calibration text, passages separated by blank lines", true);
