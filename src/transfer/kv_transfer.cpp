@@ -56,7 +56,6 @@ Status check_sides(const TransferMap& map, const LoadedModel& sender, const KvMa
                       "conditioned on the receiver's first layers");
   return {};
 }
-
 }  // namespace
 
 std::vector<std::pair<int64_t, int64_t>> rare_runs(std::span<const int32_t> tokens, std::span<const uint32_t> counts,
@@ -81,6 +80,7 @@ std::vector<std::pair<int64_t, int64_t>> rare_runs(std::span<const int32_t> toke
   }
   return runs;
 }
+
 double native_work_share(const KvTransferReport& rep, int n_layer) {
   if (rep.n_receiver_tokens == 0 || n_layer == 0) return 0;
   const double unrecomputed = double(rep.n_projected - rep.n_recomputed);
