@@ -44,11 +44,16 @@ Status apply_part(const std::string& flag, const std::string& spec, const std::s
     if (num.empty() || *end || !(r >= 0.0 && r <= 1.0))
       return make_error(flag + ": '" + spec + "': rare:R needs a share in [0, 1] (or rare:P%, a percentage)");
     o.rare_share = r;
-  } else if (key == "around") {
-    const long w = std::strtol(value.c_str(), &end, 10);
-    if (value.empty() || *end || w < 0 || w > 4096)
-      return make_error(flag + ": '" + spec + "': around:W needs a token count in [0, 4096]");
-    o.rare_window = int(w);
+  } else if (key == "around") {  // around:W (either side) or around:B:A (before, after)
+    const size_t colon2 = value.find(':');
+    const std::string before = value.substr(0, colon2);
+    const std::string after = colon2 == std::string::npos ? before : value.substr(colon2 + 1);
+    char* end2 = nullptr;
+    const long b = std::strtol(before.c_str(), &end, 10), a = std::strtol(after.c_str(), &end2, 10);
+    if (before.empty() || after.empty() || *end || *end2 || b < 0 || b > 4096 || a < 0 || a > 4096)
+      return make_error(flag + ": '" + spec + "': around:W (or around:B:A, before and after) needs token counts in [0, 4096]");
+    o.rare_window = int(b);
+    o.rare_window_after = int(a);
   } else {
     return make_error(flag + ": '" + spec + "': expected last:K, last:P%, first:K, dev:R, rare:R, around:W or a combination joined by '+'");
   }

@@ -6,7 +6,7 @@
 // share R whose K deviates most, transfer/kv_transfer.h), a hybrid by rarity ("rare:R" or "rare:P%": the
 // share of the context's tokens that the map's fitting text held least, recomputed; the counts come from
 // that text, --rare-corpus; "around:W" sets how many neighbours on either side of each are recomputed with
-// it, default 4), and any of them joined by '+' ("dev:R+last:K", "first:64+last:10%"). One parser for
+// it, default 4; "around:B:A", B before and A after), and any of them joined by '+' ("dev:R+last:K", "first:64+last:10%"). One parser for
 // transfer-quality and transfer-retrieval so the two tables name modes the same way.
 #pragma once
 

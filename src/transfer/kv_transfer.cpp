@@ -50,7 +50,8 @@ Status check_sides(const TransferMap& map, const LoadedModel& sender, const KvMa
     return make_error("kv transfer: a share recomputed by rarity needs the fitting text's count of each of the receiver's " +
                       std::to_string(receiver.config().n_vocab) + " tokens (have " +
                       std::to_string(opt.rare_counts.size()) + ")");
-  if (opt.rare_window < 0) return make_error("kv transfer: rare_window must not be negative");
+  if (opt.rare_window < 0 || opt.rare_window_after < -1)
+    return make_error("kv transfer: rare_window must not be negative");
   if (opt.rare_share > 0 && (map.receiver_hidden_layers > 0 || opt.check_layer >= 0))
     return make_error("kv transfer: a share recomputed by rarity does not combine with a check layer (dev:R) or a map "
                       "conditioned on the receiver's first layers");
@@ -59,7 +60,7 @@ Status check_sides(const TransferMap& map, const LoadedModel& sender, const KvMa
 }  // namespace
 
 std::vector<std::pair<int64_t, int64_t>> rare_runs(std::span<const int32_t> tokens, std::span<const uint32_t> counts,
-                                                   int64_t want, int window) {
+                                                   int64_t want, int before, int after) {
   std::vector<int64_t> idx(tokens.size());
   std::iota(idx.begin(), idx.end(), 0);
   const size_t k = size_t(std::clamp<int64_t>(want, 0, int64_t(idx.size())));
@@ -72,7 +73,7 @@ std::vector<std::pair<int64_t, int64_t>> rare_runs(std::span<const int32_t> toke
   std::vector<std::pair<int64_t, int64_t>> runs;
   const int64_t n = int64_t(tokens.size());
   for (int64_t i : idx) {
-    const int64_t b = std::max<int64_t>(0, i - window), e = std::min<int64_t>(n, i + window + 1);
+    const int64_t b = std::max<int64_t>(0, i - before), e = std::min<int64_t>(n, i + after + 1);
     if (!runs.empty() && b <= runs.back().second)
       runs.back().second = std::max(runs.back().second, e);
     else
@@ -190,7 +191,8 @@ Result<KvTransferReport> transfer_aligned_kv_cache(const TransferMap& map, const
   int64_t n_rare = 0;
   if (opt.rare_share > 0 && n_proj > 0)
     for (const auto& [b, e] : rare_runs(rt.subspan(size_t(n_native), size_t(n_proj)), opt.rare_counts,
-                                        int64_t(std::ceil(opt.rare_share * double(nr) - 1e-9)), opt.rare_window)) {
+                                        int64_t(std::ceil(opt.rare_share * double(nr) - 1e-9)), opt.rare_window,
+                                        opt.rare_window_after < 0 ? opt.rare_window : opt.rare_window_after)) {
       own.push_back({&receiver_seq, rt.subspan(size_t(n_native + b), size_t(e - b)), n_native + b, e - b});
       n_rare += e - b;
     }

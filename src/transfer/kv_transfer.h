@@ -45,6 +45,7 @@ struct KvTransferOptions {
   // check layer (dev:R) or a conditioned map.
   double rare_share = 0;
   int rare_window = 4;
+  int rare_window_after = -1;  // neighbours after each rare token; -1: rare_window (symmetric)
   std::span<const uint32_t> rare_counts;
   // When set (n_vocab floats): the receiver's logits after the context's last token, which gives
   // the first generated token without another pass. Needs native_suffix >= 1 (that token is run).
@@ -65,10 +66,10 @@ struct KvTransferReport {
 };
 
 // The hybrid by rarity's choice among tokens [0, n): the `want` tokens with the smallest counts (ties to
-// the later token), each widened by `window` tokens on either side, as ascending disjoint [begin, end)
-// runs. Every token id must index counts.
+// the later token), each widened by `before` tokens before it and `after` after it, as ascending disjoint
+// [begin, end) runs. Every token id must index counts.
 std::vector<std::pair<int64_t, int64_t>> rare_runs(std::span<const int32_t> tokens, std::span<const uint32_t> counts,
-                                                   int64_t want, int window);
+                                                   int64_t want, int before, int after);
 
 // The share of the receiver's native prefill work (token × layer passes) a transfer did itself:
 // native tokens through every layer, projected ones through the check layers, the recomputed ones

@@ -65,18 +65,24 @@ TEST(TransferHybridModes, ParsesANativePrefix) {
 // around:W neighbours (default 4); the counts come from the map or --rare-corpus, and a rare mode
 // without any is refused by name.
 TEST(TransferHybridModes, ParsesTheHybridByRarity) {
-  auto m = parse_hybrid_modes("--hybrid", "rare:2%+last:15%,rare:0.01+around:8+last:32,rare:1%+around:0", 1);
+  auto m = parse_hybrid_modes("--hybrid", "rare:2%+last:15%,rare:0.01+around:8+last:32,rare:1%+around:0,rare:1%+around:4:1", 1);
   ASSERT_TRUE(m.ok()) << m.error();
-  ASSERT_EQ(m->size(), 3u);
+  ASSERT_EQ(m->size(), 4u);
+  EXPECT_EQ((*m)[3].options.rare_window, 4);  // before
+  EXPECT_EQ((*m)[3].options.rare_window_after, 1);
+  m->pop_back();
   EXPECT_DOUBLE_EQ((*m)[0].options.rare_share, 0.02);
   EXPECT_EQ((*m)[0].options.rare_window, 4);
+  EXPECT_EQ((*m)[0].options.rare_window_after, -1);  // symmetric
   EXPECT_DOUBLE_EQ((*m)[0].options.native_suffix_share, 0.15);
   EXPECT_EQ((*m)[0].options.check_layer, -1);  // no check pass: the counts choose, not a deviation
   EXPECT_DOUBLE_EQ((*m)[1].options.rare_share, 0.01);
   EXPECT_EQ((*m)[1].options.rare_window, 8);
+  EXPECT_EQ((*m)[1].options.rare_window_after, 8);
   EXPECT_EQ((*m)[1].options.native_suffix, 32);
   EXPECT_EQ((*m)[2].options.rare_window, 0);
-  for (const char* bad : {"rare:", "rare:101%", "rare:1.5", "rare:-0.1", "rare:x", "around:", "around:-1", "around:9999"}) {
+  for (const char* bad : {"rare:", "rare:101%", "rare:1.5", "rare:-0.1", "rare:x", "around:", "around:-1", "around:9999",
+                          "around:4:", "around::1", "around:4:x", "around:4:-1"}) {
     auto b = parse_hybrid_modes("--hybrid", bad, 1);
     ASSERT_FALSE(b.ok()) << bad;
     EXPECT_NE(b.error().find(bad), std::string::npos) << b.error();
@@ -101,14 +107,16 @@ TEST(TransferHybridModes, RareRunsTakeTheRarestTokensAndTheirNeighbours) {
   const std::vector<int32_t> tokens{0, 1, 2, 1, 0, 3, 3, 0, 2, 4};
   const std::vector<uint32_t> counts{9, 5, 0, 1, 7};  // token 2 rarest, then 3, then 1
   using Runs = std::vector<std::pair<int64_t, int64_t>>;
-  EXPECT_EQ(rare_runs(tokens, counts, 0, 4), Runs{});
-  EXPECT_EQ(rare_runs(tokens, counts, 1, 0), (Runs{{8, 9}}));          // the later of the two 2s
-  EXPECT_EQ(rare_runs(tokens, counts, 2, 0), (Runs{{2, 3}, {8, 9}}));
-  EXPECT_EQ(rare_runs(tokens, counts, 3, 0), (Runs{{2, 3}, {6, 7}, {8, 9}}));
-  EXPECT_EQ(rare_runs(tokens, counts, 4, 0), (Runs{{2, 3}, {5, 7}, {8, 9}}));
-  EXPECT_EQ(rare_runs(tokens, counts, 2, 1), (Runs{{1, 4}, {7, 10}}));  // widened, clipped at the end
-  EXPECT_EQ(rare_runs(tokens, counts, 2, 3), (Runs{{0, 10}}));          // overlapping windows merge
-  EXPECT_EQ(rare_runs(tokens, counts, 100, 0), (Runs{{0, 10}}));        // more than there are: all
+  EXPECT_EQ(rare_runs(tokens, counts, 0, 4, 4), Runs{});
+  EXPECT_EQ(rare_runs(tokens, counts, 1, 0, 0), (Runs{{8, 9}}));          // the later of the two 2s
+  EXPECT_EQ(rare_runs(tokens, counts, 2, 0, 0), (Runs{{2, 3}, {8, 9}}));
+  EXPECT_EQ(rare_runs(tokens, counts, 3, 0, 0), (Runs{{2, 3}, {6, 7}, {8, 9}}));
+  EXPECT_EQ(rare_runs(tokens, counts, 4, 0, 0), (Runs{{2, 3}, {5, 7}, {8, 9}}));
+  EXPECT_EQ(rare_runs(tokens, counts, 2, 1, 1), (Runs{{1, 4}, {7, 10}}));  // widened, clipped at the end
+  EXPECT_EQ(rare_runs(tokens, counts, 2, 3, 3), (Runs{{0, 10}}));          // overlapping windows merge
+  EXPECT_EQ(rare_runs(tokens, counts, 100, 0, 0), (Runs{{0, 10}}));        // more than there are: all
+  EXPECT_EQ(rare_runs(tokens, counts, 2, 2, 0), (Runs{{0, 3}, {6, 9}}));    // before only
+  EXPECT_EQ(rare_runs(tokens, counts, 2, 0, 1), (Runs{{2, 4}, {8, 10}}));   // after only
 }
 
 TEST(TransferHybridModes, RefusesBadSpecsNamingThem) {
