@@ -5,8 +5,8 @@
 // ("dev:R": the receiver runs every projected token through its first layers and recomputes the
 // share R whose K deviates most, transfer/kv_transfer.h), a hybrid by rarity ("rare:R" or "rare:P%": the
 // share of the context's tokens that the map's fitting text held least, recomputed; the counts come from
-// that text, --rare-corpus; "around:W" sets how many neighbours on either side of each are recomputed with
-// it, default 4; "around:B:A", B before and A after), and any of them joined by '+' ("dev:R+last:K", "first:64+last:10%"). One parser for
+// that text, --rare-corpus; "around:B:A" sets how many neighbours before and after each are recomputed with
+// it, default 4:1; "around:W", W on either side), and any of them joined by '+' ("dev:R+last:K", "first:64+last:10%"). One parser for
 // transfer-quality and transfer-retrieval so the two tables name modes the same way.
 #pragma once
 

@@ -38,14 +38,16 @@ struct KvTransferOptions {
   double recompute_ratio = 0;
   // Hybrid by rarity: the receiver also recomputes, through every layer, the ceil(rare_share ×
   // context tokens) projected tokens its map saw least in its fitting text (rare_counts: a count per
-  // receiver token id) with rare_window tokens on either side of each. A linear map carries a
-  // passage's gist but not its rare specifics (a name, a number, a planted key: BENCHMARKS.md,
-  // "Passkey"), and a question about one reads it through its neighbours (the tokens before and after
-  // it say what it is), so both are recomputed. Ties go to the later token. Does not combine with a
-  // check layer (dev:R) or a conditioned map.
+  // receiver token id), each with rare_window tokens before it and rare_window_after after it. A linear
+  // map carries a passage's gist but not its rare specifics (a name, a number, a planted key:
+  // BENCHMARKS.md, "Passkey"), and a question finds one through the words before it ("the pass key
+  // is ..."), whose projected K/V do not say what follows them; the token after it matters less. 4
+  // before and 1 after recalled more planted keys at less work than 4 on either side, and kept about
+  // the same value (BENCHMARKS.md, "Hybrid by rarity"). Ties go to the later token. Does not combine
+  // with a check layer (dev:R) or a conditioned map.
   double rare_share = 0;
   int rare_window = 4;
-  int rare_window_after = -1;  // neighbours after each rare token; -1: rare_window (symmetric)
+  int rare_window_after = 1;  // -1: rare_window (symmetric)
   std::span<const uint32_t> rare_counts;
   // When set (n_vocab floats): the receiver's logits after the context's last token, which gives
   // the first generated token without another pass. Needs native_suffix >= 1 (that token is run).

@@ -172,12 +172,12 @@ def test_transfer_through_the_server(servers, s2g_map):
     assert part["native_tokens"] == 1 + math.ceil(0.1 * part["context_tokens"]), part
 
     # Hybrid by rarity (the map kept its fitting text's token counts): the context's rarest 5% of tokens,
-    # each with 4 neighbours either side, recomputed through every layer, with no check pass; at share 1
+    # each with 4 tokens before it and 1 after, recomputed through every layer, with no check pass; at share 1
     # every transferred token is, in order, which is native prefill exactly.
     r = transfer(doc, port, sid, {"model": "gemma3", "rare_share": 0.05, "native_last": 0})["transfer"]
     assert r["method"] == "hybrid" and r["rare_share"] == 0.05 and r["check_layers"] == 0, r
     want = math.ceil(0.05 * r["context_tokens"])
-    assert want <= r["recomputed_tokens"] <= min(9 * want, r["transferred_tokens"]), r
+    assert want <= r["recomputed_tokens"] <= min(6 * want, r["transferred_tokens"]), r
     assert r["native_work"] == pytest.approx((1 + r["recomputed_tokens"]) / r["context_tokens"]), r
     every = transfer(doc, port, sid, {"model": "gemma3", "rare_share": 1, "native_last": 0})
     assert every["transfer"]["recomputed_tokens"] == every["transfer"]["transferred_tokens"], every

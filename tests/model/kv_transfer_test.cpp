@@ -211,7 +211,7 @@ TEST(KvTransfer, HybridByDeviationAtShareOneIsNativePrefill) {
 // The hybrid by rarity (KvTransferOptions::rare_share): the projected tokens with the smallest counts in
 // the map's fitting text are recomputed through every layer with their neighbours. At share 1 every
 // projected token is (one run, in order, on the batch-invariant prefill kernels): native prefill exactly.
-// A share of one token recomputes that token's latest occurrence and `rare_window` tokens either side;
+// A share of one token recomputes that token's latest occurrence and the window around it (3 either side);
 // without counts, or with a check layer, it is refused.
 TEST(KvTransfer, HybridByRarityRecomputesTheRarestTokensAndShareOneIsNativePrefill) {
   const LoadedModel& a = real_model("smollm2");
@@ -238,6 +238,7 @@ TEST(KvTransfer, HybridByRarityRecomputesTheRarestTokensAndShareOneIsNativePrefi
   KvTransferOptions one;
   one.rare_share = 1.0 / double(nr);  // ceil(share × context tokens) = 1
   one.rare_window = 3;
+  one.rare_window_after = 3;
   one.rare_counts = counts;
   KvTransferOptions modes[1] = {one};
   auto m = measure_transfer_modes(self_map(), a, a, eval_context(), eval_continuation(), test_pool(), modes);

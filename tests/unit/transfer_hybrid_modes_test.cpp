@@ -62,7 +62,7 @@ TEST(TransferHybridModes, ParsesANativePrefix) {
 }
 
 // rare:R / rare:P%: the share of the context's tokens least seen in the map's fitting text, each with
-// around:W neighbours (default 4); the counts come from the map or --rare-corpus, and a rare mode
+// around:B:A neighbours before and after (default 4:1; around:W, W either side); the counts come from the map or --rare-corpus, and a rare mode
 // without any is refused by name.
 TEST(TransferHybridModes, ParsesTheHybridByRarity) {
   auto m = parse_hybrid_modes("--hybrid", "rare:2%+last:15%,rare:0.01+around:8+last:32,rare:1%+around:0,rare:1%+around:4:1", 1);
@@ -73,7 +73,7 @@ TEST(TransferHybridModes, ParsesTheHybridByRarity) {
   m->pop_back();
   EXPECT_DOUBLE_EQ((*m)[0].options.rare_share, 0.02);
   EXPECT_EQ((*m)[0].options.rare_window, 4);
-  EXPECT_EQ((*m)[0].options.rare_window_after, -1);  // symmetric
+  EXPECT_EQ((*m)[0].options.rare_window_after, 1);  // the default: 4 before, 1 after
   EXPECT_DOUBLE_EQ((*m)[0].options.native_suffix_share, 0.15);
   EXPECT_EQ((*m)[0].options.check_layer, -1);  // no check pass: the counts choose, not a deviation
   EXPECT_DOUBLE_EQ((*m)[1].options.rare_share, 0.01);
