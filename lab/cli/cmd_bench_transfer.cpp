@@ -26,7 +26,7 @@ double median(std::vector<double> v) {
 
 int cmd_bench_transfer(int argc, char** argv) {
   TransferPairArgs pair;
-  std::string corpus, lengths_arg = "256,512,1024,2048,4096", hybrid;
+  std::string corpus, lengths_arg = "256,512,1024,2048,4096", hybrid, rare_corpus;
   int64_t threads = 0, repeats = 3, native_last = 1, check_layer = 1;
   ArgParser p("bench-transfer",
               "Time to first token: context transferred from the sender's existing cache vs the receiver's "
@@ -41,8 +41,12 @@ int cmd_bench_transfer(int argc, char** argv) {
   p.add_string("--hybrid", &hybrid,
                "instead of --native-last, time each of these modes (comma-separated): last:K, last:P% (the last P "
                "percent of the context), first:K (its first K tokens; default 1), dev:R (the share R whose "
-               "K deviates most at --check-layer is recomputed), parts joined by '+' (dev:R+last:K); every mode "
-               "runs at least the last token");
+               "K deviates most at --check-layer is recomputed), rare:R (the share R of the context's tokens least seen "
+               "in the map's fitting text, each with around:B:A neighbours, default 4:1), parts joined by '+' "
+               "(dev:R+last:K); every mode runs at least the last token");
+  p.add_string("--rare-corpus", &rare_corpus,
+               "rare:R modes: the map's fitting text, whose token counts rank the context's tokens, for a map fitted "
+               "before maps kept them (default: the map's own counts)");
   p.add_int("--check-layer", &check_layer,
             "dev:R modes: every token runs natively through layers 0..this one", 0, 1024);
   p.add_threads(&threads);
@@ -69,6 +73,9 @@ int cmd_bench_transfer(int argc, char** argv) {
     if (!parsed.ok()) return cli_fail(parsed.error());
     modes = std::move(*parsed);
   }
+  auto rare_counts = rare_counts_for(*setup, rare_corpus);
+  if (!rare_counts.ok()) return cli_fail(rare_counts.error());
+  if (auto st = attach_rare_counts(modes, *rare_counts); !st.ok()) return cli_fail(st.error());
   ThreadPool pool{int(threads)};
   std::printf("%s -> %s, %d threads, %lld repeats (median)\n", sender.name.c_str(), receiver.name.c_str(),
               pool.size(), (long long)repeats);

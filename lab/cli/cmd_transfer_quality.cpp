@@ -54,14 +54,9 @@ int cmd_transfer_quality(int argc, char** argv) {
   if (check_layer >= receiver.config().n_layer)
     return cli_fail("--check-layer " + std::to_string(check_layer) + ": " + receiver.name + " has " +
                     std::to_string(receiver.config().n_layer) + " layers");
-  std::vector<uint32_t> rare_counts = setup->map.receiver_token_counts;
-  if (!rare_corpus.empty()) {
-    auto text = read_text_file(rare_corpus, "--rare-corpus");
-    if (!text.ok()) return cli_fail(text.error());
-    rare_counts.clear();
-    count_tokens(*receiver.tokenizer, *text, rare_counts);
-  }
-  if (auto st = attach_rare_counts(modes, rare_counts); !st.ok()) return cli_fail(st.error());
+  auto rare_counts = rare_counts_for(*setup, rare_corpus);
+  if (!rare_counts.ok()) return cli_fail(rare_counts.error());
+  if (auto st = attach_rare_counts(modes, *rare_counts); !st.ok()) return cli_fail(st.error());
   std::vector<KvTransferOptions> options;
   for (const HybridMode& m : modes) options.push_back(m.options);
   ThreadPool pool{int(threads)};

@@ -25,6 +25,15 @@ Result<TransferSetup> load_transfer_setup(const TransferPairArgs& a, const std::
   return s;
 }
 
+Result<std::vector<uint32_t>> rare_counts_for(const TransferSetup& setup, const std::string& rare_corpus) {
+  if (rare_corpus.empty()) return setup.map.receiver_token_counts;
+  std::string text;
+  AGENTKV_ASSIGN_OR_RETURN(text, read_text_file(rare_corpus, "--rare-corpus"));
+  std::vector<uint32_t> counts;
+  count_tokens(*setup.receiver->tokenizer, text, counts);
+  return counts;
+}
+
 Result<std::vector<int64_t>> parse_int_list(const std::string& flag, const std::string& s, int64_t lo, int64_t hi) {
   std::vector<int64_t> out;
   for (const std::string& item : split_commas(s)) {
