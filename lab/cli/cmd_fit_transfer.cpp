@@ -116,8 +116,6 @@ int cmd_fit_transfer(int argc, char** argv) {
   AlphaChoice choice;
   auto map = fitter.solve(&choice);
   if (!map.ok()) return cli_fail(map.error());
-  // What the map saw of each receiver token, for the hybrid by rarity (transfer/kv_transfer.h).
-  for (const std::string& passage : passages) count_tokens(*receiver.tokenizer, passage, map->receiver_token_counts);
   if (!opt.alpha_grid.empty()) {
     // The choice per receiver layer: held-out relative K/V error at each grid alpha.
     std::printf("held-out relative K/V squared error (%lld rows), per receiver layer:\n%-6s", (long long)choice.n_heldout_rows,

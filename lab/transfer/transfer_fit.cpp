@@ -26,6 +26,9 @@ Status TransferFitter::add_passage(std::string_view text, ThreadPool& pool) {
   TokenSpans s, r;
   AGENTKV_ASSIGN_OR_RETURN(s, tokenize_with_spans(*sender_.tokenizer, text, sender_.tokenizer->add_bos_default()));
   AGENTKV_ASSIGN_OR_RETURN(r, tokenize_with_spans(*receiver_.tokenizer, text, receiver_.tokenizer->add_bos_default()));
+  // What the map sees of each receiver token (the text's, not BOS), for the hybrid by rarity.
+  if (token_counts_.empty()) token_counts_.assign(size_t(receiver_.config().n_vocab), 0);
+  for (size_t t = receiver_.tokenizer->add_bos_default() ? 1 : 0; t < r.size(); ++t) ++token_counts_[size_t(r.tokens[t])];
   const TokenAlignment align = align_tokens(r, s);
   const SpanWeights weights = span_weights(align, r, s, opt_.pooling);
   std::vector<size_t> rows;
@@ -115,6 +118,7 @@ Result<TransferMap> TransferFitter::solve(AlphaChoice* choice) const {
   map.ridge_alpha = opt_.ridge_alpha;
   map.pooling = opt_.pooling;
   map.n_fit_tokens = n_rows_ + n_heldout_rows_;
+  map.receiver_token_counts = token_counts_;
   for (size_t l = 0; l < cross_.size(); ++l) {
     const GramAccumulator& g = grams_.at(sender_layer_[l]);
     const int n = g.n_in(), m = cross_[l].n_out();

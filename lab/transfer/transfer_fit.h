@@ -65,6 +65,7 @@ class TransferFitter {
   std::map<int32_t, GramAccumulator> grams_;  // by first sender layer: receiver layers mapped to one window share it
   std::vector<CrossAccumulator> cross_;       // by receiver layer
   int64_t n_rows_ = 0;
+  std::vector<uint32_t> token_counts_;  // per receiver token id, over every passage added
   // The held-out passages' accumulators (alpha grid only): as above, plus ||Y||^2 per receiver layer.
   std::map<int32_t, GramAccumulator> heldout_grams_;
   std::vector<CrossAccumulator> heldout_cross_;
