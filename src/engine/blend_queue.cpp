@@ -9,6 +9,8 @@ namespace agentkv {
 size_t BlendQueue::flush(const Model& model, KvManager& kv, ThreadPool& pool, const std::function<bool()>& reclaim) {
   std::vector<PendingBlend> work;
   work.swap(pending_);
+  const size_t frame = flushing_.size();
+  flushing_.push_back(Flushing{&work, nullptr, 0});
   using Key = std::tuple<const KvSequence*, int32_t, std::vector<int32_t>, double, int, int>;
   std::map<Key, std::vector<size_t>> groups;
   for (size_t i = 0; i < work.size(); ++i) {
@@ -28,13 +30,32 @@ size_t BlendQueue::flush(const Model& model, KvManager& kv, ThreadPool& pool, co
     }
     auto copies = collect_segment_copies(model, *first.master, first.master_start, first.tokens, prefixes,
                                          first.options, pool);
+    flushing_[frame].copies = copies.ok() ? &*copies : nullptr;
     for (size_t k = 0; k < members.size(); ++k) {
+      flushing_[frame].next_copy = k + 1;
       PendingBlend& b = work[members[k]];
       if (!copies.ok()) b.done(copies.status_error());
       else b.done(std::move((*copies)[k]));
     }
+    flushing_[frame].copies = nullptr;
   }
+  flushing_.pop_back();
   return groups.size();
+}
+
+void BlendQueue::for_each_held(const std::function<void(const KvSequence&)>& fn) const {
+  auto blends = [&](const std::vector<PendingBlend>& v) {
+    for (const PendingBlend& b : v) {
+      if (b.prefix) fn(*b.prefix);
+      if (b.master && b.master_is_copy) fn(*b.master);
+    }
+  };
+  blends(pending_);
+  for (const Flushing& f : flushing_) {
+    blends(*f.work);
+    if (f.copies)
+      for (size_t k = f.next_copy; k < f.copies->size(); ++k) fn((*f.copies)[k].seq);
+  }
 }
 
 }  // namespace agentkv

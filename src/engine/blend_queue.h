@@ -19,6 +19,7 @@ namespace agentkv {
 
 struct PendingBlend {
   std::shared_ptr<const KvSequence> master;   // held while queued: eviction cannot free it
+  bool master_is_copy = false;                // a copy made for this blend (an expansion), held by no one else
   int32_t master_start = 0;                   // the segment's first slot (and RoPE position) in the master
   std::vector<int32_t> tokens;                // the segment run
   std::shared_ptr<const KvSequence> prefix;   // the request's context before the run
@@ -34,9 +35,22 @@ class BlendQueue {
   // frees cached contexts when the pool cannot hold a group's copies (false: nothing left to free).
   // Returns the number of collective steps (groups) it ran.
   size_t flush(const Model& model, KvManager& kv, ThreadPool& pool, const std::function<bool()>& reclaim);
+  // Each sequence the queue holds while blends wait or are handed out: the requests' prefixes, masters
+  // copied for a blend, and copies made but not yet handed over (callbacks run one at a time, and one
+  // may admit a request meanwhile). They are work in flight, not an agent's pin (Engine::kv_budget);
+  // a sequence may be visited more than once.
+  void for_each_held(const std::function<void(const KvSequence&)>& fn) const;
 
  private:
+  // A flush under way (a callback may flush again: a stack): its blends and the current group's
+  // copies, of which those from `next_copy` on are not handed over yet.
+  struct Flushing {
+    const std::vector<PendingBlend>* work = nullptr;
+    const std::vector<BlendedCopy>* copies = nullptr;
+    size_t next_copy = 0;
+  };
   std::vector<PendingBlend> pending_;
+  std::vector<Flushing> flushing_;
 };
 
 }  // namespace agentkv

@@ -7,6 +7,8 @@
 #include "engine/chat_sharing.h"
 
 #include <algorithm>
+#include <memory>
+#include <optional>
 
 #include "engine/chat_contexts.h"
 
@@ -18,11 +20,40 @@ namespace {
 // engine thread (bounded by the tier's timeout), so a request of many new messages costs a few.
 constexpr int kMaxMasterLookups = 8;
 
+// A stored context the job uses later, held weakly: the store stays free to evict it while the job
+// runs. A job holding it strongly would keep its blocks alive outside the store, where nothing can
+// reclaim them and admission counts them as an agent's pin (with many chats in flight on a small
+// budget, their answers were refused with 507 for blocks no agent held). Locked when used; a context
+// gone by then is simply not reused.
+struct HeldHit {
+  std::weak_ptr<const KvSequence> context;
+  std::weak_ptr<const SegmentStore::Detached> detached;
+  bool compact = false;  // it had a detached part (then it must still be there)
+  int64_t slot = 0;
+  SegmentStore::Ranges blended;
+
+  static HeldHit of(const SegmentStore::Hit& h) {
+    return HeldHit{h.context, h.detached, h.detached != nullptr, h.slot, h.blended};
+  }
+  std::optional<SegmentStore::Hit> lock() const {
+    SegmentStore::Hit h{context.lock(), slot, blended, detached.lock()};
+    if (!h.context || (compact && !h.detached)) return std::nullopt;
+    return h;
+  }
+};
+
+// A blended run as the stored context's compaction will want it (BlendedRun), its master held weakly.
+struct HeldBlend {
+  int64_t begin = 0, n = 0;
+  std::weak_ptr<const KvSequence> master;
+  int32_t master_start = 0;
+};
+
 // One run of whole segments (with the role headers between them) that a stored context holds
 // contiguously: prompt tokens [begin, end) are its tokens [begin + offset, end + offset).
 struct Run {
   int64_t begin = 0, end = 0;
-  SegmentStore::Hit master;  // the stored context holding the run (its expansion serves holes: master_for)
+  HeldHit master;  // the stored context holding the run (its expansion serves holes: master_for)
   int64_t offset = 0;
   int segments = 0;
   int64_t segment_tokens = 0;  // tokens of the segments (not the headers between them)
@@ -44,6 +75,7 @@ class ChatJob : public std::enable_shared_from_this<ChatJob> {
   void prefix_done(const RequestEvent& ev);
   void blended(Result<BlendedCopy> copy);
   void answer();
+  void store(std::shared_ptr<const KvSequence> context);
   void fallback(const std::string& why);
   void fail(ErrorCode code, const std::string& message);
   bool cancelled() const { return r_.cancelled && r_.cancelled->load(); }
@@ -58,8 +90,11 @@ class ChatJob : public std::enable_shared_from_this<ChatJob> {
   ChatEventFn on_event_;
   ChatSharingReport rep_;
   std::vector<Run> runs_;
-  std::vector<BlendedRun> blends_;     // what the runs became: the stored context's master–diff form
-  SegmentStore::PrefixHit resumed_;    // the stored context resumed (step 2), and its tokens resumed
+  std::vector<HeldBlend> blends_;      // what the runs became: the stored context's master–diff form
+  // The stored context resumed (step 2): its compact part (weakly, for its diffs), its ranges that serve
+  // no master, and its tokens resumed.
+  std::weak_ptr<const SegmentStore::Detached> resumed_detached_;
+  SegmentStore::Ranges resumed_blended_;
   int64_t resumed_tokens_ = 0;
   size_t next_run_ = 0;
   uint64_t cur_ = 0;     // the context the next phase resumes from (a snapshot the job owns)
@@ -105,6 +140,7 @@ void ChatJob::fetch_masters() {
     p.prompt = std::move(rec->tokens);
     p.max_tokens = 0;
     p.retain_kv = true;
+    p.retain_transient = true;
     p.cache_salt = r_.params.cache_salt;
     auto self = shared_from_this();
     auto id = e_.add_request(std::move(p), [self, offset](const RequestEvent& ev) {
@@ -184,7 +220,8 @@ void ChatJob::plan() {
     }
     if (from) {
       set_cur(e_.adopt_retained(std::move(*from)));
-      resumed_ = ph;
+      resumed_detached_ = ph.detached;
+      resumed_blended_ = ph.blended;
       resumed_tokens_ = kept;
       rep_.cached_tokens = std::max(exact, std::min(kept, ph.context->approximate_from()));
       rep_.resumed_tokens = kept - rep_.cached_tokens;
@@ -204,10 +241,11 @@ void ChatJob::plan() {
     const std::span<const int32_t> seg_tokens(prompt.data() + sb, size_t(se - sb));
     Run best;
     size_t best_next = i + 1;
+    const KvSequence* best_context = nullptr;
     for (const SegmentStore::Hit& h : store.find(seg_tokens)) {
       const auto& mt = h.context->tokens();
       const int64_t off = h.slot - sb;
-      Run run{sb, se, h, off, 1, se - sb};
+      Run run{sb, se, HeldHit::of(h), off, 1, se - sb};
       // The headers before the segment, back to the previous run or prefix, where they match (and the
       // master may serve them: not inside its own blended runs).
       while (run.begin > lower && run.begin + off > 0 && prompt[size_t(run.begin - 1)] == mt[size_t(run.begin - 1 + off)] &&
@@ -230,11 +268,12 @@ void ChatJob::plan() {
       if (run.end - run.begin > best.end - best.begin) {
         best = run;
         best_next = j;
+        best_context = h.context.get();
       }
     }
-    if (best.master.context && best.end - best.begin >= r_.min_run_tokens) {
+    if (best_context && best.end - best.begin >= r_.min_run_tokens) {
       hit_tokens += uint64_t(best.segment_tokens);
-      store.touch(best.master.context.get());
+      store.touch(best_context);
       lower = best.end;
       runs_.push_back(std::move(best));
       i = best_next;
@@ -255,6 +294,7 @@ void ChatJob::next_phase() {
   p.prompt.assign(r_.params.prompt.begin(), r_.params.prompt.begin() + run.begin);
   p.max_tokens = 0;
   p.retain_kv = true;
+  p.retain_transient = true;
   p.kv_from = cur_;
   p.cache_salt = r_.params.cache_salt;
   auto self = shared_from_this();
@@ -274,13 +314,22 @@ void ChatJob::prefix_done(const RequestEvent& ev) {
   prefix_ = ev.retained_kv;
   e_.mark_transient(prefix_);
   Run& run = runs_[next_run_];
+  const std::optional<SegmentStore::Hit> hit = run.master.lock();
+  if (!hit) {
+    // The store let the run's master go (the pool was short): that run is prefilled exactly, as part
+    // of the next phase's prefix (or the answer's), from the exact context just computed.
+    set_cur(std::exchange(prefix_, 0));
+    ++next_run_;
+    return next_phase();
+  }
   PendingBlend b;
-  b.master = master_for(e_, run.master, run.begin + run.offset, run.end + run.offset);
+  b.master = master_for(e_, *hit, run.begin + run.offset, run.end + run.offset);
   if (!b.master) {
     e_.release_retained(std::exchange(prefix_, 0));
     return fallback("the pool cannot hold the expansion of a stored context that holds a shared message");
   }
-  run.expanded = b.master != run.master.context;
+  run.expanded = b.master != hit->context;
+  b.master_is_copy = run.expanded;
   b.master_start = int32_t(run.begin + run.offset);
   b.tokens.assign(r_.params.prompt.begin() + run.begin, r_.params.prompt.begin() + run.end);
   b.prefix = e_.share_retained(prefix_);
@@ -300,7 +349,7 @@ void ChatJob::blended(Result<BlendedCopy> copy) {
   rep_.segments += run.segments;
   // A run blended from an expansion stays dense in the stored context (its master is a transient copy).
   if (!run.expanded)
-    blends_.push_back(BlendedRun{run.begin, run.end - run.begin, run.master.context, int32_t(run.begin + run.offset)});
+    blends_.push_back(HeldBlend{run.begin, run.end - run.begin, run.master.context, int32_t(run.begin + run.offset)});
   e_.note_sharing(0, 0, uint64_t(run.end - run.begin - recomputed), uint64_t(recomputed));
   set_cur(e_.adopt_retained(std::move(copy->seq)));
   ++next_run_;
@@ -337,8 +386,7 @@ void ChatJob::answer() {
       // The whole context becomes a master for later requests.
       if (auto ctx = self->e_.take_retained(ev.retained_kv)) {
         self->publish_segments(*ctx);
-        store_chat_context(self->e_, std::move(ctx), self->r_.segments, self->blends_, self->resumed_,
-                           self->resumed_tokens_);
+        self->store(std::move(ctx));
       }
       ev.retained_kv = 0;
     }
@@ -354,12 +402,25 @@ void ChatJob::answer() {
   }
 }
 
+void ChatJob::store(std::shared_ptr<const KvSequence> context) {
+  // The runs whose masters are still there become master + diff; the others (and a resumed compact
+  // context gone meanwhile) stay dense in the stored context: it serves the same KV either way.
+  std::vector<BlendedRun> runs;
+  for (const HeldBlend& b : blends_)
+    if (auto m = b.master.lock()) runs.push_back(BlendedRun{b.begin, b.n, std::move(m), b.master_start});
+  SegmentStore::PrefixHit resumed;
+  resumed.detached = resumed_detached_.lock();
+  resumed.blended = resumed_blended_;
+  store_chat_context(e_, std::move(context), r_.segments, runs, resumed, resumed_tokens_);
+}
+
 void ChatJob::fallback(const std::string& why) {
   // Exact prefill of the whole request: still correct, only slower.
   set_cur(0);
   runs_.clear();
   blends_.clear();
-  resumed_ = {};
+  resumed_detached_.reset();
+  resumed_blended_.clear();
   resumed_tokens_ = 0;
   ChatSharingReport fresh;
   fresh.recompute = r_.recompute;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <unordered_set>
 
 #include "tokenizer/chat_tools.h"
 #include "util/monotonic_clock.h"
@@ -107,17 +108,22 @@ Status Engine::validate(const RequestParams& p) const {
 }
 
 KvBudget Engine::kv_budget() const {
-  // Every reference a scheduled sequence, the (reclaimable) segment cache or a transient snapshot
-  // holds is unpinned; what is left of a block's reference count is a resident context's pin.
+  // Every reference a scheduled sequence, the (reclaimable) segment cache, a transient snapshot or a
+  // blend in flight holds is unpinned; what is left of a block's reference count is a resident
+  // context's pin. A sequence holds one reference per block however many hold it: each counts once.
   std::vector<int32_t> refs(size_t(kv_->pool().n_blocks()), 0);
+  std::unordered_set<const KvSequence*> counted;
+  auto count = [&](const KvSequence& s) {
+    if (!counted.insert(&s).second) return;
+    for (int32_t b : s.blocks())
+      if (b != KvSequence::kHole) ++refs[size_t(b)];
+  };
   for (const auto& [id, r] : requests_)
-    for (const auto& seq : r.seqs)
-      for (int32_t b : seq->kv.blocks())
-        if (b != KvSequence::kHole) ++refs[size_t(b)];
+    for (const auto& seq : r.seqs) count(seq->kv);
   segments_.add_block_refs(refs);
   for (uint64_t h : transient_)
-    if (auto it = retained_.find(h); it != retained_.end())
-      for (int32_t b : it->second->blocks()) ++refs[size_t(b)];
+    if (auto it = retained_.find(h); it != retained_.end()) count(*it->second);
+  blends_.for_each_held(count);
   return KvBudget{kv_->pool().n_blocks(), count_pinned_blocks(kv_->pool(), refs), kv_->block_size()};
 }
 
@@ -213,6 +219,7 @@ void Engine::finish_sequence(RequestState& r, Sequence* s, RequestEvent& ev, Fin
       retained_.emplace(h, std::move(snap));
     else  // resumed in attention: it stays in master–diff form
       store_compact(h, std::move(snap), s->diffs);
+    if (r.params.retain_transient) mark_transient(h);
   }
   scheduler_.remove(s);  // blocks go back at once
   s->state = Sequence::State::kFinished;
@@ -551,6 +558,7 @@ EngineMetrics Engine::metrics() const {
   m.prefix_hit_blocks = uint64_t(ps.hits);
   m.blocks_total = ps.n_blocks;
   m.blocks_used = ps.n_used;
+  m.blocks_pinned = kv_budget().pinned_blocks;
   m.blocks_free = ps.n_free;
   m.blocks_cached = ps.n_cached;
   m.blocks_peak_used = ps.peak_used;

@@ -60,6 +60,7 @@ struct EngineMetrics {
   // Gauges.
   int64_t blocks_total = 0;
   int64_t blocks_used = 0;
+  int64_t blocks_pinned = 0;  // held by resident contexts only: what admission cannot reclaim (kv_budget)
   int64_t blocks_free = 0;
   int64_t blocks_cached = 0;
   int64_t blocks_peak_used = 0;

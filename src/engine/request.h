@@ -32,6 +32,9 @@ struct RequestParams {
   // snapshot, pinned until Engine::release_retained; the final event carries its handle.
   uint64_t kv_from = 0;
   bool retain_kv = false;
+  // With retain_kv: the snapshot is the caller's working copy, not an agent's pin, from the moment it
+  // exists (Engine::mark_transient): admission counts its blocks as in flight, not pinned.
+  bool retain_transient = false;
   // One event with no token and no finish as soon as the request is admitted (past validation and
   // the KV fit check): a streamed reply starts its 200 then, not only at the first token, and a
   // refusal still gets its own HTTP status.

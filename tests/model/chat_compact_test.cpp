@@ -11,6 +11,7 @@
 
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <optional>
 #include <string>
 #include <tuple>
@@ -74,34 +75,42 @@ class ChatGroup {
     transcript_ = {"Moderator: The river flooded the lower fields last night and the old bridge is closed. "
                    "Decide together what the village does first."};
     std::vector<Turn> turns;
-    for (int t = 0; t < kTurns; ++t) {
-      const size_t agent = size_t(t) % std::size(kAgents);
-      const AgentContextTokens pieces = pieces_for(*lm_.tokenizer, messages_for(agent, transcript_, alternate_));
-      ChatSharingRequest req;
-      req.params.prompt = pieces.tokens;
-      req.params.max_tokens = 32;
-      req.params.min_tokens = 8;
-      req.params.sampling.temperature = 0;
-      req.segments = pieces.segments;
-      req.request_id = e_->next_request_id();
-      Turn turn;
-      std::string text, error;
-      bool finished = false;
-      start_chat_request(*e_, req, [&](const RequestEvent& ev, const ChatSharingReport& r) {
-        if (!ev.error.empty()) error = ev.error;
-        if (ev.has_token) turn.reply.push_back(ev.token);
-        text += ev.text;
-        if (ev.request_finished) {
-          finished = true;
-          turn.report = r;
-        }
-      });
-      EXPECT_TRUE(e_->run_until_idle().ok());
-      EXPECT_TRUE(finished && error.empty()) << "turn " << t << ": " << error;
-      transcript_.push_back(std::string(kAgents[agent]) + ": " + text);
-      turns.push_back(std::move(turn));
-    }
+    for (int t = 0; t < kTurns; ++t) turns.push_back(turn(size_t(t) % std::size(kAgents)));
     return turns;
+  }
+
+  // One agent's turn through the chat sharing job. `planned` runs once the job has planned (it plans
+  // when it starts), then `each_step` after every engine step until the turn is answered.
+  Turn turn(size_t agent, const std::function<void()>& planned = {}, const std::function<void()>& each_step = {}) {
+    const AgentContextTokens pieces = pieces_for(*lm_.tokenizer, messages_for(agent, transcript_, alternate_));
+    ChatSharingRequest req;
+    req.params.prompt = pieces.tokens;
+    req.params.max_tokens = 32;
+    req.params.min_tokens = 8;
+    req.params.sampling.temperature = 0;
+    req.segments = pieces.segments;
+    req.request_id = e_->next_request_id();
+    Turn turn;
+    std::string text, error;
+    bool finished = false;
+    start_chat_request(*e_, req, [&](const RequestEvent& ev, const ChatSharingReport& r) {
+      if (!ev.error.empty()) error = ev.error;
+      if (ev.has_token) turn.reply.push_back(ev.token);
+      text += ev.text;
+      if (ev.request_finished) {
+        finished = true;
+        turn.report = r;
+      }
+    });
+    if (planned) planned();
+    for (int steps = 0; !finished && steps < 100000; ++steps) {
+      EXPECT_TRUE(e_->step().ok());
+      if (each_step) each_step();
+    }
+    EXPECT_TRUE(e_->run_until_idle().ok());
+    EXPECT_TRUE(finished && error.empty()) << "turn " << transcript_.size() << ": " << error;
+    transcript_.push_back(std::string(kAgents[agent]) + ": " + text);
+    return turn;
   }
 
  private:
@@ -196,11 +205,125 @@ TEST_P(ChatCompactTest, CompactStorageServesTheSameRepliesFromFewerBlocks) {
   EXPECT_EQ(ed.kv().pool().stats().n_used, 0);
 }
 
+// A chat job in flight pins nothing: its working contexts (the exact prefix before a run, the blended
+// copy it continues from) and the stored contexts it plans to reuse are work in progress, never an
+// agent's resident context, so admission must not count them against other requests (with eight chats
+// in flight on a small budget, answers were refused with 507 for blocks no agent held). A stored context
+// the store lets go while a job still plans to blend from it is not kept alive by the job: that run is
+// prefilled exactly, and no block is left behind.
+class ChatJobPinsTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(ChatJobPinsTest, AChatJobInFlightPinsNoBlockAndLetsEvictedMastersGo) {
+  const LoadedModel& lm = real_model(GetParam());
+  ThreadPool pool(2);
+  ChatGroup chat(lm, pool, true, false);
+  chat.run();
+  Engine& e = chat.engine();
+  int64_t most_pinned = 0;
+  auto watch = [&] { most_pinned = std::max(most_pinned, e.kv_budget().pinned_blocks); };
+  // A turn as usual: blended, and nothing pinned at any step.
+  const Turn blended = chat.turn(0, watch, watch);
+  EXPECT_GT(blended.report.segments, 0);
+  EXPECT_EQ(most_pinned, 0);
+  // The store evicts everything right after the next turn planned: the job blends nothing, holds
+  // nothing pinned, still answers, and once the store lets go of its context no block is in use.
+  const Turn evicted = chat.turn(1, [&] { e.segments().clear(); watch(); }, watch);
+  EXPECT_EQ(evicted.report.segments, 0);
+  EXPECT_EQ(evicted.report.segment_tokens, 0);
+  EXPECT_EQ(most_pinned, 0);
+  EXPECT_FALSE(evicted.reply.empty());
+  e.segments().clear();
+  EXPECT_EQ(e.kv().pool().stats().n_used, 0);
+}
+
 INSTANTIATE_TEST_SUITE_P(BothModels, ChatCompactTest,
                          ::testing::Combine(::testing::Values("smollm2", "gemma3"), ::testing::Bool()),
                          [](const auto& info) {
                            return std::get<0>(info.param) + (std::get<1>(info.param) ? "_OriginalMasters" : "");
                          });
+
+// Copies a flush made but has not handed over yet are work in flight too: requests blending the same
+// run in one engine step get their copies one callback at a time, and the first may admit its answer
+// while the others still wait in the queue's hands (eight chats at once on a small budget saw 102 of 120
+// blocks counted as pins that way, and their answers refused with 507).
+TEST_P(ChatJobPinsTest, BlendCopiesNotYetHandedOverAreNoPins) {
+  const LoadedModel& lm = real_model(GetParam());
+  ThreadPool pool(2);
+  EngineOptions eo;
+  eo.kv.mem_bytes = int64_t(64) << 20;
+  eo.kv.block_size = 16;
+  auto created = Engine::create(lm, eo, pool);
+  ASSERT_TRUE(created.ok()) << created.error();
+  Engine& e = **created;
+  const Tokenizer& tok = *lm.tokenizer;
+  // A context kept as the job keeps its working contexts: a transient snapshot.
+  auto keep = [&](const std::string& text) {
+    RequestParams p;
+    p.prompt = tok.encode(text, true, false);
+    p.max_tokens = 0;
+    p.retain_kv = true;
+    p.retain_transient = true;
+    uint64_t handle = 0;
+    EXPECT_TRUE(e.add_request(std::move(p), [&](const RequestEvent& ev) {
+                   if (ev.retained_kv) handle = ev.retained_kv;
+                 }).ok());
+    EXPECT_TRUE(e.run_until_idle().ok());
+    return handle;
+  };
+  const std::string segment =
+      " The river flooded the lower fields last night, the old bridge is closed, and the millers say the road by "
+      "the ford is still too soft for the heavy carts of flour and oats that the market needs by Friday.";
+  const uint64_t master = keep(segment);
+  const uint64_t prefixes[] = {keep("Ada keeps the mill's accounts and speaks first."),
+                               keep("Bram mends the boats and never agrees with Ada about anything.")};
+  ASSERT_TRUE(master && prefixes[0] && prefixes[1]);
+  const std::vector<int32_t> seg = tok.encode(segment, false, false);
+  const auto& mt = e.retained(master)->tokens();
+  ASSERT_GE(mt.size(), seg.size());
+  const int32_t master_start = int32_t(mt.size() - seg.size());
+  ASSERT_TRUE(std::equal(seg.begin(), seg.end(), mt.begin() + master_start));
+  EXPECT_EQ(e.kv_budget().pinned_blocks, 0);
+
+  // Both blends are queued inside one step (from a request's completion), so one flush makes both copies.
+  std::vector<int64_t> pinned_at_callback;
+  std::vector<uint64_t> adopted;
+  RequestParams tick;
+  tick.prompt = tok.encode("Go.", true, false);
+  tick.max_tokens = 0;
+  ASSERT_TRUE(e.add_request(std::move(tick), [&](const RequestEvent& ev) {
+                 if (!ev.request_finished) return;
+                 e.defer([&] {
+                   for (uint64_t h : prefixes) {
+                     PendingBlend b;
+                     b.master = e.share_retained(master);
+                     b.master_start = master_start;
+                     b.tokens = seg;
+                     b.prefix = e.share_retained(h);
+                     b.options.ratio = 0.15;
+                     b.done = [&, h](Result<BlendedCopy> copy) {
+                       ASSERT_TRUE(copy.ok()) << copy.error();
+                       e.release_retained(h);  // as the chat job does: its prefix is done with
+                       const uint64_t a = e.adopt_retained(std::move(copy->seq));
+                       e.mark_transient(a);
+                       adopted.push_back(a);
+                       pinned_at_callback.push_back(e.kv_budget().pinned_blocks);
+                     };
+                     e.queue_blend(std::move(b));
+                   }
+                 });
+               }).ok());
+  ASSERT_TRUE(e.run_until_idle().ok());
+  ASSERT_EQ(pinned_at_callback.size(), 2u);
+  EXPECT_EQ(e.metrics().segment_blend_steps, 1u) << "the two blends were not made in one collective step";
+  EXPECT_EQ(pinned_at_callback[0], 0) << "the second copy, not handed over yet, was counted as pinned";
+  EXPECT_EQ(pinned_at_callback[1], 0);
+  for (uint64_t a : adopted) e.release_retained(a);
+  e.release_retained(master);
+  EXPECT_EQ(e.kv().pool().stats().n_used, 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(BothModels, ChatJobPinsTest, ::testing::Values("smollm2", "gemma3"),
+                         [](const auto& info) { return info.param; });
 
 }  // namespace chat_compact
 }  // namespace
