@@ -41,8 +41,8 @@ int cmd_bench_transfer(int argc, char** argv) {
   p.add_string("--hybrid", &hybrid,
                "instead of --native-last, time each of these modes (comma-separated): last:K, last:P% (the last P "
                "percent of the context), first:K (its first K tokens; default 1), dev:R (the share R whose "
-               "K deviates most at --check-layer is recomputed), rare:R (the share R of the context's tokens least seen "
-               "in the map's fitting text, each with around:B:A neighbours, default 4:1), parts joined by '+' "
+               "K deviates most at --check-layer is recomputed), rare:R or rare:R:N (the share R of the context's tokens least seen "
+               "in the map's fitting text, at most N of them, each with around:B:A neighbours, default 4:1), parts joined by '+' "
                "(dev:R+last:K); every mode runs at least the last token");
   p.add_string("--rare-corpus", &rare_corpus,
                "rare:R modes: the map's fitting text, whose token counts rank the context's tokens, for a map fitted "

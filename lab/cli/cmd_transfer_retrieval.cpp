@@ -169,7 +169,7 @@ int cmd_transfer_retrieval(int argc, char** argv) {
                "last:P% (its last P percent), "
                "dev:R (it recomputes the share R of tokens whose K deviates most at --check-layer), first:K (its "
                "first K tokens; default 1), rare:R or rare:P% (the share of the context's tokens least seen in "
-               "the map's fitting text, each with around:B:A neighbours before and after it, default 4:1; around:W, W either side), parts joined by '+' (dev:R+last:K)");
+               "the map's fitting text; rare:R:N, at most N of them; each with around:B:A neighbours before and after it, default 4:1; around:W, W either side), parts joined by '+' (dev:R+last:K)");
   p.add_int("--check-layer", &check_layer, "dev:R modes: every token runs natively through layers 0..this one", 0, 1024);
   p.add_string("--rare-corpus", &rare_corpus,
                "rare:R modes: the map's fitting text (fit-transfer --corpus), whose token counts rank the context's tokens, "

@@ -37,13 +37,22 @@ Status apply_part(const std::string& flag, const std::string& spec, const std::s
       return make_error(flag + ": '" + spec + "': dev:R needs a share in [0, 1]");
     o.check_layer = check_layer;
     o.recompute_ratio = r;
-  } else if (key == "rare") {
-    const bool pct = !value.empty() && value.back() == '%';
-    const std::string num = pct ? value.substr(0, value.size() - 1) : value;
+  } else if (key == "rare") {  // rare:R or rare:P%, then optionally :N (at most N tokens)
+    const size_t colon2 = value.find(':');
+    const std::string share = value.substr(0, colon2);
+    const bool pct = !share.empty() && share.back() == '%';
+    const std::string num = pct ? share.substr(0, share.size() - 1) : share;
     const double r = std::strtod(num.c_str(), &end) / (pct ? 100.0 : 1.0);
     if (num.empty() || *end || !(r >= 0.0 && r <= 1.0))
       return make_error(flag + ": '" + spec + "': rare:R needs a share in [0, 1] (or rare:P%, a percentage)");
     o.rare_share = r;
+    if (colon2 != std::string::npos) {
+      const std::string cap = value.substr(colon2 + 1);
+      const long n = std::strtol(cap.c_str(), &end, 10);
+      if (cap.empty() || *end || n < 1 || n > (1 << 20))
+        return make_error(flag + ": '" + spec + "': rare:R:N needs a token count N in [1, 1048576] (at most N rare tokens)");
+      o.rare_max_tokens = n;
+    }
   } else if (key == "around") {  // around:W (either side) or around:B:A (before, after)
     const size_t colon2 = value.find(':');
     const std::string before = value.substr(0, colon2);

@@ -5,7 +5,7 @@
 // ("dev:R": the receiver runs every projected token through its first layers and recomputes the
 // share R whose K deviates most, transfer/kv_transfer.h), a hybrid by rarity ("rare:R" or "rare:P%": the
 // share of the context's tokens that the map's fitting text held least, recomputed; the counts come from
-// that text, --rare-corpus; "around:B:A" sets how many neighbours before and after each are recomputed with
+// that text, --rare-corpus; "rare:R:N": at most N of them; "around:B:A" sets how many neighbours before and after each are recomputed with
 // it, default 4:1; "around:W", W on either side), and any of them joined by '+' ("dev:R+last:K", "first:64+last:10%"). One parser for
 // transfer-quality and transfer-retrieval so the two tables name modes the same way.
 #pragma once

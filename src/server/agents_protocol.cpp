@@ -111,7 +111,9 @@ std::optional<ApiError> parse_agent_fork(const Json& body, const AgentLimits& al
 }
 
 std::optional<ApiError> parse_agent_transfer(const Json& body, AgentTransferRequest* out) {
-  if (auto e = only_fields(body, {"model", "name", "native_last", "native_share", "recompute", "rare_share"})) return e;
+  if (auto e = only_fields(body, {"model", "name", "native_last", "native_share", "recompute", "rare_share",
+                                  "rare_max_tokens"}))
+    return e;
   AgentTransferRequest r;
   if (auto e = get_model(body, &r.model)) return e;
   if (auto e = get_name(body, &r.name)) return e;
@@ -129,6 +131,12 @@ std::optional<ApiError> parse_agent_transfer(const Json& body, AgentTransferRequ
   std::optional<double> rare_share;
   if (auto e = get_number(body, "rare_share", 0.0, 1.0, &rare_share)) return e;
   r.rare_share = rare_share.value_or(0.0);
+  std::optional<int64_t> rare_max;
+  if (auto e = get_int(body, "rare_max_tokens", 1, kMaxNativeLast, &rare_max)) return e;
+  if (rare_max && r.rare_share <= 0)
+    return bad_request("rare_max_tokens", "'rare_max_tokens' caps the tokens 'rare_share' recomputes; ask for "
+                                          "'rare_share' too");
+  r.rare_max_tokens = rare_max.value_or(0);
   *out = std::move(r);
   return std::nullopt;
 }
@@ -144,6 +152,7 @@ Json transfer_summary_json(const TransferSummary& t) {
             {"native_share", t.native_share},
             {"recompute", t.recompute},
             {"rare_share", t.rare_share},
+            {"rare_max_tokens", t.rare_max_tokens},
             {"recomputed_tokens", t.recomputed_tokens},
             {"check_layers", t.check_layers},
             {"native_work", t.native_work},

@@ -8,7 +8,8 @@
 //   POST   /v1/agents/{id}/respond     {messages?, max_tokens?, temperature?, top_p?, seed?, stop?}
 //   POST   /v1/agents/{id}/fork        {name?, ttl_seconds?}
 //   POST   /v1/agents/{id}/score       {steps: [texts], prefix?}        KV-PRM step scores
-//   POST   /v1/agents/{id}/transfer    {model, name?, native_last?, native_share?, recompute?, rare_share?}
+//   POST   /v1/agents/{id}/transfer    {model, name?, native_last?, native_share?, recompute?, rare_share?,
+//                                        rare_max_tokens?}
 //                                                                        the context to another model
 //   DELETE /v1/agents/{id}
 //   GET    /v1/agents/{id}/export      the agent as an agent.export document (migration)
@@ -99,7 +100,9 @@ struct AgentTransferRequest {
   double recompute = 0;     // hybrid by deviation: the share of projected tokens it recomputes
   // Hybrid by rarity: the share of the context's tokens the map saw least in its fitting text,
   // recomputed with their neighbours (transfer/kv_transfer.h); needs a map that kept its counts.
+  // rare_max_tokens > 0: at most that many rare tokens, however long the context.
   double rare_share = 0;
+  int64_t rare_max_tokens = 0;
 };
 std::optional<ApiError> parse_agent_transfer(const Json& body, AgentTransferRequest* out);
 
@@ -115,6 +118,7 @@ struct TransferSummary {
   double native_share = 0;         // as asked
   double recompute = 0;            // as asked
   double rare_share = 0;           // as asked
+  int64_t rare_max_tokens = 0;     // as asked (0: no cap)
   int64_t recomputed_tokens = 0;   // projected tokens recomputed through every layer (by deviation or rarity)
   int check_layers = 0;            // receiver layers every projected token ran through natively
   double native_work = 0;          // share of native prefill's token-layer work the receiver did

@@ -302,7 +302,7 @@ void transfer_agent(ServerState& s, const std::string& id, const HttpRequest& re
   if (Status st = check_context(int64_t(aligned->receiver.size()), m.engine->n_ctx(), "the agent's context"); !st.ok())
     return refuse(api_error(st.status_error(), "messages"));
   auto done = transfer_context(s, ContextTransfer{map, from.kv, std::move(aligned).value(), tr.native_last, tr.recompute, tr.native_share,
-                                             tr.rare_share}, w);
+                                             tr.rare_share, tr.rare_max_tokens}, w);
   s.agents->abandon(id);  // read only
   if (!done) return;      // the client went away
   if (!done->ok()) return reply(w, api_error(done->status_error()));
@@ -321,6 +321,7 @@ void transfer_agent(ServerState& s, const std::string& id, const HttpRequest& re
   sum.native_share = tr.native_share;
   sum.recompute = tr.recompute;
   sum.rare_share = tr.rare_share;
+  sum.rare_max_tokens = tr.rare_max_tokens;
   sum.recomputed_tokens = t.report.n_recomputed;
   sum.check_layers = t.report.check_layers;
   sum.native_work = native_work_share(t.report, s.models[a.model].lm->config().n_layer);

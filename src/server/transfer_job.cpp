@@ -62,6 +62,7 @@ Result<TransferredContext> transfer_into(Engine& e, const ContextTransfer& t, co
   opt.native_suffix = int(std::min<int64_t>(t.native_last, n));
   opt.native_suffix_share = t.native_share;
   opt.rare_share = t.rare_share;
+  opt.rare_max_tokens = t.rare_max_tokens;
   opt.rare_counts = t.map->map.receiver_token_counts;
   if (t.recompute > 0) {
     opt.check_layer = std::min(kTransferCheckLayer, e.model().config().n_layer - 1);

@@ -29,6 +29,7 @@ struct ContextTransfer {
   double recompute = 0;                    // the hybrid-by-deviation share asked for
   double native_share = 0;                 // the hybrid suffix as a share of the context, asked for
   double rare_share = 0;                   // the hybrid-by-rarity share asked for (the map has counts)
+  int64_t rare_max_tokens = 0;             // and its cap (0: none)
 };
 
 // The receiver layer whose K deviation chooses a hybrid's recomputed tokens: layers 0 and 1 run

@@ -50,6 +50,7 @@ Status check_sides(const TransferMap& map, const LoadedModel& sender, const KvMa
     return make_error("kv transfer: a share recomputed by rarity needs the fitting text's count of each of the receiver's " +
                       std::to_string(receiver.config().n_vocab) + " tokens (have " +
                       std::to_string(opt.rare_counts.size()) + ")");
+  if (opt.rare_max_tokens < 0) return make_error("kv transfer: rare_max_tokens must not be negative");
   if (opt.rare_window < 0 || opt.rare_window_after < -1)
     return make_error("kv transfer: rare_window must not be negative");
   if (opt.rare_share > 0 && (map.receiver_hidden_layers > 0 || opt.check_layer >= 0))
@@ -58,6 +59,11 @@ Status check_sides(const TransferMap& map, const LoadedModel& sender, const KvMa
   return {};
 }
 }  // namespace
+
+int64_t rare_budget(double share, int64_t max_tokens, int64_t n) {
+  const int64_t k = share > 0 ? int64_t(std::ceil(share * double(n) - 1e-9)) : 0;
+  return max_tokens > 0 ? std::min(k, max_tokens) : k;
+}
 
 std::vector<std::pair<int64_t, int64_t>> rare_runs(std::span<const int32_t> tokens, std::span<const uint32_t> counts,
                                                    int64_t want, int before, int after) {
@@ -191,7 +197,7 @@ Result<KvTransferReport> transfer_aligned_kv_cache(const TransferMap& map, const
   int64_t n_rare = 0;
   if (opt.rare_share > 0 && n_proj > 0)
     for (const auto& [b, e] : rare_runs(rt.subspan(size_t(n_native), size_t(n_proj)), opt.rare_counts,
-                                        int64_t(std::ceil(opt.rare_share * double(nr) - 1e-9)), opt.rare_window,
+                                        rare_budget(opt.rare_share, opt.rare_max_tokens, nr), opt.rare_window,
                                         opt.rare_window_after < 0 ? opt.rare_window : opt.rare_window_after)) {
       own.push_back({&receiver_seq, rt.subspan(size_t(n_native + b), size_t(e - b)), n_native + b, e - b});
       n_rare += e - b;

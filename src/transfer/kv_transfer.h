@@ -44,8 +44,10 @@ struct KvTransferOptions {
   // is ..."), whose projected K/V do not say what follows them; the token after it matters less. 4
   // before and 1 after recalled more planted keys at less work than 4 on either side, and kept about
   // the same value (BENCHMARKS.md, "Hybrid by rarity"). Ties go to the later token. Does not combine
-  // with a check layer (dev:R) or a conditioned map.
+  // with a check layer (dev:R) or a conditioned map. rare_max_tokens > 0 caps the count: a longer
+  // context holds more ordinary text, not more planted specifics, so the budget need not grow with it.
   double rare_share = 0;
+  int64_t rare_max_tokens = 0;
   int rare_window = 4;
   int rare_window_after = 1;  // -1: rare_window (symmetric)
   std::span<const uint32_t> rare_counts;
@@ -66,6 +68,10 @@ struct KvTransferReport {
   // writing; the receiver's own runs (prefix, hybrid suffix).
   double align_s = 0, project_s = 0, native_s = 0;
 };
+
+// The hybrid by rarity's token count for a context of n receiver tokens: ceil(share × n), at most
+// max_tokens when that is > 0 (KvTransferOptions::rare_max_tokens).
+int64_t rare_budget(double share, int64_t max_tokens, int64_t n);
 
 // The hybrid by rarity's choice among tokens [0, n): the `want` tokens with the smallest counts (ties to
 // the later token), each widened by `before` tokens before it and `after` after it, as ascending disjoint

@@ -14,7 +14,8 @@ Fits a small SmolLM2 -> Gemma 3 map at test time (4 passages of Exodus from scri
   computes the tokens the sender does not hold itself and projects the rest;
 - recompute (hybrid by deviation) reports its check layers, recomputed tokens and native work, and at
   share 1 is Gemma 3's native prefill exactly too (byte-identical reply); so does rare_share (hybrid by
-  rarity, ranked by the token counts the map keeps), which does not combine with recompute;
+  rarity, ranked by the token counts the map keeps), which does not combine with recompute, and whose
+  rare_max_tokens caps the count of rare tokens (a 400 without rare_share);
 - native_last covering the context (share 1; or native_share 1) is Gemma 3's native prefill exactly: the receiver's
   greedy reply is byte-identical to a native Gemma 3 agent's with the same messages (in the other
   process, so that neither reads the other's blocks from the prefix cache);
@@ -179,6 +180,11 @@ def test_transfer_through_the_server(servers, s2g_map):
     want = math.ceil(0.05 * r["context_tokens"])
     assert want <= r["recomputed_tokens"] <= min(6 * want, r["transferred_tokens"]), r
     assert r["native_work"] == pytest.approx((1 + r["recomputed_tokens"]) / r["context_tokens"]), r
+    # rare_max_tokens caps the count: one rare token, with its 4 before and 1 after, however large the share.
+    one = transfer(doc, port, sid, {"model": "gemma3", "rare_share": 0.5, "rare_max_tokens": 1, "native_last": 0})
+    assert one["transfer"]["rare_max_tokens"] == 1 and 1 <= one["transfer"]["recomputed_tokens"] <= 6, one
+    alone = transfer(doc, port, sid, {"model": "gemma3", "rare_max_tokens": 8}, expect=400)["error"]
+    assert alone["param"] == "rare_max_tokens" and "rare_share" in alone["message"], alone
     every = transfer(doc, port, sid, {"model": "gemma3", "rare_share": 1, "native_last": 0})
     assert every["transfer"]["recomputed_tokens"] == every["transfer"]["transferred_tokens"], every
     assert answer(api, every["id"])["message"]["content"] == answer(ref, native_ref["id"])["message"]["content"]
@@ -191,10 +197,11 @@ def test_transfer_through_the_server(servers, s2g_map):
     assert answer(api, sid)["message"]["content"] == answer(ref, twin["id"])["message"]["content"]
 
     # Counted per receiver model.
-    assert model_metric(port, "agentkv_transfers_total", "gemma3") == 9
+    assert model_metric(port, "agentkv_transfers_total", "gemma3") == 10
     assert model_metric(port, "agentkv_transferred_tokens_total", "gemma3") == \
         x["transferred_tokens"] + k["transferred_tokens"] + d["transferred_tokens"] + f["transferred_tokens"] + \
-        part["transferred_tokens"] + r["transferred_tokens"] + every["transfer"]["transferred_tokens"]
+        part["transferred_tokens"] + r["transferred_tokens"] + one["transfer"]["transferred_tokens"] + \
+        every["transfer"]["transferred_tokens"]
     assert model_metric(port, "agentkv_transfers_total", "smollm2") == 0
 
     # Naming neither suffix, the default hybrid recomputes the last 15% of the context and at least

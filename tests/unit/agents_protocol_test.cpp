@@ -264,9 +264,16 @@ TEST(AgentsProtocol, ParsesTransferRequestsNamingTheBadField) {
   ASSERT_FALSE(parse_agent_transfer(body(R"({"model":"gemma3","rare_share":0.01})"), &rare));
   EXPECT_EQ(rare.rare_share, 0.01);
   EXPECT_EQ(rare.native_share, kDefaultNativeShare);  // with the default suffix
+  EXPECT_EQ(rare.rare_max_tokens, 0);                  // no cap unless asked
+  AgentTransferRequest capped;
+  ASSERT_FALSE(parse_agent_transfer(body(R"({"model":"gemma3","rare_share":0.02,"rare_max_tokens":24})"), &capped));
+  EXPECT_EQ(capped.rare_max_tokens, 24);
   const std::pair<const char*, const char*> bad[] = {
       {R"({"model":"gemma3","rare_share":1.5})", "rare_share"},
       {R"({"model":"gemma3","rare_share":"some"})", "rare_share"},
+      {R"({"model":"gemma3","rare_share":0.02,"rare_max_tokens":0})", "rare_max_tokens"},
+      {R"({"model":"gemma3","rare_share":0.02,"rare_max_tokens":2.5})", "rare_max_tokens"},
+      {R"({"model":"gemma3","rare_max_tokens":24})", "rare_max_tokens"},  // a cap of nothing asked for
       {R"({})", "model"},
       {R"({"model":""})", "model"},
       {R"({"model":3})", "model"},
@@ -307,6 +314,7 @@ TEST(AgentsProtocol, TransferSummaryJson) {
   EXPECT_EQ(j["transferred_tokens"], 46);
   EXPECT_EQ(j["native_tokens"], 17);
   EXPECT_EQ(j["rare_share"], 0.0);
+  EXPECT_EQ(j["rare_max_tokens"], 0);
   EXPECT_TRUE(j["native_prefill_seconds_estimate"].is_null());
   t.native_prefill_seconds_estimate = 0.5;
   EXPECT_EQ(transfer_summary_json(t)["native_prefill_seconds_estimate"], 0.5);

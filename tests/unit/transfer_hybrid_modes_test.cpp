@@ -81,8 +81,16 @@ TEST(TransferHybridModes, ParsesTheHybridByRarity) {
   EXPECT_EQ((*m)[1].options.rare_window_after, 8);
   EXPECT_EQ((*m)[1].options.native_suffix, 32);
   EXPECT_EQ((*m)[2].options.rare_window, 0);
+  EXPECT_EQ((*m)[0].options.rare_max_tokens, 0);  // no cap unless asked
+  // rare:R:N: at most N rare tokens, however long the context.
+  auto capped = parse_hybrid_modes("--hybrid", "rare:2%:24+last:10%,rare:0.5:1", 1);
+  ASSERT_TRUE(capped.ok()) << capped.error();
+  EXPECT_DOUBLE_EQ((*capped)[0].options.rare_share, 0.02);
+  EXPECT_EQ((*capped)[0].options.rare_max_tokens, 24);
+  EXPECT_EQ((*capped)[1].options.rare_max_tokens, 1);
   for (const char* bad : {"rare:", "rare:101%", "rare:1.5", "rare:-0.1", "rare:x", "around:", "around:-1", "around:9999",
-                          "around:4:", "around::1", "around:4:x", "around:4:-1"}) {
+                          "around:4:", "around::1", "around:4:x", "around:4:-1", "rare:2%:", "rare:2%:0", "rare:2%:x",
+                          "rare:2%:-3", "rare::24"}) {
     auto b = parse_hybrid_modes("--hybrid", bad, 1);
     ASSERT_FALSE(b.ok()) << bad;
     EXPECT_NE(b.error().find(bad), std::string::npos) << b.error();
@@ -117,6 +125,18 @@ TEST(TransferHybridModes, RareRunsTakeTheRarestTokensAndTheirNeighbours) {
   EXPECT_EQ(rare_runs(tokens, counts, 100, 0, 0), (Runs{{0, 10}}));        // more than there are: all
   EXPECT_EQ(rare_runs(tokens, counts, 2, 2, 0), (Runs{{0, 3}, {6, 9}}));    // before only
   EXPECT_EQ(rare_runs(tokens, counts, 2, 0, 1), (Runs{{2, 4}, {8, 10}}));   // after only
+}
+
+// The rarity budget: ceil(share × context tokens), at most the cap when one is set.
+TEST(TransferHybridModes, RareBudgetIsAShareOfTheContextUpToTheCap) {
+  EXPECT_EQ(rare_budget(0.0, 0, 1000), 0);
+  EXPECT_EQ(rare_budget(0.02, 0, 1000), 20);
+  EXPECT_EQ(rare_budget(0.02, 0, 1001), 21);  // ceil
+  EXPECT_EQ(rare_budget(0.02, 0, 4000), 80);
+  EXPECT_EQ(rare_budget(0.02, 24, 1000), 20);  // under the cap
+  EXPECT_EQ(rare_budget(0.02, 24, 4000), 24);  // capped
+  EXPECT_EQ(rare_budget(0.0, 24, 4000), 0);    // no share, no rare tokens
+  EXPECT_EQ(rare_budget(1.0, 0, 37), 37);
 }
 
 TEST(TransferHybridModes, RefusesBadSpecsNamingThem) {
