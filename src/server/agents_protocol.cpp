@@ -137,8 +137,17 @@ std::optional<ApiError> parse_agent_transfer(const Json& body, AgentTransferRequ
     return bad_request("rare_max_tokens", "'rare_max_tokens' caps the tokens 'rare_share' recomputes; ask for "
                                           "'rare_share' too");
   r.rare_max_tokens = rare_max.value_or(0);
+  r.hybrid_named = named || recompute || rare_share || rare_max;
   *out = std::move(r);
   return std::nullopt;
+}
+
+void choose_default_hybrid(AgentTransferRequest* r, bool map_has_counts) {
+  if (r->hybrid_named || !map_has_counts) return;
+  r->native_last = 0;
+  r->native_share = kDefaultRareNativeShare;
+  r->rare_share = kDefaultRareShare;
+  r->rare_max_tokens = kDefaultRareMaxTokens;
 }
 
 Json transfer_summary_json(const TransferSummary& t) {

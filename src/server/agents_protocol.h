@@ -103,8 +103,21 @@ struct AgentTransferRequest {
   // rare_max_tokens > 0: at most that many rare tokens, however long the context.
   double rare_share = 0;
   int64_t rare_max_tokens = 0;
+  bool hybrid_named = false;  // the request named a hybrid field (else the defaults apply)
 };
 std::optional<ApiError> parse_agent_transfer(const Json& body, AgentTransferRequest* out);
+// The default hybrid where the map kept its fitting text's token counts: the 2% of the context's tokens
+// the map saw least, at most 24 (each with 4 tokens before it and 1 after), and the last 10%. Measured on
+// held-out text, both directions, 1k-4k tokens (BENCHMARKS.md, "Hybrid by rarity"): it recalls as many
+// planted keys as the receiver's own prefill, where the last 15% alone recalls almost none, and keeps
+// >= 0.90 of the context's value at >= 70% below native prefill's time. A map without counts keeps the
+// suffix default above.
+inline constexpr double kDefaultRareShare = 0.02;
+inline constexpr int64_t kDefaultRareMaxTokens = 24;
+inline constexpr double kDefaultRareNativeShare = 0.10;
+// Applies the default hybrid to a request that named none of its fields: by rarity when the map has
+// counts, else the suffix parse_agent_transfer set.
+void choose_default_hybrid(AgentTransferRequest* r, bool map_has_counts);
 
 // What a transfer did (the reply's "transfer").
 struct TransferSummary {

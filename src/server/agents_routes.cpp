@@ -278,6 +278,7 @@ void transfer_agent(ServerState& s, const std::string& id, const HttpRequest& re
     return refuse(bad_request("model", "no transfer map loaded for " + from_model + " -> " + s.models[size_t(to)].id +
                                            " (serve --transfer-map FILE, fitted by agentkv fit-transfer --from " +
                                            from_model + " --to " + s.models[size_t(to)].id + ")"));
+  choose_default_hybrid(&tr, !map->map.receiver_token_counts.empty());
   if (tr.rare_share > 0 && map->map.receiver_token_counts.empty())
     return refuse(bad_request("rare_share", "the transfer map for " + from_model + " -> " + s.models[size_t(to)].id +
                                                 " was fitted before maps kept their fitting text's token counts, which "

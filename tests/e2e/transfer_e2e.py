@@ -204,12 +204,17 @@ def test_transfer_through_the_server(servers, s2g_map):
         every["transfer"]["transferred_tokens"]
     assert model_metric(port, "agentkv_transfers_total", "smollm2") == 0
 
-    # Naming neither suffix, the default hybrid recomputes the last 15% of the context and at least
-    # 128 tokens: this short context whole.
+    # Naming no hybrid field, with a map that kept its fitting text's token counts (this one), the default
+    # hybrid is by rarity: the context's 2% rarest tokens (at most 24), each with 4 before and 1 after, and
+    # its last 10%. (A map without counts gets the last 15% and at least 128 tokens: unit-tested.)
     dflt = transfer(doc, port, sid, {"model": "gemma3"})["transfer"]
-    assert dflt["native_last"] == 128 and dflt["native_share"] == 0.15 and dflt["method"] == "hybrid", dflt
-    suffix = max(128, math.ceil(0.15 * dflt["context_tokens"]))
-    assert dflt["native_tokens"] == min(dflt["context_tokens"], 1 + suffix) and dflt["native_work"] > 0.5, dflt
+    assert dflt["rare_share"] == 0.02 and dflt["rare_max_tokens"] == 24 and dflt["native_share"] == 0.1 and \
+        dflt["native_last"] == 0 and dflt["method"] == "hybrid", dflt
+    assert dflt["native_tokens"] == 1 + math.ceil(0.1 * dflt["context_tokens"]), dflt
+    want = min(24, math.ceil(0.02 * dflt["context_tokens"]))
+    assert want <= dflt["recomputed_tokens"] <= 6 * want, dflt
+    assert dflt["native_work"] == pytest.approx((dflt["native_tokens"] + dflt["recomputed_tokens"]) /
+                                                dflt["context_tokens"]), dflt
 
     # After a turn the sender's cache holds its rendering up to its answer but not the closing marker:
     # the receiver computes what the sender lacks itself, projects the rest, and answers.
@@ -264,7 +269,7 @@ def test_transfer_back_and_forth_with_both_maps(servers, s2g_map, g2s_map):
 
     # The default hybrid, then the executor's context handed back to Gemma 3 (after its own turn).
     dflt = transfer(doc, port, sid, {"model": "smollm2"})["transfer"]
-    assert dflt["native_last"] == 128 and dflt["method"] == "hybrid", dflt
+    assert dflt["rare_share"] == 0.02 and dflt["method"] == "hybrid", dflt
     back = transfer(doc, port, t["id"], {"model": "gemma3", "name": "Reviewer"})
     assert back["model"] == "gemma3" and back["transfer"]["from_model"] == "smollm2", back
     assert answer(api, back["id"])["finish_reason"] in ("stop", "length")

@@ -299,6 +299,39 @@ TEST(AgentsProtocol, ParsesTransferRequestsNamingTheBadField) {
   }
 }
 
+// The default hybrid is by rarity where the map kept its counts, the suffix default where it did not,
+// and neither for a request that named any hybrid field.
+TEST(AgentsProtocol, TransferDefaultHybridIsByRarityWhenTheMapHasCounts) {
+  auto parsed = [](const char* json) {
+    AgentTransferRequest r;
+    EXPECT_FALSE(parse_agent_transfer(body(json), &r)) << json;
+    return r;
+  };
+  AgentTransferRequest r = parsed(R"({"model":"gemma3"})");
+  EXPECT_FALSE(r.hybrid_named);
+  choose_default_hybrid(&r, true);
+  EXPECT_EQ(r.rare_share, kDefaultRareShare);
+  EXPECT_EQ(r.rare_max_tokens, kDefaultRareMaxTokens);
+  EXPECT_EQ(r.native_share, kDefaultRareNativeShare);
+  EXPECT_EQ(r.native_last, 0);
+  AgentTransferRequest old = parsed(R"({"model":"gemma3"})");
+  choose_default_hybrid(&old, false);  // a map fitted before maps kept counts
+  EXPECT_EQ(old.rare_share, 0.0);
+  EXPECT_EQ(old.native_last, kDefaultNativeLast);
+  EXPECT_EQ(old.native_share, kDefaultNativeShare);
+  for (const char* named : {R"({"model":"gemma3","native_last":64})", R"({"model":"gemma3","native_share":0.2})",
+                            R"({"model":"gemma3","recompute":0.1})", R"({"model":"gemma3","rare_share":0})",
+                            R"({"model":"gemma3","rare_share":0.01,"rare_max_tokens":8})"}) {
+    AgentTransferRequest n = parsed(named);
+    const AgentTransferRequest before = n;
+    EXPECT_TRUE(n.hybrid_named) << named;
+    choose_default_hybrid(&n, true);
+    EXPECT_EQ(n.rare_share, before.rare_share) << named;
+    EXPECT_EQ(n.native_share, before.native_share) << named;
+    EXPECT_EQ(n.native_last, before.native_last) << named;
+  }
+}
+
 TEST(AgentsProtocol, TransferSummaryJson) {
   TransferSummary t;
   t.method = "hybrid";
