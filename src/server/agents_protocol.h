@@ -108,7 +108,7 @@ struct AgentTransferRequest {
 std::optional<ApiError> parse_agent_transfer(const Json& body, AgentTransferRequest* out);
 // The default hybrid where the map kept its fitting text's token counts: the 2% of the context's tokens
 // the map saw least, at most 24 (each with 4 tokens before it and 1 after), and the last 10%. Measured on
-// held-out text, both directions, 1k-4k tokens (BENCHMARKS.md, "Hybrid by rarity"): it recalls 91-175% of
+// held-out text, both directions, 1k-4k tokens (BENCHMARKS.md, "Hybrid by rarity"): it recalls 84-175% of
 // the planted keys the receiver's own prefill recalls (the last 15% alone: 5-33%), and keeps 0.91-0.97 of
 // the context's value at 70-78% below native prefill's time, at 12-17% of its work. A map without counts
 // keeps the suffix default above.
