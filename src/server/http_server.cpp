@@ -442,14 +442,19 @@ void HttpServer::serve(Connection* conn, int fd) {
 
 void HttpServer::close_connection(Connection* conn, int fd, bool linger) {
   if (linger && !stopping_.load()) {
-    // Half-close and drain briefly, so a response is not destroyed by a reset for unread bytes.
+    // Half-close and drain, so a response is not destroyed by a reset for unread bytes: a client still
+    // uploading reads the answer only once it notices it, which on a loaded machine can take seconds.
+    // Draining goes on while bytes keep arriving (1 s idle at most, as nginx's lingering_timeout), up
+    // to 5 s and one largest body in all (lingering_time), so a hostile sender cannot hold it longer.
     ::shutdown(fd, SHUT_WR);
-    const auto deadline = after_seconds(1.0);
+    const auto hard_deadline = after_seconds(5.0);
+    const size_t max_drain = options_.limits.max_body_bytes + options_.limits.max_header_bytes;
     size_t drained = 0;
-    char scratch[4096];
-    while (drained < (1u << 20)) {
+    char scratch[16384];
+    while (drained < max_drain) {
+      const int wait_ms = std::min(ms_until(hard_deadline), 1000);
       pollfd p[2] = {{fd, POLLIN, 0}, {wake_pipe_[0], POLLIN, 0}};
-      if (::poll(p, 2, ms_until(deadline)) <= 0 || p[1].revents != 0) break;
+      if (::poll(p, 2, wait_ms) <= 0 || p[1].revents != 0) break;
       const ssize_t n = ::recv(fd, scratch, sizeof scratch, MSG_DONTWAIT);
       if (n <= 0 && !(n < 0 && (errno == EAGAIN || errno == EINTR))) break;
       if (n > 0) drained += static_cast<size_t>(n);
