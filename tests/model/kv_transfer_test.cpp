@@ -422,10 +422,11 @@ TEST(KvTransfer, CrossFamilyKeepsPartOfTheContextBenefit) {
   // tokens its per-passage kept has a standard error of 0.030 (BENCHMARKS.md). The bound is the
   // measurement less that error, far above the pure transfer's.
   EXPECT_GT(k.hybrid, 0.98);
-  // The default where the map kept its counts (by rarity: the 2% rarest, at most 24, with 4 tokens
-  // before and 1 after each, and the last 10%): measured 1.010 here at 21.7% of native prefill's work;
-  // the bound is the measurement less the same per-passage standard error.
-  EXPECT_GT(k.rarity, 0.98);
+  // The default where the map kept its counts (by rarity: the 2% rarest, at most 24, ties to runs of
+  // equally rare tokens, with 4 tokens before and 1 after each, and the last 10%): measured 0.990 here
+  // at 16.8% of native prefill's work; the bound is the measurement less the same per-passage standard
+  // error.
+  EXPECT_GT(k.rarity, 0.96);
 }
 
 // The other direction, Gemma 3 → SmolLM2: SentencePiece sender, byte-level BPE receiver, fewer
@@ -441,10 +442,10 @@ TEST(KvTransfer, CrossFamilyGemmaToSmolKeepsPartOfTheContextBenefit) {
   // per-passage standard error 0.028 on 10 held-out passages (BENCHMARKS.md, a 30-passage map: 0.900).
   // The bound is the measurement less that error; with so small a map the hybrid is only a little above pure.
   EXPECT_GT(k.hybrid, 0.515);
-  // The default by rarity: measured 0.560 here at 17.7% of native prefill's work (on held-out Luke and
+  // The default by rarity: measured 0.524 here at 19.3% of native prefill's work (on held-out Luke and
   // Acts with a whole-KJV map, 0.914 +- 0.018 at 1k tokens: BENCHMARKS.md, "Hybrid by rarity"); the
-  // bound is the measurement less that error.
-  EXPECT_GT(k.rarity, 0.53);
+  // bound is the measurement less that error, above pure transfer's 0.432.
+  EXPECT_GT(k.rarity, 0.505);
 }
 
 TEST(KvTransfer, RefusesOtherPairCorruptFileAndForeignCache) {

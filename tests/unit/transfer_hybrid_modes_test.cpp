@@ -108,7 +108,8 @@ TEST(TransferHybridModes, ParsesTheHybridByRarity) {
   EXPECT_TRUE(modes[3].options.rare_counts.empty());  // not a rare mode: untouched
 }
 
-// The tokens the rarity hybrid recomputes: the rarest first (ties to the later token), each widened by
+// The tokens the rarity hybrid recomputes: the rarest first (ties to the later token where neither has
+// more equally rare neighbours), each widened by
 // the window, merged into disjoint ascending runs, never past either end.
 TEST(TransferHybridModes, RareRunsTakeTheRarestTokensAndTheirNeighbours) {
   //                                 0  1  2  3  4  5  6  7  8  9
@@ -125,6 +126,17 @@ TEST(TransferHybridModes, RareRunsTakeTheRarestTokensAndTheirNeighbours) {
   EXPECT_EQ(rare_runs(tokens, counts, 100, 0, 0), (Runs{{0, 10}}));        // more than there are: all
   EXPECT_EQ(rare_runs(tokens, counts, 2, 2, 0), (Runs{{0, 3}, {6, 9}}));    // before only
   EXPECT_EQ(rare_runs(tokens, counts, 2, 0, 1), (Runs{{2, 4}, {8, 10}}));   // after only
+}
+
+// Equally rare tokens: a run of them (a number, a name in pieces) goes before a lone later one.
+TEST(TransferHybridModes, RareRunsPreferRunsOfEquallyRareTokens) {
+  //                                 0  1  2  3  4  5  6  7
+  const std::vector<int32_t> tokens{0, 1, 2, 2, 2, 2, 3, 2};
+  const std::vector<uint32_t> counts{0, 0, 9, 0};  // 0, 1 and 3 unseen; 0 and 1 side by side
+  using Runs = std::vector<std::pair<int64_t, int64_t>>;
+  EXPECT_EQ(rare_runs(tokens, counts, 1, 0, 0), (Runs{{1, 2}}));  // in the run, the later
+  EXPECT_EQ(rare_runs(tokens, counts, 2, 0, 0), (Runs{{0, 2}}));  // the run, not the lone 3 at 6
+  EXPECT_EQ(rare_runs(tokens, counts, 3, 0, 0), (Runs{{0, 2}, {6, 7}}));
 }
 
 // The rarity budget: ceil(share × context tokens), at most the cap when one is set.
