@@ -107,11 +107,11 @@ struct AgentTransferRequest {
 };
 std::optional<ApiError> parse_agent_transfer(const Json& body, AgentTransferRequest* out);
 // The default hybrid where the map kept its fitting text's token counts: the 2% of the context's tokens
-// the map saw least, at most 24 (each with 4 tokens before it and 1 after), and the last 10%. Measured on
-// held-out text, both directions, 1k-4k tokens (BENCHMARKS.md, "Hybrid by rarity"): it recalls 84-175% of
-// the planted keys the receiver's own prefill recalls (the last 15% alone: 5-33%), and keeps 0.91-0.97 of
-// the context's value at 70-78% below native prefill's time, at 12-17% of its work. A map without counts
-// keeps the suffix default above.
+// the map saw least, at most 24 (ties to runs of equally rare tokens; each with 4 tokens before it and 1
+// after), and the last 10%. Measured on held-out text, both directions, 1k-4k tokens (BENCHMARKS.md,
+// "Ties to runs of equally rare tokens"): it recalls 96-155% of the planted keys the receiver's own prefill
+// recalls (the last 15% alone: 5-33%), and keeps 0.91-0.96 of the context's value at 68-79% below native
+// prefill's time. A map without counts keeps the suffix default above.
 inline constexpr double kDefaultRareShare = 0.02;
 inline constexpr int64_t kDefaultRareMaxTokens = 24;
 inline constexpr double kDefaultRareNativeShare = 0.10;
