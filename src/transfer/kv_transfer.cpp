@@ -19,6 +19,9 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
+// How far either side rare_runs looks for equally rare neighbours when it breaks a tie.
+constexpr int64_t kRareNeighbourhood = 2;
+
 // What both entry points refuse before any work: another pair, caches of other models, a receiver
 // sequence in use, an impossible option.
 Status check_sides(const TransferMap& map, const LoadedModel& sender, const KvManager& sender_kv,

@@ -73,11 +73,8 @@ struct KvTransferReport {
 // max_tokens when that is > 0 (KvTransferOptions::rare_max_tokens).
 int64_t rare_budget(double share, int64_t max_tokens, int64_t n);
 
-// How far either side rare_runs looks for equally rare neighbours when it breaks a tie.
-inline constexpr int64_t kRareNeighbourhood = 2;
-
 // The hybrid by rarity's choice among tokens [0, n): the `want` tokens with the smallest counts (ties to
-// the token with more neighbours at least as rare within kRareNeighbourhood, then to the later), each
+// the token with more neighbours at least as rare within 2 tokens either side, then to the later), each
 // widened by `before` tokens before it and `after` after it, as ascending disjoint [begin, end) runs.
 // Every token id must index counts.
 std::vector<std::pair<int64_t, int64_t>> rare_runs(std::span<const int32_t> tokens, std::span<const uint32_t> counts,

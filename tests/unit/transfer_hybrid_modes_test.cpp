@@ -109,8 +109,8 @@ TEST(TransferHybridModes, ParsesTheHybridByRarity) {
 }
 
 // The tokens the rarity hybrid recomputes: the rarest first (ties to the later token where neither has
-// more equally rare neighbours), each widened by
-// the window, merged into disjoint ascending runs, never past either end.
+// more equally rare neighbours), each widened by the window, merged into disjoint ascending runs, never
+// past either end.
 TEST(TransferHybridModes, RareRunsTakeTheRarestTokensAndTheirNeighbours) {
   //                                 0  1  2  3  4  5  6  7  8  9
   const std::vector<int32_t> tokens{0, 1, 2, 1, 0, 3, 3, 0, 2, 4};
