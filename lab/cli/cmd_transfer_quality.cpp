@@ -62,7 +62,7 @@ int cmd_transfer_quality(int argc, char** argv) {
   ThreadPool pool{int(threads)};
   // Sums over passages: the shared NLLs and native prefill time, then per mode.
   struct Sum {
-    double nll = 0, kl = 0, agree = 0, transfer_s = 0, work = 0;
+    double nll = 0, kl = 0, agree = 0, transfer_s = 0, work = 0, align_s = 0, project_s = 0, native_s = 0;
   };
   std::vector<Sum> sums(modes.size());
   double a = 0, c = 0, t_prefill = 0;
@@ -85,6 +85,9 @@ int cmd_transfer_quality(int argc, char** argv) {
       sums[i].agree += q.top1_agreement;
       sums[i].transfer_s += q.transfer_s;
       sums[i].work += work;
+      sums[i].align_s += (*results)[i].report.align_s;
+      sums[i].project_s += (*results)[i].report.project_s;
+      sums[i].native_s += (*results)[i].report.native_s;
     }
     const TransferQuality& q0 = results->front().quality;
     a += q0.nll_native;
@@ -100,20 +103,20 @@ int cmd_transfer_quality(int argc, char** argv) {
   if (!csv_path.empty()) {
     csv = std::fopen(csv_path.c_str(), "w");
     if (!csv) return cli_fail("--csv: cannot write '" + csv_path + "'");
-    std::fprintf(csv, "sender,receiver,mode,passages,kept,kl,top1,native_work,ttft_saving,transfer_s,prefill_s\n");
+    std::fprintf(csv, "sender,receiver,mode,passages,kept,kl,top1,native_work,ttft_saving,transfer_s,prefill_s,align_s,project_s,native_s\n");
   }
   for (size_t i = 0; i < modes.size(); ++i) {
     const Sum& m = sums[i];
     const double kept = (c - m.nll) / (c - a);
     const double saving = 1.0 - m.transfer_s / t_prefill;
     std::printf("  %-18s NLL %.4f kept (c-b)/(c-a) %.3f  KL %.4f  top-1 %.3f  native work %.1f%%  cache in %.3f s "
-                "(%.0f%% below prefill)\n",
+                "(%.0f%% below prefill: align %.3f, project %.3f, native %.3f)\n",
                 modes[i].label.c_str(), m.nll / n, kept, m.kl / n, m.agree / n, 100.0 * m.work / n, m.transfer_s / n,
-                100.0 * saving);
+                100.0 * saving, m.align_s / n, m.project_s / n, m.native_s / n);
     if (csv)
-      std::fprintf(csv, "%s,%s,%s,%d,%.4f,%.5f,%.4f,%.4f,%.4f,%.4f,%.4f\n", sender.name.c_str(), receiver.name.c_str(),
+      std::fprintf(csv, "%s,%s,%s,%d,%.4f,%.5f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f\n", sender.name.c_str(), receiver.name.c_str(),
                    modes[i].label.c_str(), n, kept, m.kl / n, m.agree / n, m.work / n, saving, m.transfer_s / n,
-                   t_prefill / n);
+                   t_prefill / n, m.align_s / n, m.project_s / n, m.native_s / n);
   }
   if (csv && std::fclose(csv) != 0) return cli_fail("--csv: cannot write '" + csv_path + "'");
   return 0;

@@ -273,6 +273,28 @@ void run_tiles(const uint8_t* w, size_t row_bytes, int64_t nrows, const ActBuffe
     const bool packed = path == KernelPath::kPanels || (path == KernelPath::kAuto && t1 - t0 >= kPackedMinTokens);
     if (packed) r = Tile<1, 1>::kPacked(w, row_bytes, nrows, a, t0, t1, y, ldy);
   }
+#ifdef AGENTKV_WIDE_TILES
+  if constexpr (requires { Tile<1, 1>::kWideTokensOuter; }) {
+    // Tokens outer: a group's activations (8 tokens of float rows) stay in L1 while the chunk's
+    // weight rows stream past from L2, half the bytes per multiply-add of streaming the activations.
+    constexpr int kP = Tile<1, 1>::kWidePairs;
+    static constexpr auto kWide = wide_table<Tile, R, kP>(std::make_index_sequence<R * kP>());
+    if (!decode) {
+      int64_t t = t0;
+      for (; t1 - t >= 2;) {
+        const int pairs = int(std::min<int64_t>(kP, (t1 - t) / 2));
+        for (int64_t rr = 0; rr < nrows; rr += R)
+          kWide[size_t((std::min<int64_t>(R, nrows - rr) - 1) * kP + (pairs - 1))](
+              w + size_t(rr) * row_bytes, row_bytes, a, t, y + (t - t0) * ldy + rr, ldy);
+        t += 2 * pairs;
+      }
+      for (int64_t rr = 0; t < t1 && rr < nrows; rr += R)
+        kPrefill[size_t((std::min<int64_t>(R, nrows - rr) - 1) * T)](w + size_t(rr) * row_bytes, row_bytes, a, t,
+                                                                     y + (t - t0) * ldy + rr, ldy);
+      return;
+    }
+  }
+#endif
   for (; r < nrows; r += rt) {
     const int rn = int(std::min<int64_t>(rt, nrows - r));
     int64_t t = t0;
@@ -336,6 +358,11 @@ struct Float {
   template <int R, int T>
   struct Tile {
     static constexpr TileFn fn = tile_float<W, R, T>;
+#ifdef AGENTKV_WIDE_TILES
+    static constexpr int kWidePairs = 4;
+    static constexpr bool kWideTokensOuter = true;
+    static constexpr TileFn wide = wide_float<W, R, T>;  // T: token pairs
+#endif
   };
 };
 

@@ -246,6 +246,32 @@ void wide_q6k(const uint8_t* w, size_t row_bytes, const ActBuffer& a, int64_t t0
   }
   acc.store(y, ldy);
 }
+// Float weights (F32, F16, BF16: W as in dot_x86_tiles.h): each row's eight weights broadcast to both
+// halves, two tokens' activations side by side. Per half the same FMA chain over the row as
+// tile_float, the same horizontal sum and the same scalar tail, so the result is bit-identical to
+// it; twice the multiply-adds per instruction (the transfer maps' projection runs here).
+template <class W, int R, int P>
+void wide_float(const uint8_t* w, size_t row_bytes, const ActBuffer& a, int64_t t0, float* y, int64_t ldy) {
+  const int64_t n = a.cols(), n8 = n / 8 * 8;
+  WideAcc<R, P> acc;
+  for (int64_t i = 0; i < n8; i += 8) {
+    __m512 wv[R];
+    for (int r = 0; r < R; ++r) wv[r] = _mm512_broadcast_f32x8(W::load8(w + size_t(r) * row_bytes, i));
+    for (int p = 0; p < P; ++p) {
+      const __m512 xv = pair_ps(_mm256_loadu_ps(a.f32(t0 + 2 * p) + i), _mm256_loadu_ps(a.f32(t0 + 2 * p + 1) + i));
+      for (int r = 0; r < R; ++r) acc.v[r][p] = _mm512_fmadd_ps(wv[r], xv, acc.v[r][p]);
+    }
+  }
+  for (int p = 0; p < P; ++p)
+    for (int h = 0; h < 2; ++h) {
+      const int64_t t = t0 + 2 * p + h;
+      for (int r = 0; r < R; ++r) {
+        float s = hsum(h == 0 ? _mm512_castps512_ps256(acc.v[r][p]) : _mm512_extractf32x8_ps(acc.v[r][p], 1));
+        for (int64_t j = n8; j < n; ++j) s += W::load1(w + size_t(r) * row_bytes, j) * a.f32(t)[j];
+        y[(2 * p + h) * ldy + r] = s;
+      }
+    }
+}
 #endif  // AVX-512
 
 }  // namespace

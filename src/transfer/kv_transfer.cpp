@@ -177,22 +177,46 @@ Result<KvTransferReport> transfer_aligned_kv_cache(const TransferMap& map, const
   constexpr int64_t kGrain = 32;
   // The sender layers of the current window, read once while consecutive receiver layers share them.
   SenderWindow window(sc, sender_kv.arena(), sender_seq.blocks(), sender_seq.n_tokens(), map.sender_window);
-  std::vector<float> x(size_t(n_proj * in_dim)), y(size_t(n_proj * out_dim));
+  const std::span<const int32_t> rt(r.tokens);
+  // A hybrid by rarity: runs of the projected range that the receiver computes itself (below), so
+  // they are not projected: nothing reads a projected K/V there before the run overwrites it (a
+  // token attends to itself and what precedes it, and the runs go in order).
+  std::vector<std::pair<int64_t, int64_t>> rare;
+  if (opt.rare_share > 0 && n_proj > 0)
+    rare = rare_runs(rt.subspan(size_t(n_native), size_t(n_proj)), opt.rare_counts,
+                     rare_budget(opt.rare_share, opt.rare_max_tokens, nr), opt.rare_window,
+                     opt.rare_window_after < 0 ? opt.rare_window : opt.rare_window_after);
+  // The receiver token of each projected row, in order.
+  std::vector<int64_t> row_token;
+  row_token.reserve(size_t(n_proj));
+  for (int64_t t = 0, k = 0; t < n_proj; ++t) {
+    while (k < int64_t(rare.size()) && rare[size_t(k)].second <= t) ++k;
+    if (k == int64_t(rare.size()) || t < rare[size_t(k)].first) row_token.push_back(n_native + t);
+  }
+  const int64_t n_rows = int64_t(row_token.size());
+  std::vector<float> x(size_t(n_rows * in_dim)), y(size_t(n_rows * out_dim));
   double project_s = 0;
-  // Layers [l_begin, n_layer); hidden: the projected tokens' hidden states, rows n_embd apart.
+  // Layers [l_begin, n_layer); hidden: the projected tokens' hidden states, rows n_embd apart (a
+  // conditioned map has no rarity runs: every projected token is a row).
   auto project_layers = [&](int l_begin, const float* hidden) {
     const auto t0 = Clock::now();
     const int hd = map.receiver_hidden_dim;
+    AGENTKV_CHECK(!hidden || n_rows == n_proj);
     if (hidden)
-      pool.parallel_for(n_proj, kGrain, [&](int64_t b, int64_t e) {
+      pool.parallel_for(n_rows, kGrain, [&](int64_t b, int64_t e) {
         for (int64_t i = b; i < e; ++i) receiver_hidden_features(hidden + i * hd, hd, x.data() + i * in_dim + sender_in);
       });
-    for (int l = l_begin; n_proj > 0 && l < rc.n_layer; ++l) {
+    for (int l = l_begin; n_rows > 0 && l < rc.n_layer; ++l) {
       window.load(map.sender_layer[size_t(l)], pool);
-      window.features(align, weights, n_native, n_proj, x.data(), in_dim, pool);
-      map.project_rows(l, x.data(), n_proj, y.data(), pool);
-      pool.parallel_for(n_proj, kGrain, [&](int64_t b, int64_t e) {
-        write_rotated_rows(rc, receiver_kv.arena(), table, l, n_native + b, n_native + e, y.data() + b * out_dim, out_dim);
+      window.features(align, weights, row_token, x.data(), in_dim, pool);
+      map.project_rows(l, x.data(), n_rows, y.data(), pool);
+      pool.parallel_for(n_rows, kGrain, [&](int64_t b, int64_t e) {
+        // Rows of consecutive tokens in one call.
+        for (int64_t i = b, j; i < e; i = j) {
+          for (j = i + 1; j < e && row_token[size_t(j)] == row_token[size_t(j - 1)] + 1;) ++j;
+          write_rotated_rows(rc, receiver_kv.arena(), table, l, row_token[size_t(i)], row_token[size_t(i)] + (j - i),
+                             y.data() + i * out_dim, out_dim);
+        }
       });
     }
     project_s += seconds(Clock::now() - t0);
@@ -205,18 +229,14 @@ Result<KvTransferReport> transfer_aligned_kv_cache(const TransferMap& map, const
   // A hybrid by deviation (or a conditioned map) runs the prefix alone first (the check pass attends
   // to it), then the projected tokens and the suffix through the selective recompute.
   const bool by_deviation = (opt.check_layer >= 0 || conditioned > 0) && n_proj > 0;
-  const std::span<const int32_t> rt(r.tokens);
   std::vector<PrefillRun> own{{&receiver_seq, rt.first(size_t(n_native)), 0, n_native}};
-  // A hybrid by rarity: its runs of projected tokens are run again here, in order between the prefix
+  // A hybrid by rarity: its runs of the projected range are run here, in order between the prefix
   // and the suffix (each token attends to everything before it, the runs' own new K/V included).
   int64_t n_rare = 0;
-  if (opt.rare_share > 0 && n_proj > 0)
-    for (const auto& [b, e] : rare_runs(rt.subspan(size_t(n_native), size_t(n_proj)), opt.rare_counts,
-                                        rare_budget(opt.rare_share, opt.rare_max_tokens, nr), opt.rare_window,
-                                        opt.rare_window_after < 0 ? opt.rare_window : opt.rare_window_after)) {
-      own.push_back({&receiver_seq, rt.subspan(size_t(n_native + b), size_t(e - b)), n_native + b, e - b});
-      n_rare += e - b;
-    }
+  for (const auto& [b, e] : rare) {
+    own.push_back({&receiver_seq, rt.subspan(size_t(n_native + b), size_t(e - b)), n_native + b, e - b});
+    n_rare += e - b;
+  }
   own.push_back({&receiver_seq, rt.last(size_t(n_suffix)), nr - n_suffix, opt.last_logits ? -1 : n_suffix});
   // A short pass (BOS and the last token: plain transfer) is weight-bound and runs on the decode
   // kernels; a longer one stays on the batch-invariant prefill kernels, so that a hybrid's

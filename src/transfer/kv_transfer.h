@@ -61,8 +61,10 @@ struct KvTransferReport {
   int64_t n_receiver_tokens = 0;
   int64_t n_native = 0;     // receiver tokens computed by the receiver (prefix and suffix)
   int64_t n_suffix = 0;     // of those, the hybrid suffix (asked for, or past what the sender holds)
-  int64_t n_projected = 0;  // receiver tokens whose K/V came from the sender
-  int64_t n_recomputed = 0; // of those, run through every receiver layer again (hybrid by deviation)
+  int64_t n_projected = 0;  // receiver tokens of the transferred range (neither native prefix nor suffix)
+  // Of those, the ones the receiver computed through all its layers: a hybrid by deviation projects,
+  // checks and recomputes them; one by rarity runs them natively and never projects them.
+  int64_t n_recomputed = 0;
   int check_layers = 0;     // receiver layers computed natively for every projected token
   // Wall time of the parts: tokenizing both sides and aligning; reading, pooling, projecting and
   // writing; the receiver's own runs (prefix, hybrid suffix).

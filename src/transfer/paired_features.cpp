@@ -127,10 +127,17 @@ void SenderWindow::load(int32_t first, ThreadPool& pool) {
 
 void SenderWindow::features(const TokenAlignment& alignment, const SpanWeights& weights, int64_t first_token, int64_t n,
                             float* x, int64_t row_stride, ThreadPool& pool) const {
+  std::vector<int64_t> tokens(size_t(std::max<int64_t>(n, 0)));
+  std::iota(tokens.begin(), tokens.end(), first_token);
+  features(alignment, weights, tokens, x, row_stride, pool);
+}
+
+void SenderWindow::features(const TokenAlignment& alignment, const SpanWeights& weights,
+                            std::span<const int64_t> tokens, float* x, int64_t row_stride, ThreadPool& pool) const {
   constexpr int64_t kGrain = 32;
-  pool.parallel_for(n, kGrain, [&](int64_t b, int64_t e) {
+  pool.parallel_for(int64_t(tokens.size()), kGrain, [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i)
-      pooled_sender_window_features(view_, alignment, weights, size_t(first_token + i), x + i * row_stride);
+      pooled_sender_window_features(view_, alignment, weights, size_t(tokens[size_t(i)]), x + i * row_stride);
   });
 }
 

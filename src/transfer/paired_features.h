@@ -62,6 +62,9 @@ class SenderWindow {
   // features (pooled_sender_window_features); the rest of a row is the caller's.
   void features(const TokenAlignment& alignment, const SpanWeights& weights, int64_t first_token, int64_t n, float* x,
                 int64_t row_stride, ThreadPool& pool) const;
+  // Row i of x gets receiver token tokens[i]'s (the tokens a hybrid does not recompute).
+  void features(const TokenAlignment& alignment, const SpanWeights& weights, std::span<const int64_t> tokens, float* x,
+                int64_t row_stride, ThreadPool& pool) const;
 
  private:
   const ModelConfig& cfg_;

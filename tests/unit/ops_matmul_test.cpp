@@ -255,6 +255,27 @@ TEST(Matmul, SplitModeIsBatchInvariant) {
   set_isa_level_for_testing(detected_isa_level());
 }
 
+// Float weights give the same bits at every SIMD level: AVX-512's wide tiles (two tokens per
+// 512-bit vector, the transfer maps' projection) run each token through the 256-bit tile's FMA chain.
+TEST(Matmul, FloatWeightsBitIdenticalAcrossSimdLevels) {
+  const std::vector<IsaLevel> levels = simd_levels();
+  if (levels.size() < 2) GTEST_SKIP() << "one SIMD level on this machine";
+  uint32_t seed = 6000;
+  for (GgmlType t : {GgmlType::F32, GgmlType::F16, GgmlType::BF16})
+    for (int64_t n_tokens : {2, 7, 8, 9, 37})
+      for (int64_t cols : {64, 163, 513}) {
+        const MatmulCase c{t, 29, cols, n_tokens, 2};
+        SCOPED_TRACE(name(c));
+        const Data d = make_data(c, seed++);
+        const std::vector<float> ref = run_at(levels.front(), d, c);
+        for (size_t i = 1; i < levels.size(); ++i) {
+          const std::vector<float> got = run_at(levels[i], d, c);
+          for (size_t k = 0; k < ref.size(); ++k) ASSERT_EQ(got[k], ref[k]) << isa_level_name(levels[i]) << " at " << k;
+        }
+      }
+  set_isa_level_for_testing(detected_isa_level());
+}
+
 TEST(Matmul, ZeroActivationsGiveZero) {
   for (GgmlType t : kTypes) {
     const MatmulCase c{t, 5, block_elems(t) == 256 ? 256 : 32, 2, 1};
