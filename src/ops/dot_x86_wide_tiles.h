@@ -262,15 +262,42 @@ void wide_float(const uint8_t* w, size_t row_bytes, const ActBuffer& a, int64_t 
       for (int r = 0; r < R; ++r) acc.v[r][p] = _mm512_fmadd_ps(wv[r], xv, acc.v[r][p]);
     }
   }
-  for (int p = 0; p < P; ++p)
-    for (int h = 0; h < 2; ++h) {
-      const int64_t t = t0 + 2 * p + h;
-      for (int r = 0; r < R; ++r) {
-        float s = hsum(h == 0 ? _mm512_castps512_ps256(acc.v[r][p]) : _mm512_extractf32x8_ps(acc.v[r][p], 1));
-        for (int64_t j = n8; j < n; ++j) s += W::load1(w + size_t(r) * row_bytes, j) * a.f32(t)[j];
-        y[(2 * p + h) * ldy + r] = s;
+  if constexpr (R == 4) {
+    // A pair's four rows reduced together, each (row, token) by hsum's own adds: its 8 lanes as
+    // (a_i + a_i+4), then (b_0 + b_2) + (b_1 + b_3). Lanes of the result: token 2p's rows 0-3, then 2p+1's.
+    const __m512i order = _mm512_setr_epi32(0, 8, 2, 10, 4, 12, 6, 14, 0, 0, 0, 0, 0, 0, 0, 0);
+    for (int p = 0; p < P; ++p) {
+      const __m512 b01 = _mm512_add_ps(_mm512_shuffle_f32x4(acc.v[0][p], acc.v[1][p], _MM_SHUFFLE(2, 0, 2, 0)),
+                                       _mm512_shuffle_f32x4(acc.v[0][p], acc.v[1][p], _MM_SHUFFLE(3, 1, 3, 1)));
+      const __m512 b23 = _mm512_add_ps(_mm512_shuffle_f32x4(acc.v[2][p], acc.v[3][p], _MM_SHUFFLE(2, 0, 2, 0)),
+                                       _mm512_shuffle_f32x4(acc.v[2][p], acc.v[3][p], _MM_SHUFFLE(3, 1, 3, 1)));
+      // 128-bit lane k of b01: rows 0, 1 / tokens A, B as (A0, B0, A1, B1); of b23 the same for rows 2, 3.
+      const __m512 c = _mm512_add_ps(_mm512_shuffle_ps(b01, b23, _MM_SHUFFLE(1, 0, 1, 0)),
+                                     _mm512_shuffle_ps(b01, b23, _MM_SHUFFLE(3, 2, 3, 2)));
+      const __m512 d = _mm512_add_ps(c, _mm512_movehdup_ps(c));
+      __m256 sum = _mm512_castps512_ps256(_mm512_permutexvar_ps(order, d));
+      // The scalar tail, one column at a time: the product, then the add, as tile_float does.
+      for (int64_t j = n8; j < n; ++j) {
+        const float xa = a.f32(t0 + 2 * p)[j], xb = a.f32(t0 + 2 * p + 1)[j];
+        const float w0 = W::load1(w, j), w1 = W::load1(w + row_bytes, j), w2 = W::load1(w + 2 * row_bytes, j),
+                    w3 = W::load1(w + 3 * row_bytes, j);
+        sum = _mm256_add_ps(sum, _mm256_mul_ps(_mm256_setr_ps(w0, w1, w2, w3, w0, w1, w2, w3),
+                                               _mm256_setr_ps(xa, xa, xa, xa, xb, xb, xb, xb)));
       }
+      _mm_storeu_ps(y + (2 * p) * ldy, _mm256_castps256_ps128(sum));
+      _mm_storeu_ps(y + (2 * p + 1) * ldy, _mm256_extractf128_ps(sum, 1));
     }
+  } else {
+    for (int p = 0; p < P; ++p)
+      for (int h = 0; h < 2; ++h) {
+        const int64_t t = t0 + 2 * p + h;
+        for (int r = 0; r < R; ++r) {
+          float s = hsum(h == 0 ? _mm512_castps512_ps256(acc.v[r][p]) : _mm512_extractf32x8_ps(acc.v[r][p], 1));
+          for (int64_t j = n8; j < n; ++j) s += W::load1(w + size_t(r) * row_bytes, j) * a.f32(t)[j];
+          y[(2 * p + h) * ldy + r] = s;
+        }
+      }
+  }
 }
 #endif  // AVX-512
 

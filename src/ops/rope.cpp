@@ -29,11 +29,8 @@ Rope::Rope(int head_dim, int n_rot, float freq_base, RopeStyle style, std::vecto
   }
 }
 
-void Rope::rotate_scaled(float* x, int n_heads, int64_t pos, float scale) const {
-  const int half = n_rot_ / 2;
-  // Per-position cos/sin computed once for all heads.
-  float cs[512], sn[512];
-  for (int i = 0; i < half; ++i) {
+void Rope::angles(int64_t pos, float scale, float* cs, float* sn) const {
+  for (int i = 0; i < n_rot_ / 2; ++i) {
     // ggml's order: the angle, divided by the pair's frequency factor, times the linear scale.
     float theta = float(pos) * inv_freq_[i];
     if (!freq_factors_.empty()) theta /= freq_factors_[size_t(i)];
@@ -42,6 +39,10 @@ void Rope::rotate_scaled(float* x, int n_heads, int64_t pos, float scale) const 
     cs[i] = std::cos(theta) * scale;
     sn[i] = std::sin(theta) * scale;
   }
+}
+
+void Rope::rotate_by(float* x, int n_heads, const float* cs, const float* sn) const {
+  const int half = n_rot_ / 2;
   for (int h = 0; h < n_heads; ++h) {
     float* v = x + int64_t(h) * head_dim_;
     for (int i = 0; i < half; ++i) {
@@ -52,6 +53,30 @@ void Rope::rotate_scaled(float* x, int n_heads, int64_t pos, float scale) const 
       v[b] = x0 * sn[i] + x1 * cs[i];
     }
   }
+}
+
+void Rope::rotate_scaled(float* x, int n_heads, int64_t pos, float scale) const {
+  // Per-position cos/sin computed once for all heads.
+  float cs[512], sn[512];
+  angles(pos, scale, cs, sn);
+  rotate_by(x, n_heads, cs, sn);
+}
+
+RopeTable::RopeTable(const Rope& rope, Direction direction, int64_t n_positions)
+    : rope_(rope), direction_(direction), n_positions_(n_positions), half_(rope.n_rot() / 2) {
+  AGENTKV_CHECK(n_positions >= 0);
+  cs_.resize(size_t(n_positions * half_));
+  sn_.resize(cs_.size());
+  // The scale and sign apply / unapply pass rotate_scaled.
+  const bool inverse = direction == Direction::kUnapply;
+  const float scale = inverse ? 1.0f / rope.attn_factor() : rope.attn_factor();
+  for (int64_t p = 0; p < n_positions; ++p)
+    rope_.angles(inverse ? -p : p, scale, cs_.data() + p * half_, sn_.data() + p * half_);
+}
+
+void RopeTable::rotate(float* x, int n_heads, int64_t pos) const {
+  AGENTKV_CHECK(pos >= 0 && pos < n_positions_);
+  rope_.rotate_by(x, n_heads, cs_.data() + pos * half_, sn_.data() + pos * half_);
 }
 
 }  // namespace agentkv

@@ -32,6 +32,12 @@ class Rope {
   // Rotation by delta positions only (delta may be negative): moves cached K, already scaled, between positions.
   void shift(float* x, int n_heads, int64_t delta) const { rotate_scaled(x, n_heads, delta, 1.0f); }
   int n_rot() const { return n_rot_; }
+  float attn_factor() const { return attn_factor_; }
+  // The cos and sin (n_rot/2 each) rotate_scaled rotates by at pos, both multiplied by scale.
+  void angles(int64_t pos, float scale, float* cs, float* sn) const;
+  // Rotates n_heads heads by angles' output: rotate_scaled with the angles computed elsewhere.
+  void rotate_by(float* x, int n_heads, const float* cs, const float* sn) const;
+  bool operator==(const Rope&) const = default;
 
  private:
   int head_dim_;
@@ -43,6 +49,28 @@ class Rope {
   float attn_factor_ = 1.0f;
 
   void rotate_scaled(float* x, int n_heads, int64_t pos, float scale) const;
+};
+
+// A Rope's cos and sin at positions [0, n), computed once: the floats apply (or unapply) computes
+// at each call, so rotating through the table is bit-identical to them, without a sincos per pair
+// per row. What rotates many rows of one layer, or of the layers that share a Rope (a transfer
+// map's reads and writes), at positions known ahead.
+class RopeTable {
+ public:
+  enum class Direction { kApply, kUnapply };
+  RopeTable(const Rope& rope, Direction direction, int64_t n_positions);
+  const Rope& rope() const { return rope_; }
+  Direction direction() const { return direction_; }
+  int64_t n_positions() const { return n_positions_; }
+  // apply (kApply) or unapply (kUnapply) at pos in [0, n_positions).
+  void rotate(float* x, int n_heads, int64_t pos) const;
+
+ private:
+  Rope rope_;
+  Direction direction_;
+  int64_t n_positions_;
+  int half_;
+  std::vector<float> cs_, sn_;  // [pos][half]
 };
 
 }  // namespace agentkv

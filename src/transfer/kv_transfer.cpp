@@ -196,6 +196,7 @@ Result<KvTransferReport> transfer_aligned_kv_cache(const TransferMap& map, const
   const int64_t n_rows = int64_t(row_token.size());
   std::vector<float> x(size_t(n_rows * in_dim)), y(size_t(n_rows * out_dim));
   double project_s = 0;
+  LayerRopeTables receiver_ropes(rc, RopeTable::Direction::kApply, nr);
   // Layers [l_begin, n_layer); hidden: the projected tokens' hidden states, rows n_embd apart (a
   // conditioned map has no rarity runs: every projected token is a row).
   auto project_layers = [&](int l_begin, const float* hidden) {
@@ -210,12 +211,13 @@ Result<KvTransferReport> transfer_aligned_kv_cache(const TransferMap& map, const
       window.load(map.sender_layer[size_t(l)], pool);
       window.features(align, weights, row_token, x.data(), in_dim, pool);
       map.project_rows(l, x.data(), n_rows, y.data(), pool);
+      const RopeTable& rope = receiver_ropes.layer(l);
       pool.parallel_for(n_rows, kGrain, [&](int64_t b, int64_t e) {
         // Rows of consecutive tokens in one call.
         for (int64_t i = b, j; i < e; i = j) {
           for (j = i + 1; j < e && row_token[size_t(j)] == row_token[size_t(j - 1)] + 1;) ++j;
           write_rotated_rows(rc, receiver_kv.arena(), table, l, row_token[size_t(i)], row_token[size_t(i)] + (j - i),
-                             y.data() + i * out_dim, out_dim);
+                             y.data() + i * out_dim, out_dim, &rope);
         }
       });
     }

@@ -7,10 +7,24 @@
 
 namespace agentkv {
 
+const RopeTable& LayerRopeTables::layer(int il) {
+  const Rope rope = layer_rope(cfg_, il);
+  for (const RopeTable& t : tables_)
+    if (t.rope() == rope) return t;
+  return tables_.emplace_back(rope, direction_, n_positions_);
+}
+
+namespace {
+void check_table(const RopeTable* rope, RopeTable::Direction direction, int64_t t1) {
+  AGENTKV_CHECK(!rope || (rope->direction() == direction && rope->n_positions() >= t1));
+}
+}  // namespace
+
 void read_unrotated_rows(const ModelConfig& cfg, const KvArena& arena, std::span<const int32_t> table, int il,
-                         int64_t t0, int64_t t1, LayerKv& out) {
+                         int64_t t0, int64_t t1, LayerKv& out, const RopeTable* rope_table) {
   const int bs = arena.block_size();
   AGENTKV_CHECK(int64_t(table.size()) * bs >= t1 && out.n_tokens >= t1);
+  check_table(rope_table, RopeTable::Direction::kUnapply, t1);
   const Rope rope = layer_rope(cfg, il);
   const PagedKvLayer layer = arena.layer(il);
   for (int64_t t = t0; t < t1; ++t) {
@@ -18,7 +32,11 @@ void read_unrotated_rows(const ModelConfig& cfg, const KvArena& arena, std::span
     float* k = out.k.data() + t * out.kv_dim;
     kv_load(k, layer.k(block, int(t % bs)), out.kv_dim);
     kv_load(out.v.data() + t * out.kv_dim, layer.v(block, int(t % bs)), out.kv_dim);
-    rope.unapply(k, cfg.n_head_kv, t);  // slot t was written at position t
+    // Slot t was written at position t.
+    if (rope_table)
+      rope_table->rotate(k, cfg.n_head_kv, t);
+    else
+      rope.unapply(k, cfg.n_head_kv, t);
   }
 }
 
@@ -37,10 +55,11 @@ std::vector<LayerKv> read_unrotated_kv(const ModelConfig& cfg, const KvArena& ar
 }
 
 void write_rotated_rows(const ModelConfig& cfg, const KvArena& arena, std::span<const int32_t> table, int il,
-                        int64_t t0, int64_t t1, const float* kv, int64_t ld) {
+                        int64_t t0, int64_t t1, const float* kv, int64_t ld, const RopeTable* rope_table) {
   const int bs = arena.block_size();
   const int kv_dim = cfg.kv_dim();
   AGENTKV_CHECK(int64_t(table.size()) * bs >= t1);
+  check_table(rope_table, RopeTable::Direction::kApply, t1);
   const Rope rope = layer_rope(cfg, il);
   const PagedKvLayer layer = arena.layer(il);
   std::vector<float> k(static_cast<size_t>(kv_dim));
@@ -48,7 +67,10 @@ void write_rotated_rows(const ModelConfig& cfg, const KvArena& arena, std::span<
     const float* row = kv + (t - t0) * ld;
     const int32_t block = table[size_t(t / bs)];
     std::copy(row, row + kv_dim, k.begin());
-    rope.apply(k.data(), cfg.n_head_kv, t);
+    if (rope_table)
+      rope_table->rotate(k.data(), cfg.n_head_kv, t);
+    else
+      rope.apply(k.data(), cfg.n_head_kv, t);
     kv_store(layer.k(block, int(t % bs)), k.data(), kv_dim);
     kv_store(layer.v(block, int(t % bs)), row + kv_dim, kv_dim);
   }

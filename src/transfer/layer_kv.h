@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <span>
 #include <vector>
 
@@ -24,17 +25,36 @@ struct LayerKv {
   const float* v_row(int64_t t) const { return v.data() + t * kv_dim; }
 };
 
+// One model's RoPE tables (ops/rope.h) for positions [0, n_positions) in one direction, built the
+// first time a layer asks: layers that share a Rope share a table (SmolLM2: one; Gemma 3: local and
+// global).
+class LayerRopeTables {
+ public:
+  LayerRopeTables(const ModelConfig& cfg, RopeTable::Direction direction, int64_t n_positions)
+      : cfg_(cfg), direction_(direction), n_positions_(n_positions) {}
+  // Not to be called by several threads at once.
+  const RopeTable& layer(int il);
+
+ private:
+  const ModelConfig& cfg_;
+  RopeTable::Direction direction_;
+  int64_t n_positions_;
+  std::deque<RopeTable> tables_;  // references stay valid as tables are added
+};
+
 // Slots [0, n_tokens) of a sequence whose block table is `table`; slot t holds position t.
 std::vector<LayerKv> read_unrotated_kv(const ModelConfig& cfg, const KvArena& arena, std::span<const int32_t> table,
                                        int64_t n_tokens);
-// Rows [t0, t1) of layer il into `out` (already sized); disjoint ranges may run in parallel.
+// Rows [t0, t1) of layer il into `out` (already sized); disjoint ranges may run in parallel. rope:
+// layer il's unapply table covering [t0, t1) (LayerRopeTables), or null to compute the angles per row.
 void read_unrotated_rows(const ModelConfig& cfg, const KvArena& arena, std::span<const int32_t> table, int il,
-                         int64_t t0, int64_t t1, LayerKv& out);
+                         int64_t t0, int64_t t1, LayerKv& out, const RopeTable* rope = nullptr);
 
 // Writes layer il's K (un-rotated; rotated here to position t) and V of tokens t in [t0, t1) into
 // slot t. Row t - t0 of `kv` is [K | V] (2 * kv_dim floats, rows ld apart): a transfer map's output.
+// rope: layer il's apply table covering [t0, t1), or null.
 void write_rotated_rows(const ModelConfig& cfg, const KvArena& arena, std::span<const int32_t> table, int il,
-                        int64_t t0, int64_t t1, const float* kv, int64_t ld);
+                        int64_t t0, int64_t t1, const float* kv, int64_t ld, const RopeTable* rope = nullptr);
 
 // Prefills `tokens` (positions 0..n-1) into a private KV manager (kv/direct_prefill.h) and reads them
 // back un-rotated: the sender side of fitting, and the receiver's reference targets. `hidden` (if set)

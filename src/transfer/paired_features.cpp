@@ -102,7 +102,12 @@ void pooled_sender_window_features(std::span<const LayerKv* const> layers, const
 
 SenderWindow::SenderWindow(const ModelConfig& sender, const KvArena& arena, std::span<const int32_t> table,
                            int64_t n_tokens, int window)
-    : cfg_(sender), arena_(arena), table_(table), layers_(size_t(window)), loaded_(size_t(window), -1) {
+    : cfg_(sender),
+      arena_(arena),
+      table_(table),
+      ropes_(sender, RopeTable::Direction::kUnapply, n_tokens),
+      layers_(size_t(window)),
+      loaded_(size_t(window), -1) {
   for (LayerKv& layer : layers_) {
     layer.n_tokens = n_tokens;
     layer.kv_dim = sender.kv_dim();
@@ -118,8 +123,9 @@ void SenderWindow::load(int32_t first, ThreadPool& pool) {
     const int32_t want = first + int32_t(j);
     if (want == loaded_[j]) continue;
     LayerKv& layer = layers_[j];
+    const RopeTable& rope = ropes_.layer(want);
     pool.parallel_for(layer.n_tokens, kGrain, [&](int64_t b, int64_t e) {
-      read_unrotated_rows(cfg_, arena_, table_, want, b, e, layer);
+      read_unrotated_rows(cfg_, arena_, table_, want, b, e, layer, &rope);
     });
     loaded_[j] = want;
   }

@@ -70,6 +70,7 @@ class SenderWindow {
   const ModelConfig& cfg_;
   const KvArena& arena_;
   std::span<const int32_t> table_;
+  LayerRopeTables ropes_;
   std::vector<LayerKv> layers_;
   std::vector<int32_t> loaded_;
   std::vector<const LayerKv*> view_;

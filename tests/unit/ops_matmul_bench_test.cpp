@@ -29,6 +29,11 @@ void bench(GgmlType type, int64_t cols, int64_t rows, int64_t n_tokens, ThreadPo
       const float v = float(int(rng() % 2001) - 1000) * 1e-3f;
       std::memcpy(w.data() + 4 * i, &v, 4);
     }
+  if (type == GgmlType::F32)  // finite, normal values (random bytes would hold NaNs and denormals)
+    for (size_t i = 0; i < w.size() / 4; ++i) {
+      const float v = float(int(rng() % 2001) - 1000) * 1e-3f;
+      std::memcpy(w.data() + 4 * i, &v, 4);
+    }
   const int bb = ggml_type_info(uint32_t(type))->block_bytes;
   const int dpos = type == GgmlType::Q6_K ? 208 : 0;
   for (size_t off = 0; off < w.size(); off += size_t(bb)) {
@@ -77,6 +82,8 @@ TEST(MatmulBench, DISABLED_ModelShapes) {
     bench(GgmlType::Q4_K, 2048, 640, n, pool);
     bench(GgmlType::Q6_K, 2048, 640, n, pool);
   }
+  // A transfer map's projection (Gemma 3 -> SmolLM2: 2 x 256 K/V + bias in, 2 x 192 out), one 1k context.
+  bench(GgmlType::F32, 513, 384, 1032, pool);
   // A transfer map's projection (Gemma 3 -> SmolLM2: 2 x 256 K/V + bias in, 2 x 192 out), one 1k context.
   bench(GgmlType::F32, 513, 384, 1032, pool);
   bench(GgmlType::Q8_0, 576, 49152, 1, pool);

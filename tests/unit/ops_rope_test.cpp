@@ -1,6 +1,7 @@
 // RoPE's attention factor (LongRoPE's rope.scaling.attn_factor): apply scales what it rotates by it,
 // as ggml scales cos and sin; unapply undoes apply; shift moves already-rotated K between positions
-// without scaling it again (a second factor would compound on every move).
+// without scaling it again (a second factor would compound on every move). A RopeTable rotates by
+// the same bits as apply / unapply.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -51,6 +52,24 @@ TEST(Rope, ShiftMovesRotatedKWithoutScalingAgain) {
   r.shift(moved.data(), kHeads, 27);
   r.apply(direct.data(), kHeads, 127);
   expect_near(moved, direct, 1e-4f);
+}
+
+TEST(Rope, TableRotatesExactlyAsApplyAndUnapply) {
+  const Rope ropes[] = {rope(1.17f), Rope(kHeadDim, kHeadDim, 10000.0f, RopeStyle::kNorm),
+                        Rope(kHeadDim, kHeadDim / 2, 1e6f, RopeStyle::kNeox, {}, 0.25f)};
+  for (const Rope& r : ropes)
+    for (RopeTable::Direction d : {RopeTable::Direction::kApply, RopeTable::Direction::kUnapply}) {
+      const RopeTable table(r, d, 4100);
+      for (int64_t pos : {0, 1, 37, 1023, 4099}) {
+        std::vector<float> by_table = sample(), direct = sample();
+        table.rotate(by_table.data(), kHeads, pos);
+        if (d == RopeTable::Direction::kApply)
+          r.apply(direct.data(), kHeads, pos);
+        else
+          r.unapply(direct.data(), kHeads, pos);
+        for (size_t i = 0; i < direct.size(); ++i) ASSERT_EQ(by_table[i], direct[i]) << "pos " << pos << " at " << i;
+      }
+    }
 }
 
 }  // namespace
