@@ -274,18 +274,29 @@ void run_tiles(const uint8_t* w, size_t row_bytes, int64_t nrows, const ActBuffe
     if (packed) r = Tile<1, 1>::kPacked(w, row_bytes, nrows, a, t0, t1, y, ldy);
   }
 #ifdef AGENTKV_WIDE_TILES
-  if constexpr (requires { Tile<1, 1>::kWideTokensOuter; }) {
-    // Tokens outer: a group's activations (8 tokens of float rows) stay in L1 while the chunk's
-    // weight rows stream past from L2, half the bytes per multiply-add of streaming the activations.
-    constexpr int kP = Tile<1, 1>::kWidePairs;
-    static constexpr auto kWide = wide_table<Tile, R, kP>(std::make_index_sequence<R * kP>());
+  if constexpr (requires { Tile<1, 1>::kFloatPairs; }) {
+    // Float weights, tokens outer: a group of token pairs is packed once (16 KB at 513 columns,
+    // in L1) and every weight row of the chunk streams past it from L2.
+    constexpr int kP = Tile<1, 1>::kFloatPairs;
+    static constexpr auto kPairs = [] {
+      std::array<PackedFloatTileFn, R * kP> t{};
+      [&]<size_t... I>(std::index_sequence<I...>) {
+        ((t[I] = Tile<int(I) / kP + 1, int(I) % kP + 1>::packed), ...);
+      }(std::make_index_sequence<R * kP>());
+      return t;
+    }();
     if (!decode) {
+      thread_local std::vector<float> storage;
+      const size_t need = size_t(a.cols() / 8 * 8) * 2 * kP + 16;
+      if (storage.size() < need) storage.resize(need);
+      float* xp = storage.data() + (16 - (reinterpret_cast<uintptr_t>(storage.data()) / 4) % 16) % 16;
       int64_t t = t0;
       for (; t1 - t >= 2;) {
         const int pairs = int(std::min<int64_t>(kP, (t1 - t) / 2));
+        pack_float_pairs(a, t, pairs, xp);
         for (int64_t rr = 0; rr < nrows; rr += R)
-          kWide[size_t((std::min<int64_t>(R, nrows - rr) - 1) * kP + (pairs - 1))](
-              w + size_t(rr) * row_bytes, row_bytes, a, t, y + (t - t0) * ldy + rr, ldy);
+          kPairs[size_t((std::min<int64_t>(R, nrows - rr) - 1) * kP + (pairs - 1))](
+              w + size_t(rr) * row_bytes, row_bytes, a, t, xp, y + (t - t0) * ldy + rr, ldy);
         t += 2 * pairs;
       }
       for (int64_t rr = 0; t < t1 && rr < nrows; rr += R)
@@ -359,9 +370,8 @@ struct Float {
   struct Tile {
     static constexpr TileFn fn = tile_float<W, R, T>;
 #ifdef AGENTKV_WIDE_TILES
-    static constexpr int kWidePairs = 4;
-    static constexpr bool kWideTokensOuter = true;
-    static constexpr TileFn wide = wide_float<W, R, T>;  // T: token pairs
+    static constexpr int kFloatPairs = 4;
+    static constexpr PackedFloatTileFn packed = wide_float<W, R, T>;  // T: token pairs
 #endif
   };
 };

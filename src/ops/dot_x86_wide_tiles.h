@@ -249,16 +249,37 @@ void wide_q6k(const uint8_t* w, size_t row_bytes, const ActBuffer& a, int64_t t0
 // Float weights (F32, F16, BF16: W as in dot_x86_tiles.h): each row's eight weights broadcast to both
 // halves, two tokens' activations side by side. Per half the same FMA chain over the row as
 // tile_float, the same horizontal sum and the same scalar tail, so the result is bit-identical to
-// it; twice the multiply-adds per instruction (the transfer maps' projection runs here).
+// it; twice the multiply-adds per instruction (the transfer maps' projection runs here). The
+// activations come packed (pack_float_pairs): eight columns of token 2p then of 2p+1 in one aligned
+// 512-bit row, chunk by chunk, so a pair is one load rather than two and a lane insert.
+using PackedFloatTileFn = void (*)(const uint8_t*, size_t, const ActBuffer&, int64_t, const float*, float*, int64_t);
+
+// Tokens [t0, t0 + 2 * pairs) of `a`, the first cols / 8 * 8 columns: chunk i of pair p at
+// xp + (i * pairs + p) * 16 (xp 64-byte aligned).
+inline void pack_float_pairs(const ActBuffer& a, int64_t t0, int pairs, float* xp) {
+  const int64_t n8 = a.cols() / 8 * 8;
+  for (int p = 0; p < pairs; ++p) {
+    const float* x0 = a.f32(t0 + 2 * p);
+    const float* x1 = a.f32(t0 + 2 * p + 1);
+    for (int64_t i = 0; i < n8; i += 8) {
+      float* dst = xp + ((i / 8) * pairs + p) * 16;
+      _mm256_store_ps(dst, _mm256_loadu_ps(x0 + i));
+      _mm256_store_ps(dst + 8, _mm256_loadu_ps(x1 + i));
+    }
+  }
+}
+
 template <class W, int R, int P>
-void wide_float(const uint8_t* w, size_t row_bytes, const ActBuffer& a, int64_t t0, float* y, int64_t ldy) {
+void wide_float(const uint8_t* w, size_t row_bytes, const ActBuffer& a, int64_t t0, const float* xp, float* y,
+                int64_t ldy) {
   const int64_t n = a.cols(), n8 = n / 8 * 8;
   WideAcc<R, P> acc;
   for (int64_t i = 0; i < n8; i += 8) {
     __m512 wv[R];
     for (int r = 0; r < R; ++r) wv[r] = _mm512_broadcast_f32x8(W::load8(w + size_t(r) * row_bytes, i));
+    const float* xi = xp + (i / 8) * P * 16;
     for (int p = 0; p < P; ++p) {
-      const __m512 xv = pair_ps(_mm256_loadu_ps(a.f32(t0 + 2 * p) + i), _mm256_loadu_ps(a.f32(t0 + 2 * p + 1) + i));
+      const __m512 xv = _mm512_load_ps(xi + p * 16);
       for (int r = 0; r < R; ++r) acc.v[r][p] = _mm512_fmadd_ps(wv[r], xv, acc.v[r][p]);
     }
   }
