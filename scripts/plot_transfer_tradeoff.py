@@ -6,11 +6,13 @@
 #   left:  share of the context's value kept (continuation NLL, (c-b)/(c-a)) vs the saving;
 #   right: recall relative to the receiver's own prefill (hits / native hits) vs the saving.
 # The x axis is 1 - the receiver's native work share (token x layer passes it ran itself, from the
-# transfer reports): the saving in prefill compute, deterministic; measured wall-clock savings, which
-# also pay the projection, are in the tables beside the chart (BENCHMARKS.md). Dashed lines mark the
-# issue's goals (0.90 of the value, 0.90 of native recall, 70% saving). Matplotlib, Agg backend.
+# transfer reports): the saving in prefill compute, deterministic. `--x wall` plots the measured
+# wall-clock saving instead (the quality CSVs' ttft_saving: it also pays the projection; value panel
+# only). A file given as LABEL=PATH (e.g. a context size) is a series of its own, its points named LABEL.
+# Dashed lines mark the issue's goals (0.90 of the value, 0.90 of native recall, 70% saving).
+# Matplotlib, Agg backend.
 #
-# usage: plot_transfer_tradeoff.py OUT.png --quality Q.csv [Q.csv ...] [--recall R.csv ...]
+# usage: plot_transfer_tradeoff.py OUT.png --quality [LABEL=]Q.csv ... [--recall R.csv ...] [--x work|wall]
 import argparse
 import csv
 import sys
@@ -44,13 +46,32 @@ def read_rows(path, fields):
     return rows
 
 
-def series(rows, y_of):
+def read_labelled(arg, fields):
+    """LABEL=PATH or PATH: the file's rows, each with its mode named LABEL mode when labelled."""
+    label, _, path = arg.rpartition("=") if "=" in arg else ("", "", arg)
+    rows = read_rows(path, fields)
+    for r in rows:
+        r["label"] = label
+    return rows
+
+
+def saving_of(x):
+    """The x value of a row: compute saved (1 - native work share) or measured wall-clock saving."""
+    if x == "wall":
+        return lambda r: float(r["ttft_saving"])
+    return lambda r: 1.0 - float(r["native_work"])
+
+
+def series(rows, y_of, x_of=None):
     """{(direction, family): [(saving, y, mode)]} sorted by saving; the pure transfer joins each family."""
+    x_of = x_of or saving_of("work")
     out = {}
     pure = {}
     for r in rows:
-        direction = f"{r['sender']} → {r['receiver']}"
-        point = (1.0 - float(r["native_work"]), y_of(r), r["mode"])
+        # A labelled file (a context size, say) is a series of its own, its points named by the label.
+        label = r.get("label")
+        direction = f"{r['sender']} → {r['receiver']}" + (f", {label}" if label else "")
+        point = (x_of(r), y_of(r), label or r["mode"])
         if r["mode"] == "transfer":
             pure[direction] = point
         else:
@@ -64,7 +85,7 @@ def series(rows, y_of):
     return {k: sorted(v) for k, v in sorted(out.items())}
 
 
-def draw(ax, lines, title, ylabel, goal):
+def draw(ax, lines, title, ylabel, goal, xlabel):
     markers = {"last": "s", "dev": "o", "dev+last": "D", "transfer": "x"}
     for (direction, fam), points in lines.items():
         xs = [100 * p[0] for p in points]
@@ -75,7 +96,7 @@ def draw(ax, lines, title, ylabel, goal):
     ax.axhline(goal, linestyle="--", color="grey", linewidth=1)
     ax.axvline(100 * GOAL_SAVING, linestyle="--", color="grey", linewidth=1)
     ax.set_title(title)
-    ax.set_xlabel("prefill compute saved, % (1 − receiver's native work share)")
+    ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     ax.set_xlim(0, 100)
     ax.grid(alpha=0.3)
@@ -87,21 +108,30 @@ def main(argv):
     ap.add_argument("out")
     ap.add_argument("--quality", nargs="+", required=True, help="transfer-quality --csv files")
     ap.add_argument("--recall", nargs="*", default=[], help="transfer-retrieval --csv files")
+    ap.add_argument("--x", choices=["work", "wall"], default="work",
+                    help="x axis: compute saved (work, default) or measured wall-clock saving (wall)")
     a = ap.parse_args(argv)
+    if a.x == "wall" and a.recall:
+        print("plot_transfer_tradeoff: --x wall plots the value panel only (recall files carry no timing)",
+              file=sys.stderr)
+        return 1
     try:
-        quality = [r for p in a.quality for r in read_rows(p, QUALITY_FIELDS)]
-        recall = [r for p in a.recall for r in read_rows(p, RECALL_FIELDS)]
-        q_lines = series(quality, lambda r: float(r["kept"]))
-        r_lines = series(recall, lambda r: int(r["hits"]) / max(1, int(r["native_hits"])))
+        fields = QUALITY_FIELDS | ({"ttft_saving"} if a.x == "wall" else set())
+        quality = [r for p in a.quality for r in read_labelled(p, fields)]
+        recall = [r for p in a.recall for r in read_labelled(p, RECALL_FIELDS)]
+        q_lines = series(quality, lambda r: float(r["kept"]), saving_of(a.x))
+        r_lines = series(recall, lambda r: int(r["hits"]) / max(1, int(r["native_hits"])), saving_of(a.x))
     except (OSError, ValueError, KeyError) as e:
         print(f"plot_transfer_tradeoff: {e}", file=sys.stderr)
         return 1
+    xlabel = ("native prefill time saved, % (measured)" if a.x == "wall"
+              else "prefill compute saved, % (1 − receiver's native work share)")
     panels = 2 if recall else 1
     fig, axes = plt.subplots(1, panels, figsize=(7.5 * panels, 5.5), dpi=100, squeeze=False)
-    draw(axes[0][0], q_lines, "Context value kept vs prefill saved", "value kept, (c−b)/(c−a)", GOAL_KEPT)
+    draw(axes[0][0], q_lines, "Context value kept vs prefill saved", "value kept, (c−b)/(c−a)", GOAL_KEPT, xlabel)
     if recall:
         task = ", ".join(sorted({r["task"] for r in recall}))
-        draw(axes[0][1], r_lines, f"Recall ({task}) vs prefill saved", "hits / native hits", GOAL_KEPT)
+        draw(axes[0][1], r_lines, f"Recall ({task}) vs prefill saved", "hits / native hits", GOAL_KEPT, xlabel)
     fig.tight_layout()
     fig.savefig(a.out)
     return 0

@@ -3,7 +3,9 @@
 # transfer_tradeoff/: transfer-quality and transfer-retrieval --task passkey, SmolLM2 -> Gemma 3 and
 # back, the BENCHMARKS.md "Hybrid by deviation" figures): the PNG decodes, has the two panels' size,
 # and is not blank; the series group modes by method (transfer, last, dev, dev+last), the pure
-# transfer joining each family; a CSV missing a column or empty is a one-line error and exit 1.
+# transfer joining each family; `--x wall` plots the measured saving of labelled files (the hybrid by
+# rarity's 1k/2k/4k runs, tests/data/transfer_rarity/fast_projection/); a CSV missing a column or empty
+# is a one-line error and exit 1.
 # Runs under pytest or alone (prints "plot_transfer_tradeoff test: ok").
 import importlib.util
 import os
@@ -44,6 +46,23 @@ def test_draws_both_panels():
         assert matplotlib.image.imread(only).shape[1] == 750
 
 
+def test_wall_clock_axis_with_labels():
+    fast = os.path.join(ROOT, "tests", "data", "transfer_rarity", "fast_projection")
+    files = [f"{size}={os.path.join(fast, f'quality_{size}_{d}.csv')}" for size in ("1k", "2k", "4k") for d in ("g2s", "s2g")]
+    with tempfile.TemporaryDirectory() as d:
+        out = os.path.join(d, "wall.png")
+        r = run(out, "--x", "wall", "--quality", *files)
+        assert r.returncode == 0, r.stderr
+        assert matplotlib.image.imread(out).shape[1] == 750
+        r = run(out, "--x", "wall", "--quality", *files, "--recall", *RECALL)
+        assert r.returncode == 1 and "value panel only" in r.stderr, r.stderr
+    mod = load_module()
+    rows = [{"sender": "a", "receiver": "b", "mode": "rare:2%", "kept": "0.9", "native_work": "0.2",
+             "ttft_saving": "0.71", "label": "1k"}]
+    lines = mod.series(rows, lambda r: float(r["kept"]), mod.saving_of("wall"))
+    assert lines == {("a → b, 1k", "rare"): [(0.71, 0.9, "1k")]}, lines
+
+
 def test_series_by_family():
     mod = load_module()
     assert mod.family("transfer") == "transfer"
@@ -75,6 +94,7 @@ def test_refuses_broken_csv():
 
 if __name__ == "__main__":
     test_draws_both_panels()
+    test_wall_clock_axis_with_labels()
     test_series_by_family()
     test_refuses_broken_csv()
     print("plot_transfer_tradeoff test: ok")
