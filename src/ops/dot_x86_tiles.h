@@ -15,6 +15,7 @@
 #include <immintrin.h>
 
 #include <array>
+#include <cmath>
 #include <cstring>
 #include <utility>
 #include <vector>
@@ -233,7 +234,9 @@ void tile_float(const uint8_t* w, size_t row_bytes, const ActBuffer& a, int64_t 
   for (int t = 0; t < T; ++t)
     for (int r = 0; r < R; ++r) {
       float s = hsum(acc.v[r][t]);
-      for (int64_t i = n8; i < n; ++i) s += W::load1(w + size_t(r) * row_bytes, i) * a.f32(t0 + t)[i];
+      // The tail as explicit fused multiply-adds: what a compiler's contraction setting cannot change,
+      // so the wide tile's vector tail (dot_x86_wide_tiles.h) gives the same bits under GCC and clang.
+      for (int64_t i = n8; i < n; ++i) s = std::fma(W::load1(w + size_t(r) * row_bytes, i), a.f32(t0 + t)[i], s);
       y[t * ldy + r] = s;
     }
 }

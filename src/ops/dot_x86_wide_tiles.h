@@ -4,6 +4,7 @@
 
 #include <immintrin.h>
 
+#include <cmath>
 #include <cstring>
 
 #include "ops/dot_x86_common.h"
@@ -297,13 +298,13 @@ void wide_float(const uint8_t* w, size_t row_bytes, const ActBuffer& a, int64_t 
                                      _mm512_shuffle_ps(b01, b23, _MM_SHUFFLE(3, 2, 3, 2)));
       const __m512 d = _mm512_add_ps(c, _mm512_movehdup_ps(c));
       __m256 sum = _mm512_castps512_ps256(_mm512_permutexvar_ps(order, d));
-      // The scalar tail, one column at a time: the product, then the add, as tile_float does.
+      // The tail, one column at a time, as fused multiply-adds as tile_float does.
       for (int64_t j = n8; j < n; ++j) {
         const float xa = a.f32(t0 + 2 * p)[j], xb = a.f32(t0 + 2 * p + 1)[j];
         const float w0 = W::load1(w, j), w1 = W::load1(w + row_bytes, j), w2 = W::load1(w + 2 * row_bytes, j),
                     w3 = W::load1(w + 3 * row_bytes, j);
-        sum = _mm256_add_ps(sum, _mm256_mul_ps(_mm256_setr_ps(w0, w1, w2, w3, w0, w1, w2, w3),
-                                               _mm256_setr_ps(xa, xa, xa, xa, xb, xb, xb, xb)));
+        sum = _mm256_fmadd_ps(_mm256_setr_ps(w0, w1, w2, w3, w0, w1, w2, w3),
+                              _mm256_setr_ps(xa, xa, xa, xa, xb, xb, xb, xb), sum);
       }
       _mm_storeu_ps(y + (2 * p) * ldy, _mm256_castps256_ps128(sum));
       _mm_storeu_ps(y + (2 * p + 1) * ldy, _mm256_extractf128_ps(sum, 1));
@@ -314,7 +315,7 @@ void wide_float(const uint8_t* w, size_t row_bytes, const ActBuffer& a, int64_t 
         const int64_t t = t0 + 2 * p + h;
         for (int r = 0; r < R; ++r) {
           float s = hsum(h == 0 ? _mm512_castps512_ps256(acc.v[r][p]) : _mm512_extractf32x8_ps(acc.v[r][p], 1));
-          for (int64_t j = n8; j < n; ++j) s += W::load1(w + size_t(r) * row_bytes, j) * a.f32(t)[j];
+          for (int64_t j = n8; j < n; ++j) s = std::fma(W::load1(w + size_t(r) * row_bytes, j), a.f32(t)[j], s);
           y[(2 * p + h) * ldy + r] = s;
         }
       }
