@@ -247,9 +247,10 @@ void wide_q6k(const uint8_t* w, size_t row_bytes, const ActBuffer& a, int64_t t0
   }
   acc.store(y, ldy);
 }
+
 // Float weights (F32, F16, BF16: W as in dot_x86_tiles.h): each row's eight weights broadcast to both
 // halves, two tokens' activations side by side. Per half the same FMA chain over the row as
-// tile_float, the same horizontal sum and the same scalar tail, so the result is bit-identical to
+// tile_float, the same horizontal sum and the same fused tail, so the result is bit-identical to
 // it; twice the multiply-adds per instruction (the transfer maps' projection runs here). The
 // activations come packed (pack_float_pairs): eight columns of token 2p then of 2p+1 in one aligned
 // 512-bit row, chunk by chunk, so a pair is one load rather than two and a lane insert.
