@@ -1,6 +1,7 @@
 #include "transfer/layer_kv.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "kv/direct_prefill.h"
 #include "ops/attention.h"
@@ -25,7 +26,8 @@ void read_unrotated_rows(const ModelConfig& cfg, const KvArena& arena, std::span
   const int bs = arena.block_size();
   AGENTKV_CHECK(int64_t(table.size()) * bs >= t1 && out.n_tokens >= t1);
   check_table(rope_table, RopeTable::Direction::kUnapply, t1);
-  const Rope rope = layer_rope(cfg, il);
+  // The layer's Rope only when no table carries its angles (building one allocates).
+  const std::optional<Rope> rope = rope_table ? std::nullopt : std::optional<Rope>(layer_rope(cfg, il));
   const PagedKvLayer layer = arena.layer(il);
   for (int64_t t = t0; t < t1; ++t) {
     const int32_t block = table[size_t(t / bs)];
@@ -36,7 +38,7 @@ void read_unrotated_rows(const ModelConfig& cfg, const KvArena& arena, std::span
     if (rope_table)
       rope_table->rotate(k, cfg.n_head_kv, t);
     else
-      rope.unapply(k, cfg.n_head_kv, t);
+      rope->unapply(k, cfg.n_head_kv, t);
   }
 }
 
@@ -60,7 +62,8 @@ void write_rotated_rows(const ModelConfig& cfg, const KvArena& arena, std::span<
   const int kv_dim = cfg.kv_dim();
   AGENTKV_CHECK(int64_t(table.size()) * bs >= t1);
   check_table(rope_table, RopeTable::Direction::kApply, t1);
-  const Rope rope = layer_rope(cfg, il);
+  // The layer's Rope only when no table carries its angles (building one allocates).
+  const std::optional<Rope> rope = rope_table ? std::nullopt : std::optional<Rope>(layer_rope(cfg, il));
   const PagedKvLayer layer = arena.layer(il);
   std::vector<float> k(static_cast<size_t>(kv_dim));
   for (int64_t t = t0; t < t1; ++t) {
@@ -70,7 +73,7 @@ void write_rotated_rows(const ModelConfig& cfg, const KvArena& arena, std::span<
     if (rope_table)
       rope_table->rotate(k.data(), cfg.n_head_kv, t);
     else
-      rope.apply(k.data(), cfg.n_head_kv, t);
+      rope->apply(k.data(), cfg.n_head_kv, t);
     kv_store(layer.k(block, int(t % bs)), k.data(), kv_dim);
     kv_store(layer.v(block, int(t % bs)), row + kv_dim, kv_dim);
   }
