@@ -48,6 +48,19 @@ Status rerotate_kv(const Model& model, const KvArena& kv, const KvSlotRange& src
                         " overlaps source slot " + std::to_string(src.slot0 + it->second));
   }
   const int kvd = c.kv_dim();
+  // Every row of a layer moves by the same delta: its cos and sin computed once per layer (the floats
+  // Rope::shift computes at each call, so the rows come out bit for bit as shifting each would).
+  int half = 0;
+  for (int il = layer_begin; il < layer_end; ++il) half = std::max(half, model.layer_rope(il).n_rot() / 2);
+  std::vector<float> cs, sn;
+  if (delta != 0) {
+    cs.resize(size_t(layer_end - layer_begin) * size_t(half));
+    sn.resize(cs.size());
+    for (int il = layer_begin; il < layer_end; ++il) {
+      const size_t at = size_t(il - layer_begin) * size_t(half);
+      model.layer_rope(il).angles(delta, 1.0f, cs.data() + at, sn.data() + at);
+    }
+  }
   pool.parallel_for(n, 4, [&](int64_t i0, int64_t i1) {
     std::vector<float> row(static_cast<size_t>(kvd));
     for (int64_t i = i0; i < i1; ++i) {
@@ -58,7 +71,8 @@ Status rerotate_kv(const Model& model, const KvArena& kv, const KvSlotRange& src
           std::memmove(l.k(d.block, d.offset), l.k(s.block, s.offset), size_t(kvd) * sizeof(kv_t));
         } else {
           kv_load(row.data(), l.k(s.block, s.offset), kvd);
-          model.layer_rope(il).shift(row.data(), c.n_head_kv, delta);
+          const size_t at = size_t(il - layer_begin) * size_t(half);
+          model.layer_rope(il).rotate_by(row.data(), c.n_head_kv, cs.data() + at, sn.data() + at);
           kv_store(l.k(d.block, d.offset), row.data(), kvd);
         }
         std::memmove(l.v(d.block, d.offset), l.v(s.block, s.offset), size_t(kvd) * sizeof(kv_t));

@@ -155,6 +155,34 @@ TEST_P(KvRerotateTest, RejectsOverlapAndBadSlots) {
   EXPECT_FALSE(rerotate_kv(m, kv, KvSlotRange{s, 0}, KvSlotRange{s, 20}, 4, 3, 0, c.n_layer + 1, pool).ok());
 }
 
+// The angles are computed once per layer for every row: each row's K must come out bit for bit as
+// shifting that row alone with its layer's Rope would give it, and V as it was.
+TEST_P(KvRerotateTest, EqualsShiftingEachRowAlone) {
+  const Pass x = make_pass(toks, 0, 0);
+  const int32_t nb = int32_t(x.table.size());
+  KvArena kv(c, kRerotateBlockSize, 2 * nb);
+  std::vector<float> h(size_t(x.batch.size()) * size_t(c.n_embd));
+  ASSERT_TRUE(m.forward_layers(x.batch, kv, 0, c.n_layer, h.data(), nullptr, pool).ok());
+  const std::vector<int32_t> z = block_run(nb, nb);
+  for (const int32_t delta : {kDelta, -3, 0}) {
+    ASSERT_TRUE(rerotate_kv(m, kv, KvSlotRange{SeqBlocks{x.table.data(), nb}, 0},
+                            KvSlotRange{SeqBlocks{z.data(), nb}, 0}, int32_t(toks.size()), delta, pool)
+                    .ok());
+    for (int il = 0; il < c.n_layer; ++il)
+      for (int32_t i = 0; i < int32_t(toks.size()); ++i) {
+        // The f16 row read as floats, shifted alone, stored as f16 again: what rerotate_kv did per row.
+        std::vector<float> k = read_kv_row(kv, x.table, i, il, 0);
+        m.layer_rope(il).shift(k.data(), c.n_head_kv, delta);
+        std::vector<kv_t> want(k.size());
+        kv_store(want.data(), k.data(), int(k.size()));
+        std::vector<float> want_f(k.size());
+        kv_load(want_f.data(), want.data(), int(k.size()));
+        ASSERT_EQ(read_kv_row(kv, z, i, il, 0), want_f) << "K, layer " << il << ", row " << i << ", delta " << delta;
+        ASSERT_EQ(read_kv_row(kv, z, i, il, 1), read_kv_row(kv, x.table, i, il, 1)) << "V, layer " << il;
+      }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Models, KvRerotateTest, ::testing::Values("smollm2", "gemma3"));
 
 }  // namespace
