@@ -200,8 +200,11 @@ void attention_block(const ModelConfig& c, const Batch& b, const KvArena& kv, in
         for (int hh = 0; hh < c.n_head; ++hh) rms_norm(qt + hh * hd, x.q_norm, qt + hh * hd, hd, c.rms_eps);
       if (x.k_norm)
         for (int hh = 0; hh < c.n_head_kv; ++hh) rms_norm(kt + hh * hd, x.k_norm, kt + hh * hd, hd, c.rms_eps);
-      rope.apply(qt, c.n_head, b.positions[t]);
-      rope.apply(kt, c.n_head_kv, b.positions[t]);
+      // Rope::apply for Q and K, the token's cos and sin computed once for both.
+      float cs[512], sn[512];
+      rope.angles(b.positions[t], rope.attn_factor(), cs, sn);
+      rope.rotate_by(qt, c.n_head, cs, sn);
+      rope.rotate_by(kt, c.n_head_kv, cs, sn);
       if (x.q_scale > 0.0f) scale_inplace(qt, x.q_scale, c.q_dim());
     }
   });
