@@ -16,17 +16,11 @@ Status submit(Engine& e, RequestParams p, RequestOutcome* o) {
   return id.ok() ? Status{} : id.status_error();
 }
 
-}  // namespace
-
-Result<std::vector<TurnQuality>> measure_round_quality(Engine& engine, const std::vector<RoundTurn>& turns,
-                                                       const CollectiveRoundResult& result, int greedy_tokens,
-                                                       ApproxContext approx) {
+// Measures the turns `who` at once, into out; releases what it made before it returns.
+Status measure_together(Engine& engine, const std::vector<RoundTurn>& turns, const CollectiveRoundResult& result,
+                        int greedy_tokens, ApproxContext approx, const std::vector<size_t>& who,
+                        std::vector<TurnQuality>& out) {
   const size_t n = turns.size();
-  if (result.turns.size() != n) return make_error("round quality: the result does not match the turns");
-  std::vector<TurnQuality> out(n);
-  std::vector<size_t> who;
-  for (size_t i = 0; i < n; ++i)
-    if (result.turns[i].shared && result.turns[i].blended && !result.turns[i].answer.tokens.empty()) who.push_back(i);
   std::vector<RequestOutcome> exact(n), greedy(n), stored_greedy(n);
   std::vector<uint64_t> stored(n, 0);  // kStored: a dense copy of each turn's stored context
   struct Release {
@@ -62,8 +56,8 @@ Result<std::vector<TurnQuality>> measure_round_quality(Engine& engine, const std
       if (!stored[i])
         return make_error(ErrorCode::kResourceExhausted,
                           "round quality: the KV budget cannot hold a dense copy of agent " + std::to_string(i) +
-                              "'s stored context beside every agent's exact context (the measurement holds both for "
-                              "all agents of the round at once); give it a larger KV budget or skip the quality "
+                              "'s stored context beside its exact context (" + std::to_string(who.size()) +
+                              " agents measured at once); give it a larger KV budget or skip the quality "
                               "measurement");
       RequestParams q = p;
       // Resumed as a later turn would resume it: in attention, when the engine reads compact contexts so.
@@ -100,6 +94,36 @@ Result<std::vector<TurnQuality>> measure_round_quality(Engine& engine, const std
     size_t same = 0;
     while (same < cmp && answer[same] == greedy[i].tokens[same]) ++same;
     t.greedy_agreement = cmp ? double(same) / double(cmp) : 1.0;
+  }
+  return {};
+}
+
+}  // namespace
+
+Result<std::vector<TurnQuality>> measure_round_quality(Engine& engine, const std::vector<RoundTurn>& turns,
+                                                       const CollectiveRoundResult& result, int greedy_tokens,
+                                                       ApproxContext approx) {
+  const size_t n = turns.size();
+  if (result.turns.size() != n) return make_error("round quality: the result does not match the turns");
+  std::vector<TurnQuality> out(n);
+  std::vector<size_t> who;
+  for (size_t i = 0; i < n; ++i)
+    if (result.turns[i].shared && result.turns[i].blended && !result.turns[i].answer.tokens.empty()) who.push_back(i);
+  // Each measured turn holds its exact context, a dense copy of its stored (or blended) context and
+  // two greedy continuations at once: as many turns at a time as the free KV holds (at least one), so
+  // a large round's long contexts are measured in groups instead of refused. The grouping changes a
+  // turn's figures only as the engine's batching changes its arithmetic (the exact prefill and the
+  // greedy answers run in other batches: last-bit differences that can flip a near-tie token).
+  const int64_t bs = engine.kv().block_size();
+  int64_t need = 1;
+  for (size_t i : who) {
+    const int64_t ctx = int64_t(turns[i].params.prompt.size()) + int64_t(result.turns[i].answer.tokens.size());
+    need = std::max(need, 2 * ((ctx + greedy_tokens + bs - 1) / bs + 1) + 2 * ((greedy_tokens + bs - 1) / bs + 1));
+  }
+  const size_t group = size_t(std::max<int64_t>(1, engine.kv().pool().num_free() * 9 / 10 / need));
+  for (size_t g = 0; g < who.size(); g += group) {
+    const std::vector<size_t> part(who.begin() + int64_t(g), who.begin() + int64_t(std::min(who.size(), g + group)));
+    AGENTKV_TRY(measure_together(engine, turns, result, greedy_tokens, approx, part, out));
   }
   return out;
 }

@@ -135,6 +135,31 @@ TEST_P(TokendanceRoundTest, LongHistoryReadInAttentionPeaksLower) {
               f.rounds[2].kl_mean, d.rounds[2].kl_mean);
 }
 
+// The quality measurement holds, per measured agent, its exact context and a dense copy of its stored
+// one. At a budget that holds the round but not every agent's pair at once (8 agents, 150 MB, SmolLM2:
+// before, round 2's measurement was refused for lack of KV) the agents are measured in groups: every
+// shared agent of every round is measured, within the gate's order.
+TEST(TokendanceRoundQuality, MeasuredInGroupsWhenTheRoundsContextsDoNotFitAtOnce) {
+  const LoadedModel& lm = real_model("smollm2");
+  ThreadPool pool(0);
+  BenchAgentsOptions o = round_options({"tokendance"}, {0.15});
+  o.workload = "long-history-society";
+  o.workload_opt.n_agents = 8;
+  o.workload_opt.digest_messages = 8;
+  o.diff_formats = {DiffFormat::kInt4};
+  o.resume_in_attention = true;
+  o.kv_mem = int64_t(150) << 20;
+  auto r = run_bench_agents(lm, pool, o);
+  ASSERT_TRUE(r.ok()) << r.error();
+  const ModeReport& m = r->modes.at(0);
+  ASSERT_EQ(m.rounds.size(), 3u);
+  for (size_t k = 0; k < 3; ++k) {
+    EXPECT_EQ(m.rounds[k].quality_agents, 8) << "round " << k + 1;
+    EXPECT_LT(m.rounds[k].kl_mean, 0.1) << "round " << k + 1;
+  }
+  EXPECT_EQ(m.blocks_held_after_release, 0);
+}
+
 INSTANTIATE_TEST_SUITE_P(BothModels, TokendanceRoundTest, ::testing::Values("smollm2", "gemma3"));
 
 }  // namespace
