@@ -328,8 +328,20 @@ std::optional<ApiError> parse_agent_import(const Json& body, const ApiLimits& li
   std::optional<int64_t> resident;
   if (auto e = get_int(body, "resident_tokens", 0, int64_t(1) << 40, &resident)) return e;
   r.resident_tokens = resident.value_or(0);
-  if (const Json* kv = json_member(body, "kv"); kv && !kv->is_null() && !kv->is_object())
-    return bad_request("kv", "'kv' must be an object");
+  // "kv" is information only (the exporter's publishing), but what it holds must still be what the
+  // document format says: a count that is a non-negative integer and a boolean.
+  if (const Json* kv = json_member(body, "kv"); kv && !kv->is_null()) {
+    if (!kv->is_object()) return bad_request("kv", "'kv' must be an object");
+    if (const Json* n = json_member(*kv, "published_blocks")) {
+      const bool count = n->is_number_unsigned() || (n->is_number_integer() && n->get<int64_t>() >= 0) ||
+                         (n->is_number_float() && n->get<double>() >= 0 && n->get<double>() < 9.0e18 &&
+                          std::floor(n->get<double>()) == n->get<double>());
+      if (!count)
+        return bad_request("kv.published_blocks", "'kv.published_blocks' must be a non-negative integer");
+    }
+    if (const Json* b = json_member(*kv, "published"); b && !b->is_boolean())
+      return bad_request("kv.published", "'kv.published' must be true or false");
+  }
   *out = std::move(r);
   return std::nullopt;
 }
