@@ -99,6 +99,7 @@ RoundStats tokendance_stats(const TokendanceRoundOut& t, int round, int64_t bpb,
   if (rs.quality_agents) rs.greedy_agreement /= rs.quality_agents;
   rs.segment_tokens = t.segment_tokens;
   rs.diff_bytes_per_agent = double(t.diff_bytes) / std::max(1, rs.agents);
+  rs.echo_tokens_per_agent = double(t.echo_tokens) / std::max(1, rs.agents);
   rs.diff_block_bytes_per_agent = double(t.diff_blocks * bpb) / std::max(1, rs.agents);
   rs.floor_bytes_per_agent = double(private_tokens) * double(bpb) / double(block_size) / std::max(1, rs.agents);
   rs.collector_seconds = t.collector_seconds;
@@ -122,17 +123,23 @@ RoundStats tokendance_stats(const TokendanceRoundOut& t, int round, int64_t bpb,
   return rs;
 }
 
-std::string ratio_label(double r, DiffFormat f) {
+std::string ratio_label(double r, DiffFormat f, std::optional<double> echo) {
   char buf[48];
   std::snprintf(buf, sizeof buf, "td@%g", r);
-  return diff_format_lossless(f) ? buf : std::string(buf) + "/" + std::string(diff_format_name(f));
+  std::string label = diff_format_lossless(f) ? buf : std::string(buf) + "/" + std::string(diff_format_name(f));
+  if (echo) {
+    std::snprintf(buf, sizeof buf, "/echo@%g", *echo);
+    label += buf;
+  }
+  return label;
 }
 
 // One mode's run. `sample` (not empty): tokendance measures quality on these agents only; the other
 // modes run only their turns and record `replay`'s messages (a tokendance run of the same workload) for
 // every other agent.
 Result<ModeReport> run_mode(const LoadedModel& lm, ThreadPool& pool, const BenchAgentsOptions& opt,
-                            const std::string& mode, double ratio, DiffFormat format, int64_t* budget_bytes,
+                            const std::string& mode, double ratio, DiffFormat format, std::optional<double> echo,
+                            int64_t* budget_bytes,
                             int64_t* bytes_per_block, const std::set<int>& sample = {},
                             const ModeReport* replay = nullptr) {
   if (mode != "nocache" && mode != "prefix" && mode != "tokendance")
@@ -145,6 +152,7 @@ Result<ModeReport> run_mode(const LoadedModel& lm, ThreadPool& pool, const Bench
   eo.scheduler.max_batch_tokens = opt.max_batch_tokens;
   eo.diff_format = format;
   eo.resume_in_attention = opt.resume_in_attention;
+  if (tokendance) eo.echo_keep = echo;
   std::unique_ptr<Engine> engine;
   AGENTKV_ASSIGN_OR_RETURN(engine, Engine::create(lm, eo, pool));
   std::unique_ptr<Workload> wl;
@@ -155,7 +163,7 @@ Result<ModeReport> run_mode(const LoadedModel& lm, ThreadPool& pool, const Bench
   const int64_t budget_blocks = engine->kv().pool().n_blocks();
 
   ModeReport rep;
-  rep.mode = tokendance ? ratio_label(ratio, format) : mode;
+  rep.mode = tokendance ? ratio_label(ratio, format, echo) : mode;
   rep.sampled_agents.assign(sample.begin(), sample.end());
   const bool sampled_run = !tokendance && !sample.empty();
   if (sampled_run) {
@@ -321,6 +329,7 @@ Result<ModeReport> run_mode(const LoadedModel& lm, ThreadPool& pool, const Bench
     o.collector_per_agent_seconds += rs.collector_per_agent_seconds;
     o.waves = std::max(o.waves, rs.waves);
     o.diff_bytes_per_agent = std::max(o.diff_bytes_per_agent, rs.diff_bytes_per_agent);
+    o.echo_tokens_per_agent += rs.echo_tokens_per_agent;
     o.floor_bytes_per_agent = std::max(o.floor_bytes_per_agent, rs.floor_bytes_per_agent);
     o.kv_over_floor = std::max(o.kv_over_floor, rs.kv_over_floor);
     o.diff_block_bytes_per_agent = std::max(o.diff_block_bytes_per_agent, rs.diff_block_bytes_per_agent);
@@ -375,6 +384,7 @@ Json round_json(const RoundStats& s, bool with_replies) {
     j["collector_agent_by_agent_seconds"] = s.collector_per_agent_seconds;
     j["waves"] = s.waves;
     j["diff_bytes_per_agent"] = s.diff_bytes_per_agent;
+    j["echo_tokens_per_agent"] = s.echo_tokens_per_agent;
     j["diff_block_bytes_per_agent"] = s.diff_block_bytes_per_agent;
     j["floor_bytes_per_agent"] = s.floor_bytes_per_agent;
     j["kv_over_floor"] = s.kv_over_floor;
@@ -409,7 +419,8 @@ bool budget_refusal(const Error& e) {
 // agent count in the workload's range whose run neither preempted, nor was refused, nor had a round
 // split into waves (collective_round.h: its turns did not fit the budget at once).
 Status find_agents_that_fit(const LoadedModel& lm, ThreadPool& pool, const BenchAgentsOptions& opt,
-                            const std::string& mode, double ratio, DiffFormat format, ModeReport& rep) {
+                            const std::string& mode, double ratio, DiffFormat format, std::optional<double> echo,
+                            ModeReport& rep) {
   BenchAgentsOptions o = opt;
   o.quality = false;
   o.progress = false;
@@ -420,7 +431,7 @@ Status find_agents_that_fit(const LoadedModel& lm, ThreadPool& pool, const Bench
     FitTrial t;
     t.agents = n;
     const double t0 = monotonic_seconds();
-    auto r = run_mode(lm, pool, o, mode, ratio, format, &budget, &bpb);
+    auto r = run_mode(lm, pool, o, mode, ratio, format, echo, &budget, &bpb);
     if (!r.ok()) {
       if (!budget_refusal(r.status_error()))
         return make_error("finding the agents that fit, " + std::to_string(n) + " agents: " + r.error());
@@ -508,16 +519,21 @@ Result<BenchAgentsReport> run_bench_agents(const LoadedModel& lm, ThreadPool& po
   for (const std::string& mode : modes) {
     const std::vector<double> ratios = mode == "tokendance" ? opt.recompute : std::vector<double>{0};
     const std::vector<DiffFormat> formats = mode == "tokendance" ? opt.diff_formats : std::vector<DiffFormat>{DiffFormat::kF16};
+    const std::vector<std::optional<double>> echoes =
+        mode == "tokendance" ? opt.echo_keeps : std::vector<std::optional<double>>{std::nullopt};
     for (double ratio : ratios) {
       if (!(ratio >= 0 && ratio <= 1)) return make_error("recompute ratio must be in [0, 1]");
       for (DiffFormat format : formats) {
-        ModeReport mr;
-        AGENTKV_ASSIGN_OR_RETURN(mr, run_mode(lm, pool, opt, mode, ratio, format, &rep.kv_budget_bytes,
-                                              &rep.bytes_per_block, sample, rep.modes.empty() ? nullptr : &rep.modes.front()));
-        if (opt.find_fit) AGENTKV_TRY(find_agents_that_fit(lm, pool, opt, mode, ratio, format, mr));
-        rep.n_rounds = std::max(rep.n_rounds, int(mr.rounds.size()));
-        rep.n_agents = std::max(rep.n_agents, mr.overall.agents);
-        rep.modes.push_back(std::move(mr));
+        for (std::optional<double> echo : echoes) {
+          ModeReport mr;
+          AGENTKV_ASSIGN_OR_RETURN(mr, run_mode(lm, pool, opt, mode, ratio, format, echo, &rep.kv_budget_bytes,
+                                                &rep.bytes_per_block, sample,
+                                                rep.modes.empty() ? nullptr : &rep.modes.front()));
+          if (opt.find_fit) AGENTKV_TRY(find_agents_that_fit(lm, pool, opt, mode, ratio, format, echo, mr));
+          rep.n_rounds = std::max(rep.n_rounds, int(mr.rounds.size()));
+          rep.n_agents = std::max(rep.n_agents, mr.overall.agents);
+          rep.modes.push_back(std::move(mr));
+        }
       }
     }
   }

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <map>
 #include <set>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,9 @@ struct BenchAgentsOptions {
   // tokendance: turns read their compact contexts inside attention (EngineOptions::resume_in_attention)
   // instead of from a dense copy restored first.
   bool resume_in_attention = false;
+  // tokendance: echoes (EngineOptions::echo_keep), one run per entry (nullopt: off; reported as
+  // td@R/echo@K).
+  std::vector<std::optional<double>> echo_keeps{std::nullopt};
   // tokendance: also time the same reuse agent by agent (each agent's copy and prefix are kept through
   // the round for it, as they are for quality). Off where only the budget is under test (find-fit).
   bool per_agent_timing = true;
@@ -78,6 +82,9 @@ struct RoundStats {
   int waves = 0;                  // the collective round ran in this many waves (> 1: the budget split it)
   double diff_bytes_per_agent = 0;        // an agent's diff rows in their format (records, not blocks)
   double diff_block_bytes_per_agent = 0;  // the blocks those rows take
+  // Tokens of an agent's own earlier text its context stores as echoes (EngineOptions::echo_keep) from
+  // this round on: a round's; the whole run's, summed.
+  double echo_tokens_per_agent = 0;
   // The floor sharing cannot go below: an agent's private tokens (its context less every token of a
   // block it shared, TokendanceAgentOut::private_tokens) at the dense row size, per agent.
   double floor_bytes_per_agent = 0;

@@ -118,6 +118,7 @@ Result<TokendanceRoundOut> run_tokendance_round(Engine& engine, ThreadPool& pool
   const EngineMetrics m1 = engine.metrics();
   out.peak_blocks = engine.kv().pool().stats().peak_used;
   out.preemptions = int64_t(m1.preemptions - m0.preemptions);
+  out.echo_tokens = int64_t(m1.echo_tokens - m0.echo_tokens);
   out.prefill_computed = int64_t(m1.tokens_prefilled - m0.tokens_prefilled) + res.sharing.recomputed_tokens;
   int64_t prompt_total = 0;
   for (const auto& a : out.agents) prompt_total += a.prompt_tokens;

@@ -73,6 +73,7 @@ struct TokendanceRoundOut {
   int64_t resident_blocks = 0;       // pool blocks after master–diff conversion (all agents)
   int64_t diff_blocks = 0;           // of those, the diffs' packed rows (all agents)
   int64_t diff_bytes = 0;            // the diffs' row records, not rounded to blocks (all agents)
+  int64_t echo_tokens = 0;           // own text stored as echoes this round (EngineMetrics::echo_tokens)
   int64_t shared_blocks = 0;         // of those, held for more than one agent (masters, common prefixes)
   int64_t peak_blocks = 0;
   int64_t preemptions = 0;

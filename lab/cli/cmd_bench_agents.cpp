@@ -16,7 +16,7 @@ namespace agentkv {
 
 int cmd_bench_agents(int argc, char** argv) {
   std::string model = "smollm2", workload = "generative-agents", modes = "prefix", json_out, plot_out;
-  std::string recompute = "0.15", diff_formats = "f16", fit_from;
+  std::string recompute = "0.15", diff_formats = "f16", fit_from, echo_keeps = "off";
   bool no_quality = false, find_fit = false, resume_in_attention = false;
   int64_t agents = 0, rounds = 0, sample = 0, seed = 1, digest_messages = WorkloadOptions{}.digest_messages, threads = 0, block_size = 16, batch_tokens = 512, kv_mem = 0;
   bool quiet = false;
@@ -40,6 +40,10 @@ int cmd_bench_agents(int argc, char** argv) {
   p.add_flag("--resume-in-attention", &resume_in_attention,
              "tokendance: each turn reads its master–diff context inside attention (the masters in place, its diff "
              "rows over them) instead of restoring a dense copy first");
+  p.add_string("--echo-keep", &echo_keeps,
+               "tokendance: off, or the share (0-1) of an echo's rows kept: an agent's own earlier text (its last "
+               "answer) that the round's shared block quotes is stored as the block master's rows plus that share of "
+               "its rows, those deviating most (an approximation, measured with the rest); a comma list runs each");
   p.add_flag("--no-quality", &no_quality, "tokendance: skip the quality comparison with the exact context");
   p.add_int("--sample", &sample,
             "run the expensive measurements on a seeded random sample of this many agents (0 = every agent): "
@@ -108,6 +112,19 @@ int cmd_bench_agents(int argc, char** argv) {
     if (!format.ok()) return cli_fail("--diff-format: " + format.error());
     opt.diff_formats.push_back(*format);
   }
+  opt.echo_keeps.clear();
+  for (const std::string& e : split_commas(echo_keeps)) {
+    if (e == "off") {
+      opt.echo_keeps.push_back(std::nullopt);
+      continue;
+    }
+    char* end = nullptr;
+    const double v = std::strtod(e.c_str(), &end);
+    if (e.empty() || end != e.c_str() + e.size() || !(v >= 0 && v <= 1))
+      return cli_fail("--echo-keep: '" + e + "' is not off or a share in [0, 1]");
+    opt.echo_keeps.push_back(v);
+  }
+  if (opt.echo_keeps.empty()) return cli_fail("--echo-keep: give off or a share in [0, 1]");
   opt.kv_mem = kv_mem;
   // Check the workload before loading the model: a typo should not cost a model load.
   if (auto wl = make_workload(opt.workload, opt.workload_opt); !wl.ok()) return cli_fail(wl.error());

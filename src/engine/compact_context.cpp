@@ -1,6 +1,7 @@
 #include "engine/compact_context.h"
 
 #include <algorithm>
+#include <unordered_map>
 
 #include "util/status.h"
 
@@ -19,6 +20,48 @@ std::pair<int64_t, int64_t> droppable_blocks(int64_t begin, int64_t n, int block
   return last > first ? std::make_pair(first, last) : std::make_pair(first, first);
 }
 
+std::vector<BlendedRun> find_echoes(const KvSequence& ctx, int64_t from, int64_t to,
+                                    const std::shared_ptr<const KvSequence>& master, int32_t master_start,
+                                    int64_t min_tokens, double keep) {
+  std::vector<BlendedRun> out;
+  const std::vector<int32_t>& a = ctx.tokens();
+  to = std::min<int64_t>(to, int64_t(a.size()));
+  if (!master || master_start < 0 || from < 0 || min_tokens < 1 || to - from < min_tokens) return out;
+  const std::vector<int32_t>& b = master->tokens();
+  const int64_t nb = int64_t(b.size());
+  // The master's k-grams (k: min_tokens, at most 8), by hash; a k-gram held more than kMaxCandidates
+  // times (a repeated phrase) keeps its first ones.
+  const int64_t k = std::min<int64_t>(min_tokens, 8);
+  constexpr size_t kMaxCandidates = 64;
+  auto gram = [k](const std::vector<int32_t>& t, int64_t at) {
+    uint64_t h = 1469598103934665603ull;
+    for (int64_t j = 0; j < k; ++j) h = (h ^ uint32_t(t[size_t(at + j)])) * 1099511628211ull;
+    return h;
+  };
+  std::unordered_map<uint64_t, std::vector<int64_t>> where;
+  for (int64_t q = master_start; q + k <= nb; ++q) {
+    std::vector<int64_t>& v = where[gram(b, q)];
+    if (v.size() < kMaxCandidates) v.push_back(q);
+  }
+  for (int64_t p = from; p + min_tokens <= to;) {
+    int64_t best = 0, best_q = -1;
+    if (auto it = where.find(gram(a, p)); it != where.end()) {
+      for (int64_t q : it->second) {
+        int64_t len = 0;
+        while (p + len < to && q + len < nb && a[size_t(p + len)] == b[size_t(q + len)]) ++len;
+        if (len > best) best = len, best_q = q;
+      }
+    }
+    if (best >= min_tokens) {
+      out.push_back(BlendedRun{p, best, master, int32_t(best_q), keep});
+      p += best;
+    } else {
+      ++p;
+    }
+  }
+  return out;
+}
+
 std::optional<CompactContext> CompactContext::compact(const KvSequence& dense, const std::vector<BlendedRun>& runs,
                                                       const Model& model, ThreadPool& pool, DiffFormat format,
                                                       std::vector<PlacedDiff> inherited) {
@@ -28,6 +71,7 @@ std::optional<CompactContext> CompactContext::compact(const KvSequence& dense, c
   // Every diff's rows, the inherited ones' too, packed together: one partial block per context.
   std::vector<int64_t> begins;
   std::vector<SegmentDiff::Spec> specs;
+  std::vector<double> keeps;  // per spec: BlendedRun::keep (1 for an inherited diff)
   std::vector<PlacedDiff> diffs;
   for (PlacedDiff& d : inherited) {
     const auto mt = d.second->master()->tokens();
@@ -47,6 +91,7 @@ std::optional<CompactContext> CompactContext::compact(const KvSequence& dense, c
       continue;
     }
     begins.push_back(d.first);
+    keeps.push_back(1);
     specs.push_back(SegmentDiff::Spec{d.second->master(), slots_of(dense, d.first), d.second->pos0(),
                                       holes ? d.second->rows() : std::vector<int32_t>{},
                                       holes ? d.second.get() : nullptr});
@@ -63,14 +108,16 @@ std::optional<CompactContext> CompactContext::compact(const KvSequence& dense, c
       continue;
     kept->drop_blocks(first, last);
     begins.push_back(s0);
+    keeps.push_back(r.keep);
     specs.push_back(SegmentDiff::Spec{MasterSegment::slice(*r.master, int32_t(r.master_start + (s0 - r.begin)), n),
                                       slots_of(dense, s0), int32_t(s0), {}});
   }
   // The rows to keep are those that differ from the re-rotated master: a recomputed row that came out
-  // equal to it (or an inherited one) is not stored.
-  for (SegmentDiff::Spec& sp : specs) {
+  // equal to it (or an inherited one) is not stored; of an echo's, the share it keeps.
+  for (size_t i = 0; i < specs.size(); ++i) {
+    SegmentDiff::Spec& sp = specs[i];
     if (sp.verbatim) continue;
-    auto differ = SegmentDiff::differing_rows(model, *sp.master, sp.dense, sp.pos0, pool);
+    auto differ = SegmentDiff::most_deviating_rows(model, *sp.master, sp.dense, sp.pos0, keeps[i], pool);
     if (!differ) return std::nullopt;
     sp.rows = std::move(*differ);
   }

@@ -36,7 +36,22 @@ struct BlendedRun {
   int64_t n = 0;
   std::shared_ptr<const KvSequence> master;
   int32_t master_start = 0;
+  // The share of the run's rows its diff keeps: 1 keeps every row that differs from the re-rotated master
+  // (expand() gives the dense run back within the format's bound); below 1 only that share of the rows,
+  // those that deviate most (SegmentDiff::most_deviating_rows), the others served from the master: an
+  // approximation, for a run the context computed itself that a master also holds (find_echoes).
+  double keep = 1;
 };
+
+// Echoes: runs of at least `min_tokens` tokens in slots [from, to) of `ctx` whose tokens the master's
+// slots [master_start, end) also hold, e.g. an agent's own answer of the round before, quoted in this
+// round's shared block ("Name: text"). Each becomes a BlendedRun of that master keeping `keep` of its rows,
+// so the text is stored once, as the master's rows, plus the rows where the agent's copy deviates most
+// (TokenDance: "an agent's answer that reappears in the next round's digest need not be stored twice").
+// Greedy from `from`: at each slot the longest match (the earliest of equals), then after it.
+std::vector<BlendedRun> find_echoes(const KvSequence& ctx, int64_t from, int64_t to,
+                                    const std::shared_ptr<const KvSequence>& master, int32_t master_start,
+                                    int64_t min_tokens, double keep);
 
 // The block range [first, last) wholly inside slots [begin, begin + n): what a run's compact form
 // drops (empty when the run does not cover a whole block).
@@ -48,7 +63,8 @@ class CompactContext : public SegmentStore::Detached {
   using PlacedDiff = PlacedSegmentDiff;
 
   // dense: the context; runs: its blended runs (ascending, disjoint, inside it; each run's slots must
-  // hold the master's tokens). inherited: diffs of a context `dense` resumed from, re-packed with the
+  // hold the master's tokens; a run keeping less than all its differing rows, BlendedRun::keep, is
+  // restored approximately). inherited: diffs of a context `dense` resumed from, re-packed with the
   // new ones (same masters). A diff keeps exactly the rows where `dense` differs from the master
   // re-rotated (SegmentDiff::differing_rows: the recomputed ones, less any that came out equal, and
   // any rewritten after the blend), stored in `format` (kv/kv_diff_codec.h), so expand() gives

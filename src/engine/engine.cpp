@@ -639,6 +639,33 @@ uint64_t Engine::adopt_compact(KvSequence seq, std::vector<PlacedSegmentDiff> di
   return h;
 }
 
+std::vector<BlendedRun> Engine::echoes_before(const KvSequence& ctx, const std::vector<PlacedSegmentDiff>& earlier,
+                                              int64_t seg_begin, const std::shared_ptr<const KvSequence>& master,
+                                              int32_t master_start) const {
+  if (!opt_.echo_keep) return {};
+  // Only the context's own text after its last earlier diff: what it computed itself past its sharing
+  // (the exact prefix before, which other contexts may share, is left as it is).
+  int64_t from = -1;
+  for (const PlacedSegmentDiff& d : earlier) {
+    const int64_t end = d.first + d.second->master()->n_tokens();
+    if (end <= seg_begin) from = std::max(from, end);
+  }
+  if (from < 0) return {};
+  return find_echoes(ctx, std::max(from, ctx.approximate_from()), seg_begin, master, master_start, kv_->block_size(),
+                     *opt_.echo_keep);
+}
+
+void Engine::note_echoes(const KvSequence& before, const CompactContext& after, const std::vector<BlendedRun>& echoes) {
+  // An echo's whole blocks, dense before and holes now (compact() leaves a run it cannot drop as it was).
+  const int bs = kv_->block_size();
+  for (const BlendedRun& r : echoes) {
+    const auto [first, last] = droppable_blocks(r.begin, r.n, bs);
+    for (int64_t b = first; b < last; ++b)
+      if (before.blocks()[size_t(b)] != KvSequence::kHole && after.kept()->blocks()[size_t(b)] == KvSequence::kHole)
+        m_.echo_tokens += uint64_t(bs);
+  }
+}
+
 bool Engine::compact_retained(uint64_t handle, int64_t seg_begin, uint64_t master, int32_t master_start,
                               uint64_t resumed_from, std::optional<DiffFormat> format) {
   const DiffFormat want = format.value_or(opt_.diff_format);
@@ -677,7 +704,8 @@ bool Engine::compact_retained(uint64_t handle, int64_t seg_begin, uint64_t maste
       run_restored |= is_run && restore_it;
       if (!(is_run && restore_it)) inherited.push_back(d);  // a restored run is compacted as the new run
     }
-    if (has_run && restore.empty()) return true;
+    const std::vector<BlendedRun> echoes = echoes_before(ctx, was->diffs(), seg_begin, mi->second, master_start);
+    if (has_run && restore.empty() && echoes.empty()) return true;
     std::optional<KvSequence> restored;
     if (!restore.empty()) {
       restored.emplace(ctx.fork());
@@ -688,9 +716,11 @@ bool Engine::compact_retained(uint64_t handle, int64_t seg_begin, uint64_t maste
       }
     }
     std::vector<BlendedRun> runs;
+    runs = echoes;
     if (!has_run || run_restored) runs.push_back(BlendedRun{seg_begin, seg_len, mi->second, master_start});
     auto c = CompactContext::compact(restored ? *restored : ctx, runs, *lm_.model, pool_, want, std::move(inherited));
     if (!c) return false;
+    note_echoes(ctx, *c, echoes);
     ci->second = std::make_shared<const CompactContext>(std::move(*c));
     return true;
   }
@@ -703,9 +733,12 @@ bool Engine::compact_retained(uint64_t handle, int64_t seg_begin, uint64_t maste
     const int64_t common = std::mismatch(a.begin(), a.begin() + int64_t(n), b.begin()).first - a.begin();
     inherited = from->second->diffs_within(std::min(common, seg_begin));
   }
-  auto c = CompactContext::compact(dense, {BlendedRun{seg_begin, seg_len, mi->second, master_start}}, *lm_.model,
-                                   pool_, want, std::move(inherited));
+  std::vector<BlendedRun> runs = echoes_before(dense, inherited, seg_begin, mi->second, master_start);
+  runs.push_back(BlendedRun{seg_begin, seg_len, mi->second, master_start});
+  auto c = CompactContext::compact(dense, runs, *lm_.model, pool_, want, std::move(inherited));
   if (!c) return false;
+  runs.pop_back();
+  note_echoes(dense, *c, runs);
   compact_.emplace(handle, std::make_shared<const CompactContext>(std::move(*c)));
   retained_.erase(it);
   return true;

@@ -9,6 +9,7 @@
 #include <map>
 #include <set>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -55,6 +56,12 @@ struct EngineOptions {
   // master row's score through the rotated query instead of the rotated key, within the stated bound
   // of ops/attention_spans.h, so a reply may differ from the dense copy's in rare near-ties.
   bool resume_in_attention = false;
+  // Echoes (engine/compact_context.h find_echoes): when a round's context is compacted, a run of at
+  // least one block of the agent's own earlier text that the round's shared block quotes (its last
+  // answer, read back in the digest) is stored as that block's master rows plus this share of its rows,
+  // those deviating most from the master's, in diff_format; the rest of the run is served from the
+  // master, an approximation like the block's own. Unset: the agent's own text is kept as computed.
+  std::optional<double> echo_keep;
 };
 
 // The one context-length check (the engine's, the server's and generate's): `what`, of `tokens`
@@ -159,6 +166,8 @@ class Engine {
   // context of the round before: its diffs whose runs lie before seg_begin, inside the tokens both
   // contexts start with, are kept in the new compact form too (re-encoded from `handle`'s own K/V), so
   // a context that accumulates blended segments round after round stays master + diff throughout.
+  // With EngineOptions::echo_keep, the context's own text between its last earlier diff and seg_begin
+  // that the master's segment quotes is compacted too, as echoes (engine/compact_context.h).
   // format: the new diff's format (default EngineOptions::diff_format). A compact snapshot (resumed in
   // attention) whose run is compact already in another format gets the run restored and encoded again
   // in this one, its other diffs' records copied as they are: one set of packed rows again.
@@ -187,6 +196,13 @@ class Engine {
   };
 
   Engine(const LoadedModel& model, const EngineOptions& opt, ThreadPool& pool, std::unique_ptr<KvManager> kv);
+  // compact_retained's echoes of `ctx` (EngineOptions::echo_keep): between the end of its last diff in
+  // `earlier` that ends by seg_begin, and seg_begin; none without such a diff.
+  // Counts the echoes' tokens compact() dropped (EngineMetrics::echo_tokens).
+  void note_echoes(const KvSequence& before, const CompactContext& after, const std::vector<BlendedRun>& echoes);
+  std::vector<BlendedRun> echoes_before(const KvSequence& ctx, const std::vector<PlacedSegmentDiff>& earlier,
+                                        int64_t seg_begin, const std::shared_ptr<const KvSequence>& master,
+                                        int32_t master_start) const;
   std::unique_ptr<Sequence> make_sequence(const RequestState& r, uint64_t id, int index, uint64_t arrival);
   void on_logits(Sequence* s, const float* logits);
   void sample_and_emit(RequestState& r, Sequence* s, float* logits);

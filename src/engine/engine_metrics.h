@@ -49,6 +49,9 @@ struct EngineMetrics {
   uint64_t tokens_recomputed = 0;     // tokens selectively recomputed (through every layer)
   uint64_t segment_blends = 0;        // requests' runs of segments blended from a master
   uint64_t segment_blend_steps = 0;   // collective steps they took (blends of one step and master share one)
+  // Echoes (EngineOptions::echo_keep): tokens of agents' own earlier text that compaction stored as a
+  // shared block's master rows plus a share of diff rows, in whole blocks dropped from their contexts.
+  uint64_t echo_tokens = 0;
   // Cross-model KV transfers into this engine (POST /v1/agents/{id}/transfer): contexts made, and
   // their tokens whose K/V was projected from the sender's cache (the rest were computed here).
   uint64_t transfers = 0;

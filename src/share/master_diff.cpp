@@ -1,6 +1,8 @@
 // Master–diff storage (share/master_diff.h): masters, diffs in their row format, packed rows.
 #include "share/master_diff.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "util/status.h"
@@ -126,6 +128,48 @@ std::optional<std::vector<int32_t>> SegmentDiff::differing_rows(const Model& mod
       }
     }
   }
+  return rows;
+}
+
+std::optional<std::vector<int32_t>> SegmentDiff::most_deviating_rows(const Model& model, const MasterSegment& master,
+                                                                     const KvSlotRange& dense, int32_t pos0,
+                                                                     double share, ThreadPool& pool) {
+  if (!(share < 1)) return differing_rows(model, master, dense, pos0, pool);
+  KvManager& m = master.manager();
+  const int bs = m.block_size();
+  const RerotatedMaster base(model, master, pos0, pool);
+  if (!base.ok()) return std::nullopt;
+  const int n_layer = m.arena().n_layer(), kv_dim = m.arena().kv_dim();
+  std::vector<float> a(static_cast<size_t>(kv_dim)), b(static_cast<size_t>(kv_dim));
+  // |x - y|^2 / |x|^2 (x: the dense row), 0 when they are equal.
+  auto relative = [&](const kv_t* x, const kv_t* y) {
+    kv_load(a.data(), x, kv_dim);
+    kv_load(b.data(), y, kv_dim);
+    double d = 0, norm = 0;
+    for (int j = 0; j < kv_dim; ++j) {
+      d += double(a[size_t(j)] - b[size_t(j)]) * double(a[size_t(j)] - b[size_t(j)]);
+      norm += double(a[size_t(j)]) * double(a[size_t(j)]);
+    }
+    return d == 0 ? 0.0 : d / std::max(norm, 1e-30);
+  };
+  std::vector<std::pair<double, int32_t>> deviation;  // the rows that differ
+  for (int32_t i = 0; i < int32_t(master.n_tokens()); ++i) {
+    const PhysicalSlot x = row_at(dense, i, bs), y = row_at(base.slots(), i, bs);
+    double dev = 0;
+    for (int l = 0; l < n_layer; ++l) {
+      const PagedKvLayer L = m.arena().layer(l);
+      dev += relative(L.k(x.block, x.offset), L.k(y.block, y.offset)) +
+             relative(L.v(x.block, x.offset), L.v(y.block, y.offset));
+    }
+    if (dev > 0) deviation.emplace_back(dev, i);
+  }
+  const size_t keep = std::min(deviation.size(), size_t(std::ceil(std::max(share, 0.0) * double(master.n_tokens()))));
+  // The largest deviations first; ties by row, so the choice does not depend on the sort.
+  std::partial_sort(deviation.begin(), deviation.begin() + int64_t(keep), deviation.end(),
+                    [](const auto& p, const auto& q) { return p.first > q.first || (p.first == q.first && p.second < q.second); });
+  std::vector<int32_t> rows;
+  for (size_t j = 0; j < keep; ++j) rows.push_back(deviation[j].second);
+  std::sort(rows.begin(), rows.end());
   return rows;
 }
 

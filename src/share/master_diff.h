@@ -96,6 +96,15 @@ class SegmentDiff {
   // among them, recomputed or not. nullopt when the pool cannot hold the scratch re-rotation.
   static std::optional<std::vector<int32_t>> differing_rows(const Model& model, const MasterSegment& master,
                                                             const KvSlotRange& dense, int32_t pos0, ThreadPool& pool);
+  // The `share` of the segment's rows (rounded up) whose K/V deviates most from the master re-rotated to
+  // positions pos0.., among those that differ at all (ascending): what a diff keeps when the rest may be
+  // served from the master instead (an agent's own earlier turn that a later shared block quotes,
+  // engine/compact_context.h). A row's deviation is the sum over layers of |dense - base|^2 / |dense|^2 for
+  // its K and for its V, so each layer counts alike whatever its scale. share >= 1 gives differing_rows.
+  // nullopt when the pool cannot hold the scratch re-rotation.
+  static std::optional<std::vector<int32_t>> most_deviating_rows(const Model& model, const MasterSegment& master,
+                                                                 const KvSlotRange& dense, int32_t pos0, double share,
+                                                                 ThreadPool& pool);
 
   // Writes the effective K/V into `dst` (blocks the caller owns alone): the master re-rotated from
   // its positions to the agent's, then the diff rows over it. With a lossless format byte-identical

@@ -146,6 +146,81 @@ TEST_P(DiffFormatModelTest, DiffKeepsOnlyDifferingRowsAndRestoresThemWithinTheFo
   }
 }
 
+// A diff that keeps only the rows deviating most (SegmentDiff::most_deviating_rows, what an echo keeps,
+// engine/compact_context.h): it picks that share of the differing rows, those of the largest relative
+// deviation (checked against the deviation computed here from the rows themselves), share 1 keeps every
+// differing row, and materialized losslessly the kept rows are the dense copy's bit for bit and every other
+// row is the re-rotated master's bit for bit.
+TEST_P(MasterDiffModelTest, MostDeviatingRowsKeepTheLargestDeviationsAndServeTheRestFromTheMaster) {
+  const LoadedModel& lm = real_model(GetParam());
+  ThreadPool pool(0);
+  BlendedRound b;
+  ASSERT_NO_FATAL_FAILURE(blend_round(lm, pool, b));
+  KvManager& m = *b.km;
+  const KvArena& arena = m.arena();
+  const int32_t n_seg = int32_t(b.r.segment.size());
+  for (size_t a = 0; a < b.agents.size(); ++a) {
+    const int32_t p = b.segs[a].slot0;
+    const KvSlotRange dense{b.segs[a].blocks, p};
+    auto all = SegmentDiff::differing_rows(*lm.model, *b.master, dense, p, pool);
+    ASSERT_TRUE(all);
+    auto same = SegmentDiff::most_deviating_rows(*lm.model, *b.master, dense, p, 1.0, pool);
+    ASSERT_TRUE(same);
+    EXPECT_EQ(*same, *all);
+    const double share = 0.05;
+    auto rows = SegmentDiff::most_deviating_rows(*lm.model, *b.master, dense, p, share, pool);
+    ASSERT_TRUE(rows);
+    const size_t want = std::min(all->size(), size_t(std::ceil(share * n_seg)));
+    ASSERT_EQ(rows->size(), want) << "agent " << a;
+    EXPECT_TRUE(std::is_sorted(rows->begin(), rows->end()));
+    EXPECT_TRUE(std::includes(all->begin(), all->end(), rows->begin(), rows->end()));
+
+    // The master re-rotated alone (a diff with no rows), and each row's deviation from it.
+    KvSequence base(m);
+    ASSERT_TRUE(base.reserve(n_seg));
+    const KvSlotRange base_at{SeqBlocks{base.blocks().data(), int32_t(base.blocks().size())}, 0};
+    auto none = SegmentDiff::extract(b.master, dense, p, {});
+    ASSERT_TRUE(none);
+    ASSERT_TRUE(none->materialize(*lm.model, base_at, pool).ok());
+    auto deviation = [&](int32_t i) {
+      double d = 0;
+      for (int l = 0; l < arena.n_layer(); ++l)
+        for (int which = 0; which < 2; ++which) {
+          const auto x = testing::read_kv_row(arena, b.agents[a].blocks(), p + i, l, which);
+          const auto y = testing::read_kv_row(arena, base.blocks(), i, l, which);
+          double diff = 0, norm = 0;
+          for (size_t e = 0; e < x.size(); ++e) {
+            diff += double(x[e] - y[e]) * double(x[e] - y[e]);
+            norm += double(x[e]) * double(x[e]);
+          }
+          d += diff == 0 ? 0 : diff / std::max(norm, 1e-30);
+        }
+      return d;
+    };
+    double kept_min = 1e300, left_max = 0;
+    for (int32_t i : *all) {
+      const double d = deviation(i);
+      EXPECT_GT(d, 0) << "a differing row deviates";
+      if (std::binary_search(rows->begin(), rows->end(), i)) kept_min = std::min(kept_min, d);
+      else left_max = std::max(left_max, d);
+    }
+    EXPECT_GE(kept_min, left_max * (1 - 1e-9)) << "agent " << a << ": a row left out deviates more than one kept";
+
+    auto diff = SegmentDiff::extract(b.master, dense, p, *rows);
+    ASSERT_TRUE(diff);
+    KvSequence scratch(m);
+    ASSERT_TRUE(scratch.reserve(n_seg));
+    ASSERT_TRUE(diff->materialize(*lm.model, KvSlotRange{SeqBlocks{scratch.blocks().data(), int32_t(scratch.blocks().size())}, 0}, pool).ok());
+    for (int32_t i = 0; i < n_seg; ++i) {
+      const bool kept = std::binary_search(rows->begin(), rows->end(), i);
+      if (kept)
+        EXPECT_TRUE(same_kv_bits(arena, b.agents[a].blocks(), p + i, arena, scratch.blocks(), i, 1)) << "row " << i;
+      else
+        EXPECT_TRUE(same_kv_bits(arena, base.blocks(), i, arena, scratch.blocks(), i, 1)) << "row " << i;
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(BothModelsEveryFormat, DiffFormatModelTest, testing::both_models_every_format(),
                          testing::model_format_name);
 

@@ -101,6 +101,54 @@ TEST_P(TokendanceRoundTest, LongHistoryKeepsEveryRoundsDiff) {
               td.rounds[2].diff_bytes_per_agent / 1024);
 }
 
+// Echoes (EngineOptions::echo_keep): each agent's answer is quoted in the next round's digest, so from
+// round 2 on compaction stores it as the digest master's rows plus a quarter of its rows, by whole blocks
+// (8 tokens here, so that most answers cover one); with both restore
+// paths the echoes are found (none in round 1, before any digest quoted an answer), the contexts hold less
+// KV than the same run without echoes would at the same tokens (checked as KV per context token), quality
+// stays within the gate's order, and every agent's release frees everything.
+TEST_P(TokendanceRoundTest, LongHistoryEchoesStoreQuotedAnswersOnce) {
+  const LoadedModel& lm = real_model(GetParam());
+  ThreadPool pool(0);
+  for (bool in_attention : {false, true}) {
+    BenchAgentsOptions o = round_options({"tokendance"}, {0.15});
+    o.workload = "long-history-society";
+    o.workload_opt.n_agents = 3;
+    o.diff_formats = {DiffFormat::kInt4};
+    o.resume_in_attention = in_attention;
+    o.echo_keeps = {std::nullopt, 0.25};
+    o.block_size = 8;  // an echo is stored by whole blocks: at 8 tokens every quoted answer covers one
+    auto rep = run_bench_agents(lm, pool, o);
+    ASSERT_TRUE(rep.ok()) << rep.error();
+    ASSERT_EQ(rep->modes.size(), 2u);
+    const ModeReport& off = rep->modes[0];
+    const ModeReport& echo = rep->modes[1];
+    EXPECT_EQ(echo.mode, "td@0.15/int4/echo@0.25");
+    ASSERT_EQ(echo.rounds.size(), 3u);
+    EXPECT_EQ(echo.rounds[0].echo_tokens_per_agent, 0);
+    for (size_t r = 0; r < 3; ++r) EXPECT_EQ(off.rounds[r].echo_tokens_per_agent, 0);
+    for (size_t r = 1; r < 3; ++r) {
+      // An answer is up to 40 tokens plus the speaker's name, cut at its first line (clean_reply), so
+      // some are shorter than a block: echoes in every round, not in every agent (measured 5-24 a round).
+      EXPECT_GT(echo.rounds[r].echo_tokens_per_agent, 0) << "round " << r + 1 << (in_attention ? ", in attention" : "");
+      EXPECT_GT(echo.rounds[r].quality_agents, 0);
+      EXPECT_LT(echo.rounds[r].kl_mean, 0.1) << "round " << r + 1;
+    }
+    auto per_token = [](const RoundStats& s) { return s.kv_bytes_per_agent_resident / (double(s.prompt_tokens + s.generated_tokens) / s.agents); };
+    EXPECT_LT(per_token(echo.rounds[2]), per_token(off.rounds[2])) << (in_attention ? "in attention" : "restoring");
+    for (const ModeReport& mr : rep->modes) {
+      EXPECT_EQ(mr.blocks_held_after_release, 0) << mr.mode;
+      EXPECT_EQ(mr.snapshots_after_release, 0) << mr.mode;
+    }
+    std::printf("%s echoes%s, round 3: KV/agent %.0f KiB (%.0f tokens) vs %.0f KiB (%.0f tokens) without, %.1f echo tokens/agent, KL mean %.4f vs %.4f\n",
+                GetParam().c_str(), in_attention ? " read in attention" : "", echo.rounds[2].kv_bytes_per_agent_resident / 1024,
+                double(echo.rounds[2].prompt_tokens + echo.rounds[2].generated_tokens) / echo.rounds[2].agents,
+                off.rounds[2].kv_bytes_per_agent_resident / 1024,
+                double(off.rounds[2].prompt_tokens + off.rounds[2].generated_tokens) / off.rounds[2].agents,
+                echo.rounds[2].echo_tokens_per_agent, echo.rounds[2].kl_mean, off.rounds[2].kl_mean);
+  }
+}
+
 // The same society with every turn reading its compact context inside attention
 // (EngineOptions::resume_in_attention; the collector compacts each copy before its turn): contexts
 // stay master + diff throughout, so a round's peak KV per agent stays below the dense-restoring run's

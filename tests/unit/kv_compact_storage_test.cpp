@@ -43,6 +43,56 @@ TEST(DroppableBlocks, OnlyBlocksWhollyInsideTheRun) {
   EXPECT_EQ(droppable_blocks(4, 12, 4), (BlockSpan{1, 4}));
 }
 
+// Echoes: runs of a context's own text that a master also holds, found greedily, longest first, only
+// inside [from, to) and only when at least min_tokens long.
+TEST(FindEchoes, FindsTheLongestRunsAMasterQuotesAndNothingShorter) {
+  auto m = make_manager(64);
+  // Context: [persona 100..119][answer 500..523][instruction 200..209][again 500..505].
+  Tokens ctx_t = iota_tokens(20, 100);
+  const Tokens answer = iota_tokens(24, 500);
+  ctx_t.insert(ctx_t.end(), answer.begin(), answer.end());
+  const Tokens instr = iota_tokens(10, 200);
+  ctx_t.insert(ctx_t.end(), instr.begin(), instr.end());
+  ctx_t.insert(ctx_t.end(), answer.begin(), answer.begin() + 6);
+  auto ctx = filled(*m, ctx_t);
+  // Master: [BOS 1][others 300..339][the answer][others 400..409][a 7-token piece of the persona].
+  Tokens mt{1};
+  const Tokens others = iota_tokens(40, 300);
+  mt.insert(mt.end(), others.begin(), others.end());
+  mt.insert(mt.end(), answer.begin(), answer.end());
+  const Tokens more = iota_tokens(10, 400);
+  mt.insert(mt.end(), more.begin(), more.end());
+  mt.insert(mt.end(), ctx_t.begin() + 3, ctx_t.begin() + 10);
+  auto master = filled(*m, mt);
+
+  auto e = find_echoes(*ctx, 0, ctx->n_tokens(), master, 1, 8, 0.25);
+  ASSERT_EQ(e.size(), 1u);  // the persona piece (7) and the repeated start (6) are too short
+  EXPECT_EQ(e[0].begin, 20);
+  EXPECT_EQ(e[0].n, 24);
+  EXPECT_EQ(e[0].master_start, 41);
+  EXPECT_EQ(e[0].master, master);
+  EXPECT_DOUBLE_EQ(e[0].keep, 0.25);
+  // At 6 tokens the persona piece and the repeated answer start count too.
+  e = find_echoes(*ctx, 0, ctx->n_tokens(), master, 1, 6, 1);
+  ASSERT_EQ(e.size(), 3u);
+  EXPECT_EQ((std::pair{e[0].begin, e[0].n}), (std::pair<int64_t, int64_t>{3, 7}));
+  EXPECT_EQ(e[0].master_start, 75);
+  EXPECT_EQ((std::pair{e[1].begin, e[1].n}), (std::pair<int64_t, int64_t>{20, 24}));
+  EXPECT_EQ((std::pair{e[2].begin, e[2].n}), (std::pair<int64_t, int64_t>{54, 6}));
+  EXPECT_EQ(e[2].master_start, 41);
+  // Bounded by [from, to): a run is cut at `to`, and nothing before `from` is looked at.
+  e = find_echoes(*ctx, 25, 40, master, 1, 8, 1);
+  ASSERT_EQ(e.size(), 1u);
+  EXPECT_EQ((std::pair{e[0].begin, e[0].n}), (std::pair<int64_t, int64_t>{25, 15}));
+  EXPECT_EQ(e[0].master_start, 46);
+  // Only the master's slots from master_start on: the answer at 41.. is outside a search from 70.
+  EXPECT_TRUE(find_echoes(*ctx, 0, ctx->n_tokens(), master, 70, 8, 1).empty());
+  // Nothing to find: no master, an empty or short range, a bad min_tokens.
+  EXPECT_TRUE(find_echoes(*ctx, 0, ctx->n_tokens(), nullptr, 1, 8, 1).empty());
+  EXPECT_TRUE(find_echoes(*ctx, 30, 30, master, 1, 8, 1).empty());
+  EXPECT_TRUE(find_echoes(*ctx, 0, ctx->n_tokens(), master, 1, 0, 1).empty());
+}
+
 TEST(KvSequenceHoles, DropForkFillAndReleaseKeepRefcountsExact) {
   auto m = make_manager(16);
   const int64_t free0 = m->pool().num_free();
