@@ -102,3 +102,8 @@ agentkv_e2e_test(server.transfer_e2e transfer_e2e.py 600)
 # that path, 12 SmolLM2 agents run 3 shared rounds, contexts stay compact, a fork answers as its original,
 # every block comes back.
 agentkv_e2e_test(server.resume_in_attention_e2e resume_in_attention_e2e.py 1200)
+
+# Echoes (issue 17): with --echo-keep the gate measures the path with them, each agent's answer quoted in the
+# next round's block is stored once (agentkv_echo_tokens_total grows), agents answer every round, deleting
+# them gives every block back; a bad --echo-keep stops the start with a one-line error.
+agentkv_e2e_test(server.echo_e2e echo_e2e.py 900)

@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <optional>
 
 #include "cli/arg_parser.h"
 #include "cli/commands.h"
@@ -184,6 +185,12 @@ int cmd_serve(int argc, char** argv) {
               "share of a chat request's reused message tokens recomputed (a request's \"recompute\" overrides it; "
               "the chat quality gate runs at this share)",
               0.0, 1.0);
+  std::string echo_keep = "off";
+  p.add_string("--echo-keep", &echo_keep,
+               "off | SHARE (0-1): in /v1/rounds, an agent's own last answer that a later round's block quotes is "
+               "stored once, as the block master's rows plus SHARE of its rows (those deviating most), by whole KV "
+               "blocks: less KV per agent, approximately (BENCHMARKS.md, \"Echoes\"); the rounds' quality gate "
+               "measures it");
   std::string prm_calibration;
   p.add_string("--prm-calibration", &prm_calibration,
                "verify heads from agentkv fit-prm (comma-separated files), used by POST /v1/agents/{id}/score on the "
@@ -214,6 +221,14 @@ int cmd_serve(int argc, char** argv) {
     return cli_fail("--chat-compact: '" + chat_compact + "' is not on or off");
   auto format = parse_diff_format(diff_format);
   if (!format.ok()) return cli_fail("--diff-format: " + format.error());
+  std::optional<double> echo;
+  if (echo_keep != "off") {
+    char* end = nullptr;
+    const double v = std::strtod(echo_keep.c_str(), &end);
+    if (echo_keep.empty() || end != echo_keep.c_str() + echo_keep.size() || !(v >= 0 && v <= 1))
+      return cli_fail("--echo-keep: '" + echo_keep + "' is not off or a share in [0, 1]");
+    echo = v;
+  }
   ServeOptions opt;
   opt.host = host;
   opt.port = int(port);
@@ -254,10 +269,11 @@ int cmd_serve(int argc, char** argv) {
   const DiffFormat diffs = *format;
   opt.resume_in_attention = resume_in_attention == "on";
   const bool in_attention = opt.resume_in_attention;
-  opt.sharing_gate = [recompute, diffs, in_attention](const LoadedModel& lm,
-                                                      ThreadPool& pool) -> Result<std::pair<bool, std::string>> {
+  opt.echo_keep = echo;
+  opt.sharing_gate = [recompute, diffs, in_attention, echo](const LoadedModel& lm,
+                                                            ThreadPool& pool) -> Result<std::pair<bool, std::string>> {
     auto g = run_sharing_gate(lm, pool, recompute, kSharingGateThresholds, default_sharing_gate_cache_dir(), diffs,
-                              in_attention);
+                              in_attention, echo);
     if (!g.ok()) return g.status_error();
     std::fprintf(stderr, "agentkv: KV-sharing quality gate for %s: %s\n", lm.name.c_str(), g->summary().c_str());
     return std::make_pair(g->pass, g->summary());

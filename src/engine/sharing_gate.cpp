@@ -60,9 +60,9 @@ constexpr const char* kGateInstruction = "What do you say to the others? Answer 
 // The workload through the collective-round job on an engine of its own (the server's engine
 // options: block size 16, prefix caching on), every agent resuming from its resident context.
 Result<GateMeasurement> measure_gate(const LoadedModel& lm, ThreadPool& pool, double recompute, DiffFormat format,
-                                     bool in_attention) {
+                                     bool in_attention, std::optional<double> echo_keep) {
   std::unique_ptr<Engine> engine;
-  AGENTKV_ASSIGN_OR_RETURN(engine, make_gate_engine(lm, pool, format, in_attention));
+  AGENTKV_ASSIGN_OR_RETURN(engine, make_gate_engine(lm, pool, format, in_attention, echo_keep));
   const Tokenizer& tok = *lm.tokenizer;
   const size_t n = std::size(kGateAgents);
   std::vector<std::vector<ChatMessage>> messages(n);
@@ -184,12 +184,14 @@ void write_cached(const std::string& path, const SharingGateResult& r) {
 }  // namespace
 
 std::string SharingGateResult::summary() const {
-  char buf[320];
+  char echo_text[48] = "";
+  if (echo_keep) std::snprintf(echo_text, sizeof echo_text, ", echoes keeping %.3g", *echo_keep);
+  char buf[360];
   std::snprintf(buf, sizeof buf,
                 "R=%.3g%s%s%s: KL mean %.4f (max %.3g), greedy agreement %.3f (min %.3g), top-1 %.3f over %d answers%s: %s",
                 recompute, diff_format_lossless(diff_format) ? "" : ", diffs ",
                 diff_format_lossless(diff_format) ? "" : std::string(diff_format_name(diff_format)).c_str(),
-                in_attention ? ", read in attention" : "", kl_mean, thresholds.max_kl_mean, greedy, thresholds.min_greedy_agreement, top1, agents, from_cache ? " (cached)" : "",
+                (std::string(in_attention ? ", read in attention" : "") + echo_text).c_str(), kl_mean, thresholds.max_kl_mean, greedy, thresholds.min_greedy_agreement, top1, agents, from_cache ? " (cached)" : "",
                 pass ? "pass" : "FAIL, this path runs exactly");
   return buf;
 }
@@ -201,12 +203,13 @@ std::string default_sharing_gate_cache_dir() {
 }
 
 Result<std::unique_ptr<Engine>> make_gate_engine(const LoadedModel& lm, ThreadPool& pool, DiffFormat format,
-                                                 bool in_attention) {
+                                                 bool in_attention, std::optional<double> echo_keep) {
   EngineOptions eo;
   eo.kv.block_size = 16;
   eo.kv.mem_bytes = int64_t(1) << 30;
   eo.diff_format = format;
   eo.resume_in_attention = in_attention;
+  eo.echo_keep = echo_keep;
   return Engine::create(lm, eo, pool);
 }
 
@@ -224,13 +227,22 @@ void add_gate_measurement(GateMeasurement& m, const std::vector<TurnQuality>& tu
 
 Result<SharingGateResult> run_sharing_gate(const LoadedModel& lm, ThreadPool& pool, double recompute,
                                            const SharingGateThresholds& th, const std::string& cache_dir,
-                                           DiffFormat format, bool in_attention) {
-  const GateMeasureFn measure = [in_attention](const LoadedModel& m, ThreadPool& p, double r, DiffFormat f) {
-    return measure_gate(m, p, r, f, in_attention);
+                                           DiffFormat format, bool in_attention, std::optional<double> echo_keep) {
+  const GateMeasureFn measure = [in_attention, echo_keep](const LoadedModel& m, ThreadPool& p, double r, DiffFormat f) {
+    return measure_gate(m, p, r, f, in_attention, echo_keep);
   };
-  auto g = run_gate_cached(lm, pool, recompute, th, cache_dir, in_attention ? "attn-" : "",
+  std::string kind = in_attention ? "attn-" : "";
+  if (echo_keep) {
+    char e[32];
+    std::snprintf(e, sizeof e, "echo%.4f-", *echo_keep);
+    kind += e;
+  }
+  auto g = run_gate_cached(lm, pool, recompute, th, cache_dir, kind,
                            in_attention ? kInAttentionGateVersion : kGateVersion, measure, format);
-  if (g.ok()) g->in_attention = in_attention;
+  if (g.ok()) {
+    g->in_attention = in_attention;
+    g->echo_keep = echo_keep;
+  }
   return g;
 }
 

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -44,6 +45,7 @@ struct SharingGateResult {
   int agents = 0;               // answers compared (all rounds)
   double kl_mean = 0, kl_p95 = 0, top1 = 0, greedy = 0;
   bool in_attention = false;    // the measured path resumed contexts inside attention
+  std::optional<double> echo_keep;  // the measured path stored echoes (EngineOptions::echo_keep)
   bool from_cache = false;      // measured at an earlier start (same model fingerprint and R)
   DiffFormat diff_format = DiffFormat::kF16;  // how the measured path stored its diff rows
   std::string summary() const;  // one line: the measurement, the thresholds and the verdict
@@ -56,9 +58,12 @@ struct SharingGateResult {
 // a lossy format each turn's stored context (restored) is what is compared.
 // in_attention: the agents resume their contexts inside attention (EngineOptions::resume_in_attention),
 // as the server does when it is asked to; measured and cached apart.
+// echo_keep: the agents' contexts store echoes (EngineOptions::echo_keep): each round's block quotes every
+// agent's last answer, so from the second round on its context holds one; measured and cached apart.
 Result<SharingGateResult> run_sharing_gate(const LoadedModel& lm, ThreadPool& pool, double recompute,
                                            const SharingGateThresholds& th, const std::string& cache_dir,
-                                           DiffFormat format = DiffFormat::kF16, bool in_attention = false);
+                                           DiffFormat format = DiffFormat::kF16, bool in_attention = false,
+                                           std::optional<double> echo_keep = std::nullopt);
 
 // One gate's raw measurement over its shared answers (summed; run_gate_cached averages).
 struct GateMeasurement {
@@ -71,7 +76,8 @@ struct GateMeasurement {
 // The gates' own engine, with the server's engine options (block size 16, prefix caching on) and its
 // diff format.
 Result<std::unique_ptr<Engine>> make_gate_engine(const LoadedModel& lm, ThreadPool& pool, DiffFormat format,
-                                                 bool in_attention = false);
+                                                 bool in_attention = false,
+                                                 std::optional<double> echo_keep = std::nullopt);
 
 // Adds the measured turns of one round (or one chat request) to m.
 void add_gate_measurement(GateMeasurement& m, const std::vector<TurnQuality>& turns);

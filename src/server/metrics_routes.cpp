@@ -67,6 +67,10 @@ std::string metrics_text(const ServerState& s) {
       {"agentkv_kv_retained_diff_bytes", "gauge",
        "Bytes of those compact contexts' diff rows in their diff format (--diff-format), before rounding to blocks.",
        [](const EngineMetrics& m) { return double(m.retained_diff_bytes); }},
+      {"agentkv_echo_tokens_total", "counter",
+       "Tokens of agents' own answers stored as echoes (--echo-keep): a later round's block master's rows plus a "
+       "share of diff rows.",
+       [](const EngineMetrics& m) { return double(m.echo_tokens); }},
       {"agentkv_kv_retained_tokens", "gauge", "Tokens in retained KV snapshots.",
        [](const EngineMetrics& m) { return double(m.retained_tokens); }},
       {"agentkv_kv_block_bytes", "gauge", "Bytes of K/V values per block.",

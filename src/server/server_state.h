@@ -53,6 +53,8 @@ struct ServeOptions {
   DiffFormat diff_format = DiffFormat::kF16;
   // Agents resume their master + diff contexts inside attention (EngineOptions::resume_in_attention).
   bool resume_in_attention = false;
+  // Echoes of an agent's own answer in a later round's block (EngineOptions::echo_keep); unset: off.
+  std::optional<double> echo_keep;
   // The share of a chat request's reused message tokens recomputed when the request does not say.
   double chat_recompute = 0.05;
   // Run once per model at start-up when round_sharing is on: the quality gate. It returns whether

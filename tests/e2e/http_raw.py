@@ -156,3 +156,27 @@ class JsonApi:
             status, text = e.code, e.read().decode()
         assert status == expect, (method, path, status, text)
         return json.loads(text) if text.startswith("{") else text
+
+
+class ModelMetricsApi(JsonApi):
+    """JsonApi with one served model's Prometheus figures from GET /metrics."""
+
+    def __init__(self, port, model, host="127.0.0.1"):
+        super().__init__(port, host)
+        self.model = model
+
+    def metric(self, name):
+        text = self.call("GET", "/metrics")
+        m = re.search(r"^%s\{model=\"%s\"\} (\S+)$" % (name, self.model), text, re.M)
+        assert m, name
+        return float(m.group(1))
+
+    def wait_metric(self, name, pred, what, timeout_s=10):
+        """Polls the metric until pred(value) holds (asynchronous releases); fails naming `what`."""
+        deadline = time.time() + timeout_s
+        while time.time() < deadline:
+            v = self.metric(name)
+            if pred(v):
+                return v
+            time.sleep(0.05)
+        raise AssertionError(f"{what}: {name} = {self.metric(name)}")

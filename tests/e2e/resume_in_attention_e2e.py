@@ -8,8 +8,6 @@ answers, the contexts stay master + diff between rounds (/metrics), a context fo
 round exactly as its original does (both read in attention, greedy), and deleting every agent gives
 every block back.
 """
-import re
-import time
 
 import http_raw
 
@@ -20,27 +18,10 @@ MAX_TOKENS = 12
 NAMES = ["Ada", "Bram", "Cleo", "Dov", "Esme", "Finn", "Gia", "Hugo", "Ines", "Jude", "Kai", "Lena"]
 
 
-class Api(http_raw.JsonApi):
-    def metric(self, name):
-        text = self.call("GET", "/metrics")
-        m = re.search(r"^%s\{model=\"%s\"\} (\S+)$" % (name, MODEL), text, re.M)
-        assert m, name
-        return float(m.group(1))
-
-    def wait_metric(self, name, pred, what):
-        deadline = time.time() + 10
-        while time.time() < deadline:
-            v = self.metric(name)
-            if pred(v):
-                return v
-            time.sleep(0.05)
-        raise AssertionError(f"{what}: {name} = {self.metric(name)}")
-
-
 def test_rounds_read_in_attention(servers):
     proc, port = servers.start(models=[MODEL], kv_mem="1G", round_sharing=True,
                                extra_args=["--resume-in-attention", "on", "--diff-format", "int4"])
-    api = Api(port)
+    api = http_raw.ModelMetricsApi(port, MODEL)
     info = [m for m in api.call("GET", "/v1/models")["data"] if m["id"] == MODEL][0]["kv_sharing"]
     print(f"gate: {info.get('quality_gate')}", flush=True)
     assert "read in attention" in info.get("quality_gate", ""), info
