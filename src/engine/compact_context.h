@@ -4,7 +4,8 @@
 // of message segments, is kept as
 //   - its sequence with the blocks that lie wholly inside a blended run dropped (holes,
 //     KvSequence::drop_blocks); every other block (the exact prefix, blocks straddling a run's edges,
-//     the agent's own turns) is kept as it is, shared, not copied;
+//     the agent's own turns) is kept as it is, shared, not copied, except an own turn's text that a
+//     later master quotes (an echo, find_echoes below), stored as a run of that master;
 //   - per run with dropped blocks, a SegmentDiff: a reference to the master's slots for exactly the
 //     dropped slots (a MasterSegment pinning those master blocks alone) and only the recomputed rows
 //     among them, all runs' rows packed together (SegmentDiff::extract_packed);
