@@ -9,6 +9,7 @@
 #include "lab/agents/bench_agents.h"
 #include "cli/arg_parser.h"
 #include "cli/commands.h"
+#include "engine/compact_context.h"
 #include "lab/cli/lab_commands.h"
 #include "kv/kv_manager.h"
 
@@ -114,15 +115,9 @@ int cmd_bench_agents(int argc, char** argv) {
   }
   opt.echo_keeps.clear();
   for (const std::string& e : split_commas(echo_keeps)) {
-    if (e == "off") {
-      opt.echo_keeps.push_back(std::nullopt);
-      continue;
-    }
-    char* end = nullptr;
-    const double v = std::strtod(e.c_str(), &end);
-    if (e.empty() || end != e.c_str() + e.size() || !(v >= 0 && v <= 1))
-      return cli_fail("--echo-keep: '" + e + "' is not off or a share in [0, 1]");
-    opt.echo_keeps.push_back(v);
+    auto keep = parse_echo_keep(e);
+    if (!keep.ok()) return cli_fail("--echo-keep: " + keep.error());
+    opt.echo_keeps.push_back(*keep);
   }
   if (opt.echo_keeps.empty()) return cli_fail("--echo-keep: give off or a share in [0, 1]");
   opt.kv_mem = kv_mem;

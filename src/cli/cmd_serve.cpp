@@ -21,6 +21,7 @@
 #include "kv/kv_diff_codec.h"
 #include "kv/kv_manager.h"
 #include "engine/chat_sharing_gate.h"
+#include "engine/compact_context.h"
 #include "engine/sharing_gate.h"
 #include "server/api_server.h"
 #include "util/input_file.h"
@@ -221,14 +222,9 @@ int cmd_serve(int argc, char** argv) {
     return cli_fail("--chat-compact: '" + chat_compact + "' is not on or off");
   auto format = parse_diff_format(diff_format);
   if (!format.ok()) return cli_fail("--diff-format: " + format.error());
-  std::optional<double> echo;
-  if (echo_keep != "off") {
-    char* end = nullptr;
-    const double v = std::strtod(echo_keep.c_str(), &end);
-    if (echo_keep.empty() || end != echo_keep.c_str() + echo_keep.size() || !(v >= 0 && v <= 1))
-      return cli_fail("--echo-keep: '" + echo_keep + "' is not off or a share in [0, 1]");
-    echo = v;
-  }
+  auto parsed_echo = parse_echo_keep(echo_keep);
+  if (!parsed_echo.ok()) return cli_fail("--echo-keep: " + parsed_echo.error());
+  const std::optional<double> echo = *parsed_echo;
   ServeOptions opt;
   opt.host = host;
   opt.port = int(port);

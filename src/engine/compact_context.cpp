@@ -1,6 +1,8 @@
 #include "engine/compact_context.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <string>
 #include <unordered_map>
 
 #include "util/status.h"
@@ -60,6 +62,16 @@ std::vector<BlendedRun> find_echoes(const KvSequence& ctx, int64_t from, int64_t
     }
   }
   return out;
+}
+
+Result<std::optional<double>> parse_echo_keep(std::string_view text) {
+  if (text == "off") return std::optional<double>();
+  const std::string s(text);
+  char* end = nullptr;
+  const double v = std::strtod(s.c_str(), &end);
+  if (s.empty() || end != s.c_str() + s.size() || !(v >= 0 && v <= 1))
+    return make_error("'" + s + "' is not off or a share in [0, 1]");
+  return std::optional<double>(v);
 }
 
 std::optional<CompactContext> CompactContext::compact(const KvSequence& dense, const std::vector<BlendedRun>& runs,

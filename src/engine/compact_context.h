@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -25,6 +26,7 @@
 #include "kv/segment_store.h"
 #include "model/model.h"
 #include "share/master_diff.h"
+#include "util/status.h"
 #include "util/thread_pool.h"
 
 namespace agentkv {
@@ -53,6 +55,9 @@ struct BlendedRun {
 std::vector<BlendedRun> find_echoes(const KvSequence& ctx, int64_t from, int64_t to,
                                     const std::shared_ptr<const KvSequence>& master, int32_t master_start,
                                     int64_t min_tokens, double keep);
+// An echo setting as the command lines take it (EngineOptions::echo_keep): "off" (nullopt) or a share
+// in [0, 1]; an error names the text and the choices.
+Result<std::optional<double>> parse_echo_keep(std::string_view text);
 
 // The block range [first, last) wholly inside slots [begin, begin + n): what a run's compact form
 // drops (empty when the run does not cover a whole block).

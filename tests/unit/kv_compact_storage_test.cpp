@@ -5,8 +5,10 @@
 // given back on eviction.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <memory>
 #include <numeric>
+#include <string>
 #include <vector>
 
 #include "engine/compact_context.h"
@@ -91,6 +93,23 @@ TEST(FindEchoes, FindsTheLongestRunsAMasterQuotesAndNothingShorter) {
   EXPECT_TRUE(find_echoes(*ctx, 0, ctx->n_tokens(), nullptr, 1, 8, 1).empty());
   EXPECT_TRUE(find_echoes(*ctx, 30, 30, master, 1, 8, 1).empty());
   EXPECT_TRUE(find_echoes(*ctx, 0, ctx->n_tokens(), master, 1, 0, 1).empty());
+}
+
+TEST(FindEchoes, ParseEchoKeepTakesOffOrAShareAndNamesBadText) {
+  auto off = parse_echo_keep("off");
+  ASSERT_TRUE(off.ok());
+  EXPECT_FALSE(off->has_value());
+  for (const char* ok : {"0", "1", "0.25", "1e-2"}) {
+    auto v = parse_echo_keep(ok);
+    ASSERT_TRUE(v.ok()) << ok;
+    EXPECT_DOUBLE_EQ(v->value(), std::strtod(ok, nullptr));
+  }
+  for (const char* bad : {"", "2", "-0.1", "half", "0.5x", "nan", "Off"}) {
+    auto v = parse_echo_keep(bad);
+    ASSERT_FALSE(v.ok()) << bad;
+    EXPECT_NE(v.error().find(std::string("'") + bad + "'"), std::string::npos) << v.error();
+    EXPECT_NE(v.error().find("off or a share in [0, 1]"), std::string::npos) << v.error();
+  }
 }
 
 TEST(KvSequenceHoles, DropForkFillAndReleaseKeepRefcountsExact) {
