@@ -733,12 +733,12 @@ bool Engine::compact_retained(uint64_t handle, int64_t seg_begin, uint64_t maste
     const int64_t common = std::mismatch(a.begin(), a.begin() + int64_t(n), b.begin()).first - a.begin();
     inherited = from->second->diffs_within(std::min(common, seg_begin));
   }
-  std::vector<BlendedRun> runs = echoes_before(dense, inherited, seg_begin, mi->second, master_start);
+  const std::vector<BlendedRun> echoes = echoes_before(dense, inherited, seg_begin, mi->second, master_start);
+  std::vector<BlendedRun> runs = echoes;
   runs.push_back(BlendedRun{seg_begin, seg_len, mi->second, master_start});
   auto c = CompactContext::compact(dense, runs, *lm_.model, pool_, want, std::move(inherited));
   if (!c) return false;
-  runs.pop_back();
-  note_echoes(dense, *c, runs);
+  note_echoes(dense, *c, echoes);
   compact_.emplace(handle, std::make_shared<const CompactContext>(std::move(*c)));
   retained_.erase(it);
   return true;
