@@ -56,4 +56,8 @@ add_cli_rejects(fit_prm_lora_rejects "$<TARGET_FILE:agentkv> fit-prm -m smollm2 
                 "--references 1|--references" "--solutions --references 4|--references")
 # search's --score-at: a name it knows, and bestofn only (a beam ranks partial solutions step by step).
 add_cli_rejects(search_rejects "$<TARGET_FILE:agentkv> search -m smollm2" "--problems 1"
-                "--score-at nope|--score-at" "--method beam --score-at solution|--score-at solution")
+                "--score-at nope|--score-at" "--method beam --score-at solution|--score-at solution"
+                "--method nope|--method" "--method beam,beam|named twice"
+                "--method bestofn --scorer beam:kvprm|needs --method beam"
+                "--method bestofn,beam --scorer vote|beam:" "--method bestofn,beam --scorer beam:vote|--scorer"
+                "--offer-answer|--offer-answer")

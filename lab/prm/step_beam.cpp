@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <limits>
+#include <memory>
 
 #include "lab/prm/arith_prompt.h"
 #include "prm/kv_scorer.h"
@@ -49,6 +50,11 @@ Result<BeamResult> step_beam_search(const LoadedModel& lm, std::span<const Arith
   const auto t_start = std::chrono::steady_clock::now();
   const Tokenizer& tok = *lm.tokenizer;
   const bool via_kv = scorer == BeamScorer::kKvPrm;
+  // The beams' caches live in their own budget: a failure to prefill names it.
+  const auto prefill_failed = [&](const Status& st) {
+    return make_error("beam search: " + st.error() + " (the beams' caches have a KV budget of " +
+                      std::to_string(opt.kv_mem_bytes >> 20) + " MiB: raise --kv-mem)");
+  };
   KvManagerOptions ko;
   ko.mem_bytes = opt.kv_mem_bytes;
   ko.prefix_caching = false;  // the text PRM must re-encode; the KV-PRM forks instead of looking up
@@ -56,6 +62,20 @@ Result<BeamResult> step_beam_search(const LoadedModel& lm, std::span<const Arith
   if (!kv.ok()) return make_error(kv.error());
   auto proposer = StepProposer::create(lm, opt.sampling, pool);
   if (!proposer.ok()) return make_error(proposer.error());
+  // The finishing candidates: one greedy line after "Answer:" (a PRM scorer only: log-probability has
+  // no view of whether the steps so far are done).
+  const bool offer_answer = opt.offer_answer && scorer != BeamScorer::kLogprob;
+  std::unique_ptr<StepProposer> answerer;
+  const std::string answer_prefix = "Answer:";
+  const std::vector<int32_t> answer_prefix_tokens = tok.encode(answer_prefix, false, false);
+  if (offer_answer) {
+    ProposeOptions ao = opt.sampling;
+    ao.n = 1;
+    ao.temperature = 0;
+    auto a = StepProposer::create(lm, ao, pool);
+    if (!a.ok()) return make_error(a.error());
+    answerer = std::move(*a);
+  }
   BeamResult r;
   std::vector<std::vector<Beam>> beams(problems.size());
   for (size_t p = 0; p < problems.size(); ++p) {
@@ -67,7 +87,7 @@ Result<BeamResult> step_beam_search(const LoadedModel& lm, std::span<const Arith
     std::vector<KvSequence*> seqs;
     std::vector<std::span<const int32_t>> toks;
     for (auto& b : beams) seqs.push_back(&b[0].ctx), toks.push_back(b[0].tokens);
-    if (Status st = prefill_together(*lm.model, **kv, seqs, toks, pool); !st.ok()) return make_error(st.error());
+    if (Status st = prefill_together(*lm.model, **kv, seqs, toks, pool); !st.ok()) return prefill_failed(st);
   }
   double scoring = 0;
   for (int round = 0; round < opt.max_steps; ++round) {
@@ -87,6 +107,30 @@ Result<BeamResult> step_beam_search(const LoadedModel& lm, std::span<const Arith
         cand.done = cand.line.ended || is_answer_line(cand.line.text);
         cands.push_back(std::move(cand));
       }
+    if (offer_answer) {
+      std::vector<std::vector<int32_t>> answer_contexts;
+      std::vector<size_t> answer_owner;  // index into contexts / owner
+      for (size_t c = 0; c < contexts.size(); ++c) {
+        const Beam& b = beams[owner[c].first][owner[c].second];
+        if (b.lines.empty() || !is_step_line(b.lines.back())) continue;
+        answer_contexts.push_back(contexts[c]);
+        answer_contexts.back().insert(answer_contexts.back().end(), answer_prefix_tokens.begin(),
+                                      answer_prefix_tokens.end());
+        answer_owner.push_back(c);
+      }
+      if (!answer_contexts.empty()) {
+        auto answers = answerer->propose(answer_contexts);
+        if (!answers.ok()) return make_error(answers.error());
+        for (size_t j = 0; j < answer_owner.size(); ++j) {
+          StepProposal line = std::move((*answers)[j].front());
+          line.tokens.insert(line.tokens.begin(), answer_prefix_tokens.begin(), answer_prefix_tokens.end());
+          line.text = answer_prefix + line.text;
+          ++r.policy_lines;
+          cands.push_back(BeamCandidate{owner[answer_owner[j]].first, owner[answer_owner[j]].second, std::move(line),
+                                        kBeamNoScore, true});
+        }
+      }
+    }
     // Which candidates the verifier rates: step lines. An answer line ends the beam with the score
     // its steps earned; any other line is off format and ranks last.
     const auto t0 = std::chrono::steady_clock::now();
@@ -114,7 +158,7 @@ Result<BeamResult> step_beam_search(const LoadedModel& lm, std::span<const Arith
           ptrs.push_back(&forks.back());
           toks.push_back(cands[i].line.tokens);
         }
-        if (Status st = prefill_together(*lm.model, **kv, ptrs, toks, pool); !st.ok()) return make_error(st.error());
+        if (Status st = prefill_together(*lm.model, **kv, ptrs, toks, pool); !st.ok()) return prefill_failed(st);
         const std::vector<const KvSequence*> scored(ptrs.begin(), ptrs.end());
         s = kv_prm_score(*lm.model, **kv, scored, head, pool);  // every agent's candidates, one forward
       } else {
@@ -145,8 +189,14 @@ Result<BeamResult> step_beam_search(const LoadedModel& lm, std::span<const Arith
     for (size_t j = 0; j < rated.size() && via_kv; ++j) fork_of[rated[j]] = long(j);
     for (size_t p = 0; p < problems.size(); ++p) {
       auto& pl = pool_of[p];
-      // Stable: ties keep finished beams, then earlier candidates.
-      std::stable_sort(pl.begin(), pl.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+      // Ties keep finished solutions first (a weakest-step score cannot rise with more steps, so an
+      // open beam that ties a finished one has only added steps the verifier likes no less), then
+      // earlier ones (stable).
+      const auto finished = [&](long k) { return k < 0 || cands[size_t(k)].done; };
+      std::stable_sort(pl.begin(), pl.end(), [&](const auto& a, const auto& b) {
+        if (a.first != b.first) return a.first > b.first;
+        return finished(a.second) && !finished(b.second);
+      });
       for (size_t k = 0; k < pl.size() && next[p].size() < size_t(opt.width); ++k) {
         if (pl[k].second < 0) {
           next[p].push_back(std::move(beams[p][size_t(-1 - pl[k].second)]));
@@ -163,14 +213,14 @@ Result<BeamResult> step_beam_search(const LoadedModel& lm, std::span<const Arith
           nb.ctx = parent.ctx.fork();
           KvSequence* one[] = {&nb.ctx};
           const std::span<const int32_t> part[] = {c.line.tokens};
-          if (Status st = prefill_together(*lm.model, **kv, one, part, pool); !st.ok()) return make_error(st.error());
+          if (Status st = prefill_together(*lm.model, **kv, one, part, pool); !st.ok()) return prefill_failed(st);
         }
         next[p].push_back(std::move(nb));
       }
     }
     beams = std::move(next);
   }
-  r.policy_tokens = (*proposer)->tokens_sampled();
+  r.policy_tokens = (*proposer)->tokens_sampled() + (answerer ? answerer->tokens_sampled() : 0);
   for (size_t p = 0; p < problems.size(); ++p) {
     ++r.n_problems;
     const auto best = std::max_element(beams[p].begin(), beams[p].end(), [](const Beam& a, const Beam& b) {

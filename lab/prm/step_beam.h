@@ -2,7 +2,8 @@
 // beam, a scorer rates every proposed line, and the W best of (finished beams + new candidates)
 // survive. The multi-agent form: every live beam of every problem is a policy agent with its own
 // context, and the KV-PRM scores all their candidates from their caches in ONE batched forward per
-// round. Scorers: the KV-PRM, the text PRM (re-encodes each candidate's whole trajectory; same head,
+// round (with offer_answer, each live beam that ends in a step also gets the policy's greedy
+// answer line as a finishing candidate). Scorers: the KV-PRM, the text PRM (re-encodes each candidate's whole trajectory; same head,
 // so the same choices), and the policy's log-probability. A PRM ranks a beam by its weakest step.
 #pragma once
 
@@ -24,7 +25,11 @@ struct BeamOptions {
   int width = 2;      // beams kept per problem
   int max_steps = 8;  // rounds; a beam still open after them is judged as it stands
   ProposeOptions sampling;  // sampling.n: proposals per live beam and round
-  int64_t kv_mem_bytes = int64_t(1) << 30;
+  // PRM scorers: after each step, also offer the policy's greedy answer ("Answer:" and what it writes
+  // next) as a candidate that ends the beam with its steps' score, so the verifier, not the policy's
+  // habit of writing more steps, decides when a solution is done. Its lines count as policy output.
+  bool offer_answer = false;
+  int64_t kv_mem_bytes = int64_t(4) << 30;  // the beams' caches (KV-PRM): prompts, kept beams, candidates
 };
 
 struct BeamResult {

@@ -13,6 +13,19 @@
 namespace agentkv::prm {
 namespace {
 
+// A small beam (width 2, 24-token lines, 256 MiB of KV) with the given rounds and sampling.
+BeamOptions small_beam(int max_steps, int n, float temperature, uint64_t seed) {
+  BeamOptions o;
+  o.width = 2;
+  o.max_steps = max_steps;
+  o.sampling.n = n;
+  o.sampling.temperature = temperature;
+  o.sampling.max_tokens = 24;
+  o.sampling.seed = seed;
+  o.kv_mem_bytes = int64_t(256) << 20;
+  return o;
+}
+
 TEST(StepBeamSearch, KvPrmAndTextPrmGuideTheSameSearch) {
   const LoadedModel& lm = testing::real_model("smollm2");
   ThreadPool pool(0);
@@ -29,14 +42,7 @@ TEST(StepBeamSearch, KvPrmAndTextPrmGuideTheSameSearch) {
   head->feature_layer = probe.layer;
   head->read_logits = false;
   const std::vector<ArithProblem> problems = {generate_arith_problem(arith_seed(ArithSplit::kHeldOut, 0))};
-  BeamOptions o;
-  o.width = 2;
-  o.max_steps = 2;
-  o.sampling.n = 2;
-  o.sampling.temperature = 0.8f;
-  o.sampling.max_tokens = 24;
-  o.sampling.seed = 5;
-  o.kv_mem_bytes = int64_t(256) << 20;
+  const BeamOptions o = small_beam(2, 2, 0.8f, 5);
   auto kv = step_beam_search(lm, problems, BeamScorer::kKvPrm, *head, o, pool);
   ASSERT_TRUE(kv.ok()) << kv.error();
   auto text = step_beam_search(lm, problems, BeamScorer::kTextPrm, *head, o, pool);
@@ -58,6 +64,55 @@ TEST(StepBeamSearch, KvPrmAndTextPrmGuideTheSameSearch) {
   for (size_t p = 0; p < problems.size(); ++p) right += check_lines(kv->solutions[p], problems[p]).answer_correct;
   EXPECT_EQ(right, kv->n_correct);
   EXPECT_FALSE(parse_beam_scorer("vote").ok());
+}
+
+// offer_answer: after a step the policy's greedy "Answer:" line competes as a finishing candidate, and
+// ties go to finished solutions. With a verifier that scores every step alike, every continuation
+// ties the beam that stops, so each problem's solution is its first step and the offered answer.
+TEST(StepBeamSearch, OfferedAnswerEndsABeamWhenMoreStepsScoreNoBetter) {
+  const LoadedModel& lm = testing::real_model("smollm2");
+  ThreadPool pool(0);
+  auto head = make_verify_head(*lm.tokenizer);
+  ASSERT_TRUE(head.ok()) << head.error();
+  StepProbe probe;  // weight 0: the same score for every step
+  probe.layer = 2;
+  probe.mean.assign(size_t(lm.config().n_embd), 0.0);
+  probe.inv_std.assign(size_t(lm.config().n_embd), 1.0);
+  probe.weight.assign(size_t(lm.config().n_embd), 0.0);
+  head->probe = probe;
+  head->feature_layer = probe.layer;
+  head->read_logits = false;
+  std::vector<ArithProblem> problems;
+  for (uint64_t i = 0; i < 3; ++i) problems.push_back(generate_arith_problem(arith_seed(ArithSplit::kHeldOut, i)));
+  BeamOptions o = small_beam(4, 3, 0.7f, 3);
+  o.offer_answer = true;
+  auto kv = step_beam_search(lm, problems, BeamScorer::kKvPrm, *head, o, pool);
+  ASSERT_TRUE(kv.ok()) << kv.error();
+  auto text = step_beam_search(lm, problems, BeamScorer::kTextPrm, *head, o, pool);
+  ASSERT_TRUE(text.ok()) << text.error();
+  EXPECT_EQ(kv->solutions, text->solutions);
+  int64_t stopped_after_one_step = 0;
+  for (const auto& lines : kv->solutions) {
+    ASSERT_FALSE(lines.empty());
+    EXPECT_EQ(lines.back().rfind("Answer", 0), 0u) << lines.back();  // every beam finished
+    if (lines.size() == 2 && is_step_line(lines[0])) {
+      ++stopped_after_one_step;
+    } else {  // no step line was proposed first: the policy answered (or wandered) at once
+      EXPECT_FALSE(is_step_line(lines[0])) << lines[0];
+    }
+  }
+  EXPECT_GE(stopped_after_one_step, 1);
+  // Offered answers are policy output too: at most one per live beam and round after the first.
+  EXPECT_LE(kv->policy_lines, int64_t(problems.size()) * (o.sampling.n + (o.sampling.n + 1) * o.width * (o.max_steps - 1)));
+  // Log-probability has no view of when the steps are done: it is offered nothing.
+  auto lp = step_beam_search(lm, problems, BeamScorer::kLogprob, *head, o, pool);
+  ASSERT_TRUE(lp.ok()) << lp.error();
+  BeamOptions plain = o;
+  plain.offer_answer = false;
+  auto lp_plain = step_beam_search(lm, problems, BeamScorer::kLogprob, *head, plain, pool);
+  ASSERT_TRUE(lp_plain.ok()) << lp_plain.error();
+  EXPECT_EQ(lp->solutions, lp_plain->solutions);
+  EXPECT_EQ(lp->policy_lines, lp_plain->policy_lines);
 }
 
 }  // namespace
