@@ -67,6 +67,9 @@ int cmd_fit_prm(int argc, char** argv) {
   p.add_flag("--with-logodds", &o.with_logodds,
              "also fit the answer tokens' log-odds calibration (the untrained baseline; runs the full model)");
   p.add_string("--steps", &o.steps_file, "take the proposals from a --dump file instead of sampling the policy");
+  p.add_flag("--answers", &o.with_answers,
+             "step proposals also after the whole reference solution, and answer lines kept as examples labelled "
+             "by the answer they state: the verifier learns when a solution is done (for search --offer-answer)");
   p.add_flag("--solutions", &o.solutions,
              "examples are the policy's own whole solutions (-n per problem, --max-tokens long), each labelled by "
              "its final answer, with the verify token after the answer line, instead of one-line proposals after "
@@ -148,6 +151,8 @@ int cmd_fit_prm(int argc, char** argv) {
     lo.rollouts.temperature = float(sampling.temperature);
     lo.rollouts.seed = uint64_t(sampling.seed);
     lo.rollouts.kv_mem_bytes = o.sampling.kv_mem_bytes;
+    if (!dump.empty())
+      return cli_fail("--dump writes the probe fit's proposals: run fit-prm --dump without --lora, then --lora --steps");
     if (out == "prm_calibration.json") out = "prm_adapters.gguf";
     return fit_prm_lora_command(**lm, o, lo, out, pool);
   }

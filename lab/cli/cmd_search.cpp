@@ -69,7 +69,8 @@ int cmd_search(int argc, char** argv) {
   p.add_int("--max-steps", &max_steps, "beam: most step rounds", 1, 64);
   p.add_flag("--offer-answer", &offer_answer,
              "beam, PRM scorers: after each step also offer the policy's greedy 'Answer:' line as a candidate that "
-             "ends the beam with its steps' score, so the verifier decides when a solution is done");
+             "ends the beam, and rate answer lines with the verifier like steps, so the verifier decides when a "
+             "solution is done");
   p.add_kv_mem(&kv_mem, "beam: KV budget for the beams' caches, e.g. 8G");
   p.add_string("--scorer", &scorers, "comma-separated scorers: kvprm, textprm, logprob, vote, kvprm-vote (bestofn: vote weighted by the KV-PRM's P(correct))");
   p.add_string("--calibration", &calibration, "fit-prm's calibration file (default: identity calibration)");

@@ -46,7 +46,7 @@ Result<SplitData> collect(const LoadedModel& lm, ArithSplit split, int n, const 
     if (set.ok() && split == ArithSplit::kTrain && opt.reference_copies >= 0)
       AGENTKV_TRY(add_reference_solutions(*set, *lm.tokenizer, opt.reference_copies));
   } else {
-    set = opt.steps_file.empty() ? sample_labelled_steps(lm, problems, opt.sampling, pool)
+    set = opt.steps_file.empty() ? sample_labelled_steps(lm, problems, opt.sampling, pool, opt.with_answers)
                                  : read_step_dump(lm, opt.steps_file, split, n, opt.shape);
   }
   if (!set.ok()) return make_error(set.error());
@@ -156,6 +156,11 @@ std::string describe(const char* name, const SplitFigures& f, bool solutions) {
 }
 
 Status check_example_source(const FitPrmOptions& opt, int mc_rollouts) {
+  if (opt.with_answers && (opt.solutions || !opt.steps_file.empty()))
+    return make_error("fit-prm: --answers samples step proposals with answer lines; not with --solutions or --steps "
+                      "(a --steps file made with --answers holds them already)");
+  if (opt.with_answers && mc_rollouts > 0)
+    return make_error("fit-prm: --answers labels answer lines by the answer; --mc-rollouts values steps only");
   if (!opt.solutions && opt.reference_copies >= 0)
     return make_error("fit-prm: --references adds whole reference solutions; it needs --solutions");
   if (!opt.solutions) return {};

@@ -34,6 +34,8 @@ struct FitPrmOptions {
   // baseline); without it the verify pass stops after feature_layer.
   bool with_logodds = false;
   std::string steps_file;  // a fit-prm --dump file to take the proposals from instead of sampling
+  // Step proposals: also after the whole reference, answer lines kept as examples (StepSet::with_answers).
+  bool with_answers = false;
   // True: the examples are the policy's own whole solutions (sampling.n per problem, at most
   // solution_max_tokens long), each labelled by its final answer, the verify token after the answer
   // line (solution_examples.h), instead of one-line proposals after reference prefixes.

@@ -31,7 +31,6 @@ struct BeamCandidate {
   bool done = false;
 };
 
-bool is_answer_line(const std::string& line) { return line.rfind("Answer", 0) == 0; }
 
 
 }  // namespace
@@ -131,8 +130,9 @@ Result<BeamResult> step_beam_search(const LoadedModel& lm, std::span<const Arith
         }
       }
     }
-    // Which candidates the verifier rates: step lines. An answer line ends the beam with the score
-    // its steps earned; any other line is off format and ranks last.
+    // Which candidates the verifier rates: step lines (and, with offer_answer, answer lines after a
+    // step). An unrated answer line ends the beam with the score its steps earned; any other line is
+    // off format and ranks last.
     const auto t0 = std::chrono::steady_clock::now();
     std::vector<size_t> rated;
     for (size_t i = 0; i < cands.size(); ++i) {
@@ -140,8 +140,9 @@ Result<BeamResult> step_beam_search(const LoadedModel& lm, std::span<const Arith
       const Beam& parent = beams[c.problem][c.parent];
       if (scorer == BeamScorer::kLogprob) {
         c.score = parent.score + c.line.logprob;
-      } else if (is_step_line(c.line.text)) {
-        rated.push_back(i);
+      } else if (is_step_line(c.line.text) ||
+                 (offer_answer && is_answer_line(c.line.text) && !parent.lines.empty())) {
+        rated.push_back(i);  // with offer_answer the verifier rates answer lines too: it decides the stop
       } else {
         c.score = is_answer_line(c.line.text) && !parent.lines.empty() ? parent.score : kBeamNoScore;
       }

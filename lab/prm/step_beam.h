@@ -26,8 +26,9 @@ struct BeamOptions {
   int max_steps = 8;  // rounds; a beam still open after them is judged as it stands
   ProposeOptions sampling;  // sampling.n: proposals per live beam and round
   // PRM scorers: after each step, also offer the policy's greedy answer ("Answer:" and what it writes
-  // next) as a candidate that ends the beam with its steps' score, so the verifier, not the policy's
-  // habit of writing more steps, decides when a solution is done. Its lines count as policy output.
+  // next) as a candidate that ends the beam, and rate answer lines with the verifier like steps (a
+  // finished beam scores its weakest line, answer included), so the verifier, not the policy's habit
+  // of writing more steps, decides when a solution is done. Its lines count as policy output.
   bool offer_answer = false;
   int64_t kv_mem_bytes = int64_t(4) << 30;  // the beams' caches (KV-PRM): prompts, kept beams, candidates
 };

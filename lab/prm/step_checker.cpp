@@ -148,6 +148,8 @@ bool is_step_line(std::string_view line) {
   return starts_with_digit(trim_space(line));
 }
 
+bool is_answer_line(std::string_view line) { return trim_space(line).starts_with("Answer"); }
+
 StepCheck check_step(std::string_view line, int expected_index, const ArithProblem& problem,
                      const std::vector<int64_t>& available) {
   StepCheck c;

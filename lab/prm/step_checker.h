@@ -61,6 +61,8 @@ struct SolutionCheck {
 // Does this line (without its newline) look like a step ("Step" then a digit)? Lines that do not are
 // neither scored nor labelled.
 bool is_step_line(std::string_view line);
+// Does this line (without its newline) begin the final answer ("Answer" at its start)?
+bool is_answer_line(std::string_view line);
 
 // Checks one step given the numbers available so far (problem quantities plus results of earlier
 // correct steps) and the step number it must carry.

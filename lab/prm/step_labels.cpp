@@ -55,23 +55,32 @@ std::vector<std::string> step_prefix_lines(const ArithProblem& problem, size_t k
 }
 
 void add_proposal(StepSet& set, size_t problem, size_t k, StepProposal prop) {
-  AGENTKV_CHECK(problem < set.problems.size() && k < set.ref_lines[problem].size());
+  AGENTKV_CHECK(problem < set.problems.size() && k <= set.ref_lines[problem].size());
+  AGENTKV_CHECK(set.with_answers || k < set.ref_lines[problem].size());
   ++set.n_proposals;
-  if (!is_step_line(prop.text)) return;
+  const bool answer = set.with_answers && is_answer_line(prop.text);
+  if (!answer && !is_step_line(prop.text)) return;
   const std::vector<std::string> lines = step_prefix_lines(set.problems[problem], k, prop.text);
   const SolutionCheck check = check_lines(lines, set.problems[problem]);
+  if (answer) {  // right when it states the problem's answer
+    const bool right = check.answer_correct;
+    set.steps.push_back(LabelledStep{problem, k, std::move(prop), right ? 1 : 0,
+                                     right ? "" : "the answer is not the problem's", right ? StepError::kNone : StepError::kOffTrack});
+    return;
+  }
   const StepCheck& last = check.steps.back();
   set.steps.push_back(LabelledStep{problem, k, std::move(prop), last.correct ? 1 : 0, last.why, last.error()});
 }
 
 Result<StepSet> sample_labelled_steps(const LoadedModel& lm, std::span<const ArithProblem> problems,
-                                      const ProposeOptions& opt, ThreadPool& pool) {
+                                      const ProposeOptions& opt, ThreadPool& pool, bool with_answers) {
   auto set = new_step_set(lm, problems);
   if (!set.ok()) return set;
+  set->with_answers = with_answers;
   std::vector<std::vector<int32_t>> contexts;
   std::vector<std::pair<size_t, size_t>> where;  // (problem, k) of each context
   for (size_t pi = 0; pi < set->problems.size(); ++pi)
-    for (size_t k = 0; k < set->ref_lines[pi].size(); ++k) {
+    for (size_t k = 0; k < set->ref_lines[pi].size() + (with_answers ? 1 : 0); ++k) {
       contexts.push_back(concat_prefix(set->prompts[pi], set->ref_lines[pi], k));
       where.emplace_back(pi, k);
     }
@@ -91,6 +100,7 @@ Result<StepSet> read_step_dump(const LoadedModel& lm, const std::string& path, A
   for (int i = 0; i < n_problems; ++i) problems.push_back(generate_arith_problem(arith_seed(split, uint64_t(i)), shape));
   auto set = new_step_set(lm, problems);
   if (!set.ok()) return set;
+  set->with_answers = true;  // a dump holds answer lines only when it was made with them
   const std::string want = split == ArithSplit::kTrain ? "train" : "heldout";
   std::string row;
   for (int line_no = 1; std::getline(f, row); ++line_no) {
@@ -109,7 +119,7 @@ Result<StepSet> read_step_dump(const LoadedModel& lm, const std::string& path, A
     const unsigned long long k = std::strtoull(cols[2].c_str(), &end, 10);
     if (cols[2].empty() || *end) return make_error(where + "step position '" + cols[2] + "' is not a number");
     if (cols[0] != want || problem >= uint64_t(n_problems)) continue;
-    if (k >= set->ref_lines[problem].size())
+    if (k > set->ref_lines[problem].size())
       return make_error(where + "step position " + cols[2] + " is past the problem's reference steps");
     StepProposal prop;
     prop.text = cols[5];

@@ -34,6 +34,10 @@ struct StepSet {
   std::vector<std::vector<std::vector<int32_t>>> ref_lines;  // per problem, the reference's step lines
   std::vector<LabelledStep> steps;                           // proposals that are step lines
   int64_t n_proposals = 0;                                   // including lines that are not steps
+  // Answer lines are examples too, labelled by the final answer they state, and proposals come also
+  // after the whole reference (k = its step count), where a step line is one too many: the data that
+  // teaches a verifier when a solution is done (search --offer-answer).
+  bool with_answers = false;
 };
 
 // A set with the problems' prompts and reference lines and no proposals yet.
@@ -43,15 +47,18 @@ Result<StepSet> new_step_set(const LoadedModel& lm, std::span<const ArithProblem
 std::vector<std::string> step_prefix_lines(const ArithProblem& problem, size_t k, const std::string& line);
 
 // Labels a proposed line for step k + 1 of set.problems[problem] (after k reference steps) and adds
-// it when it is a step line; other lines only count in n_proposals.
+// it when it is a step line (or, with set.with_answers, an answer line); other lines only count in
+// n_proposals. k may equal the reference's step count only with set.with_answers.
 void add_proposal(StepSet& set, size_t problem, size_t k, StepProposal proposal);
 
+// with_answers: see StepSet::with_answers.
 Result<StepSet> sample_labelled_steps(const LoadedModel& lm, std::span<const ArithProblem> problems,
-                                      const ProposeOptions& opt, ThreadPool& pool);
+                                      const ProposeOptions& opt, ThreadPool& pool, bool with_answers = false);
 
 // The proposals of a fit-prm --dump file (tab-separated: split, problem index, k, label, why, line)
 // ('#' lines are comments) for the problems of `split` with index < n_problems, relabelled by the checker (the file's label
-// and reason columns are for readers). Lines are re-encoded from their text.
+// and reason columns are for readers). Lines are re-encoded from their text. Answer lines and
+// proposals after the whole reference (a --answers dump) are read as with_answers.
 // The file must have been made with the same problem shape (fit-prm --ops).
 Result<StepSet> read_step_dump(const LoadedModel& lm, const std::string& path, ArithSplit split, int n_problems,
                                const ArithShape& shape = {});

@@ -66,9 +66,10 @@ TEST(StepBeamSearch, KvPrmAndTextPrmGuideTheSameSearch) {
   EXPECT_FALSE(parse_beam_scorer("vote").ok());
 }
 
-// offer_answer: after a step the policy's greedy "Answer:" line competes as a finishing candidate, and
-// ties go to finished solutions. With a verifier that scores every step alike, every continuation
-// ties the beam that stops, so each problem's solution is its first step and the offered answer.
+// offer_answer: after a step the policy's greedy "Answer:" line competes as a finishing candidate, the
+// verifier rates answer lines like steps, and ties go to finished solutions. With a verifier that
+// scores every line alike, every continuation ties the beam that stops, so each problem's solution is
+// its first step and an answer.
 TEST(StepBeamSearch, OfferedAnswerEndsABeamWhenMoreStepsScoreNoBetter) {
   const LoadedModel& lm = testing::real_model("smollm2");
   ThreadPool pool(0);

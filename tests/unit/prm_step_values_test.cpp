@@ -44,6 +44,39 @@ TEST(RolloutStepValue, AWrongStepCanStillReachTheAnswer) {
   EXPECT_DOUBLE_EQ(rollout_step_value(prefix, rollouts, kProblem), 0.5);
 }
 
+// fit-prm --answers: answer lines are examples labelled by the answer they state, and proposals come
+// also after the whole reference, where another step is one too many. Without it answer lines are
+// only counted. add_proposal reads the set's problems and reference line counts only (no model).
+TEST(StepLabels, AnswerLinesAreLabelledByTheirAnswerWithAnswers) {
+  StepSet set;
+  set.problems = {kProblem};
+  set.ref_lines = {std::vector<std::vector<int32_t>>(3, std::vector<int32_t>{1})};  // three reference steps
+  const auto line = [](const std::string& text) {
+    StepProposal p;
+    p.text = text;
+    p.tokens = {1, 2};
+    return p;
+  };
+  add_proposal(set, 0, 1, line("Answer: 19"));
+  EXPECT_TRUE(set.steps.empty());  // counted, not an example
+  EXPECT_EQ(set.n_proposals, 1);
+  set.with_answers = true;
+  add_proposal(set, 0, 3, line("Answer: 19"));          // after the whole reference: right
+  add_proposal(set, 0, 3, line("Answer: 20"));          // a wrong answer
+  add_proposal(set, 0, 1, line("Answer: 12"));          // an intermediate result stated as the answer
+  add_proposal(set, 0, 3, line("Step 4: 19 + 3 = 22"));  // a step after the solution is done
+  add_proposal(set, 0, 2, line("Step 3: 16 + 3 = 19"));  // steps are labelled as before
+  add_proposal(set, 0, 3, line("So the total is 19."));  // neither: counted only
+  ASSERT_EQ(set.steps.size(), 5u);
+  EXPECT_EQ(set.n_proposals, 7);
+  std::vector<int> labels;
+  for (const LabelledStep& s : set.steps) labels.push_back(s.label);
+  EXPECT_EQ(labels, (std::vector<int>{1, 0, 0, 0, 1}));
+  EXPECT_EQ(set.steps[1].why, "the answer is not the problem's");
+  EXPECT_EQ(set.steps[3].error, StepError::kOffTrack) << set.steps[3].why;
+  EXPECT_EQ(set.steps[3].k, 3u);
+}
+
 TEST(RolloutStepValue, NoRolloutsIsZero) {
   EXPECT_DOUBLE_EQ(rollout_step_value(step_prefix_lines(kProblem, 0, "Step 1: 4 * 3 = 12"), {}, kProblem), 0.0);
 }
