@@ -88,8 +88,8 @@ int cmd_search(int argc, char** argv) {
   if (task != "arith") return cli_fail("--task: only 'arith' is implemented");
   bool do_best = false, do_beam = false;
   for (const std::string& m : split_commas(method)) {
-    bool& flag = m == "bestofn" ? do_best : do_beam;
     if (m != "bestofn" && m != "beam") return cli_fail("--method: '" + m + "' is not bestofn or beam");
+    bool& flag = m == "bestofn" ? do_best : do_beam;
     if (flag) return cli_fail("--method: '" + m + "' is named twice");
     flag = true;
   }
