@@ -1,4 +1,5 @@
 #include <cstdio>
+#include <cstring>
 #include <cstdlib>
 
 #include "cli/arg_parser.h"
@@ -29,6 +30,11 @@ int fit_prm_lora_command(const LoadedModel& lm, const prm::FitPrmOptions& o, con
                 "(%lld pairs) %.4f, without %.4f\n",
                 name, (long long)f.n_steps, examples, (long long)f.n_steps_correct, f.auroc, f.logodds_auroc,
                 (long long)f.n_within_pairs, f.within_auroc, f.logodds_within_auroc);
+    if (o.with_answers)
+      std::printf("%s of which %lld steps before the reference's end (%lld correct), the pool without answer lines: "
+                  "AUROC with adapters %.4f, within a problem %.4f\n",
+                  std::string(std::strlen(name), ' ').c_str(), (long long)f.n_steps_before_end,
+                  (long long)f.n_steps_before_end_correct, f.steps_auroc, f.steps_within_auroc);
   };
   split("train:   ", rep->train);
   if (o.n_heldout > 0) split("held-out:", rep->heldout);

@@ -297,16 +297,31 @@ Result<FitPrmLoraReport> fit_prm_lora(const LoadedModel& lm, const FitPrmOptions
         std::to_string(seconds_since(t0)) + " s): AUROC against the checker's labels " +
         std::to_string(rep.values_auroc));
   }
-  // The verifier with `ad` on: its AUROC on a split's steps, scored as serving scores them (and, in
-  // *within, the AUROC within a problem).
-  auto adapted_auroc = [&](const SplitData& d, const LoraAdapters& ad, double* within = nullptr) -> Result<double> {
+  // The verifier with `ad` on: its AUROC on a split's steps, scored as serving scores them, into
+  // fig's auroc and within_auroc (and, with answer lines, the steps-only pair).
+  auto adapted_figures = [&](const SplitData& d, const LoraAdapters& ad, SplitFigures& fig) -> Status {
     VerifyHead adapted = *head;
     adapted.adapters = std::make_shared<LoraAdapters>(ad);
     auto scores = kv_score_labelled(lm, d.set, adapted, pool, opt.sampling.kv_mem_bytes);
     if (!scores.ok()) return make_error(scores.error());
     const std::vector<double> z(scores->logodds.begin(), scores->logodds.end());
-    if (within) *within = within_group_auroc(z, d.y, d.problem);
-    return auroc(z, d.y);
+    fig.auroc = auroc(z, d.y);
+    fig.within_auroc = within_group_auroc(z, d.y, d.problem);
+    if (!d.set.with_answers) return Status::ok_status();
+    std::vector<double> zs;
+    std::vector<int> ys;
+    std::vector<size_t> ps;
+    for (size_t i = 0; i < d.set.steps.size(); ++i) {
+      if (!is_step_before_end(d.set, d.set.steps[i])) continue;
+      zs.push_back(z[i]);
+      ys.push_back(d.y[i]);
+      ps.push_back(d.problem[i]);
+    }
+    fig.n_steps_before_end = int64_t(ys.size());
+    fig.n_steps_before_end_correct = std::count(ys.begin(), ys.end(), 1);
+    fig.steps_auroc = auroc(zs, ys);
+    fig.steps_within_auroc = within_group_auroc(zs, ys, ps);
+    return Status::ok_status();
   };
   std::optional<SplitData> held;
   if (opt.n_heldout > 0) {
@@ -315,8 +330,12 @@ Result<FitPrmLoraReport> fit_prm_lora(const LoadedModel& lm, const FitPrmOptions
     held = std::move(*h);
   }
   FitLoraOptions lo = lora;
-  double held_within = std::nan("");  // of the last epoch's adapters
-  if (held) lo.after_epoch = [&](const LoraAdapters& ad) { return adapted_auroc(*held, ad, &held_within); };
+  SplitFigures held_last;  // the last epoch's adapters' figures on held-out steps
+  if (held)
+    lo.after_epoch = [&](const LoraAdapters& ad) -> Result<double> {
+      AGENTKV_TRY(adapted_figures(*held, ad, held_last));
+      return held_last.auroc;
+    };
   auto fit = fit_lora_adapters(lm, train->set, rep.train_values, *head, rep.adapters, lo, pool, progress);
   if (!fit.ok()) return make_error(fit.error());
   rep.fit = *fit;
@@ -324,7 +343,7 @@ Result<FitPrmLoraReport> fit_prm_lora(const LoadedModel& lm, const FitPrmOptions
   const std::vector<double> train_base(train->logodds.begin(), train->logodds.end());
   rep.train.logodds_auroc = auroc(train_base, train->y);
   rep.train.logodds_within_auroc = within_group_auroc(train_base, train->y, train->problem, &rep.train.n_within_pairs);
-  AGENTKV_ASSIGN_OR_RETURN(rep.train.auroc, adapted_auroc(*train, rep.adapters, &rep.train.within_auroc));
+  AGENTKV_TRY(adapted_figures(*train, rep.adapters, rep.train));
   AdapterRecord& r = rep.record;
   name_model_and_question(r, lm, opt);
   r.n_train_examples = fit->n_examples;
@@ -333,12 +352,13 @@ Result<FitPrmLoraReport> fit_prm_lora(const LoadedModel& lm, const FitPrmOptions
     const std::vector<double> base(held->logodds.begin(), held->logodds.end());
     rep.heldout.logodds_auroc = auroc(base, held->y);
     rep.heldout.logodds_within_auroc = within_group_auroc(base, held->y, held->problem, &rep.heldout.n_within_pairs);
-    if (!fit->epoch_after.empty()) {
-      rep.heldout.auroc = fit->epoch_after.back();
-      rep.heldout.within_auroc = held_within;
-    } else {
-      AGENTKV_ASSIGN_OR_RETURN(rep.heldout.auroc, adapted_auroc(*held, rep.adapters, &rep.heldout.within_auroc));
-    }
+    if (fit->epoch_after.empty()) AGENTKV_TRY(adapted_figures(*held, rep.adapters, held_last));
+    rep.heldout.auroc = held_last.auroc;
+    rep.heldout.within_auroc = held_last.within_auroc;
+    rep.heldout.steps_auroc = held_last.steps_auroc;
+    rep.heldout.steps_within_auroc = held_last.steps_within_auroc;
+    rep.heldout.n_steps_before_end = held_last.n_steps_before_end;
+    rep.heldout.n_steps_before_end_correct = held_last.n_steps_before_end_correct;
     r.heldout_auroc = rep.heldout.auroc;
     say(describe("held-out", held->fig, opt.solutions));
   }

@@ -72,6 +72,10 @@ void add_proposal(StepSet& set, size_t problem, size_t k, StepProposal prop) {
   set.steps.push_back(LabelledStep{problem, k, std::move(prop), last.correct ? 1 : 0, last.why, last.error()});
 }
 
+bool is_step_before_end(const StepSet& set, const LabelledStep& s) {
+  return s.k < set.ref_lines[s.problem].size() && !(set.with_answers && is_answer_line(s.proposal.text));
+}
+
 Result<StepSet> sample_labelled_steps(const LoadedModel& lm, std::span<const ArithProblem> problems,
                                       const ProposeOptions& opt, ThreadPool& pool, bool with_answers) {
   auto set = new_step_set(lm, problems);

@@ -51,6 +51,10 @@ std::vector<std::string> step_prefix_lines(const ArithProblem& problem, size_t k
 // n_proposals. k may equal the reference's step count only with set.with_answers.
 void add_proposal(StepSet& set, size_t problem, size_t k, StepProposal proposal);
 
+// Whether an example is a step line proposed before the reference's end: what a step verifier is
+// measured on. False for answer lines and for proposals after the whole reference (with_answers only).
+bool is_step_before_end(const StepSet& set, const LabelledStep& s);
+
 // with_answers: see StepSet::with_answers.
 Result<StepSet> sample_labelled_steps(const LoadedModel& lm, std::span<const ArithProblem> problems,
                                       const ProposeOptions& opt, ThreadPool& pool, bool with_answers = false);

@@ -75,6 +75,10 @@ TEST(StepLabels, AnswerLinesAreLabelledByTheirAnswerWithAnswers) {
   EXPECT_EQ(set.steps[1].why, "the answer is not the problem's");
   EXPECT_EQ(set.steps[3].error, StepError::kOffTrack) << set.steps[3].why;
   EXPECT_EQ(set.steps[3].k, 3u);
+  // Only the step proposed before the reference's end is in the pool a step verifier is measured on.
+  std::vector<bool> before_end;
+  for (const LabelledStep& s : set.steps) before_end.push_back(is_step_before_end(set, s));
+  EXPECT_EQ(before_end, (std::vector<bool>{false, false, false, false, true}));
 }
 
 TEST(RolloutStepValue, NoRolloutsIsZero) {
