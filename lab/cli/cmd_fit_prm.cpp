@@ -30,7 +30,9 @@ int fit_prm_lora_command(const LoadedModel& lm, const prm::FitPrmOptions& o, con
                 "(%lld pairs) %.4f, without %.4f\n",
                 name, (long long)f.n_steps, examples, (long long)f.n_steps_correct, f.auroc, f.logodds_auroc,
                 (long long)f.n_within_pairs, f.within_auroc, f.logodds_within_auroc);
-    if (o.with_answers)
+    // Only where the pool differs: a set with answer lines or steps after the solution (--answers, or
+    // such a --dump read by --steps).
+    if (f.n_steps_before_end > 0 && f.n_steps_before_end < f.n_steps)
       std::printf("%s of which %lld steps before the reference's end (%lld correct), the pool without answer lines: "
                   "AUROC with adapters %.4f, within a problem %.4f\n",
                   std::string(std::strlen(name), ' ').c_str(), (long long)f.n_steps_before_end,

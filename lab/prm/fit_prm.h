@@ -61,7 +61,7 @@ struct SplitFigures {
   // choosing among a problem's candidates needs. fit_prm_lora's only; NaN where not measured.
   double within_auroc = std::nan(""), logodds_within_auroc = std::nan("");
   int64_t n_within_pairs = 0;  // the (correct, wrong) pairs of the same problem they compare
-  // fit_prm_lora with answer lines (FitPrmOptions::with_answers): the adapted AUROC, pooled and within a
+  // fit_prm_lora on a set with answer lines (StepSet::with_answers): the adapted AUROC, pooled and within a
   // problem, on the steps before the reference's end alone (is_step_before_end), the pool a step verifier
   // without answer lines is measured on; NaN otherwise.
   double steps_auroc = std::nan(""), steps_within_auroc = std::nan("");
