@@ -330,7 +330,8 @@ Result<FitPrmLoraReport> fit_prm_lora(const LoadedModel& lm, const FitPrmOptions
     held = std::move(*h);
   }
   FitLoraOptions lo = lora;
-  SplitFigures held_last;  // the last epoch's adapters' figures on held-out steps
+  // The held-out figures; the adapted ones are those of the last epoch's adapters.
+  SplitFigures held_last = held ? held->fig : SplitFigures{};
   if (held)
     lo.after_epoch = [&](const LoraAdapters& ad) -> Result<double> {
       AGENTKV_TRY(adapted_figures(*held, ad, held_last));
@@ -348,17 +349,11 @@ Result<FitPrmLoraReport> fit_prm_lora(const LoadedModel& lm, const FitPrmOptions
   name_model_and_question(r, lm, opt);
   r.n_train_examples = fit->n_examples;
   if (held) {
-    rep.heldout = held->fig;
+    if (fit->epoch_after.empty()) AGENTKV_TRY(adapted_figures(*held, rep.adapters, held_last));
+    rep.heldout = held_last;
     const std::vector<double> base(held->logodds.begin(), held->logodds.end());
     rep.heldout.logodds_auroc = auroc(base, held->y);
     rep.heldout.logodds_within_auroc = within_group_auroc(base, held->y, held->problem, &rep.heldout.n_within_pairs);
-    if (fit->epoch_after.empty()) AGENTKV_TRY(adapted_figures(*held, rep.adapters, held_last));
-    rep.heldout.auroc = held_last.auroc;
-    rep.heldout.within_auroc = held_last.within_auroc;
-    rep.heldout.steps_auroc = held_last.steps_auroc;
-    rep.heldout.steps_within_auroc = held_last.steps_within_auroc;
-    rep.heldout.n_steps_before_end = held_last.n_steps_before_end;
-    rep.heldout.n_steps_before_end_correct = held_last.n_steps_before_end_correct;
     r.heldout_auroc = rep.heldout.auroc;
     say(describe("held-out", held->fig, opt.solutions));
   }
