@@ -54,7 +54,8 @@ add_cli_rejects(fit_prm_lora_rejects "$<TARGET_FILE:agentkv> fit-prm -m smollm2 
                 "--loss nope|--loss" "--average 1|--average" "--epochs 0|--epochs" "--batch 0|--batch"
                 "--solutions --mc-rollouts 2|--mc-rollouts" "--solutions --steps x.tsv|--steps"
                 "--references 1|--references" "--solutions --references 4|--references"
-                "--answers --solutions|--answers" "--answers --mc-rollouts 2|--answers" "--dump x.tsv|--dump")
+                "--answers --solutions|--answers" "--answers --mc-rollouts 2|--answers" "--dump x.tsv|--dump"
+                "--offered-answers|--offered-answers")
 # search's --score-at: a name it knows, and bestofn only (a beam ranks partial solutions step by step).
 add_cli_rejects(search_rejects "$<TARGET_FILE:agentkv> search -m smollm2" "--problems 1"
                 "--score-at nope|--score-at" "--method beam --score-at solution|--score-at solution"

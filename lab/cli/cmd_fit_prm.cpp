@@ -78,6 +78,10 @@ int cmd_fit_prm(int argc, char** argv) {
   p.add_flag("--answers", &o.with_answers,
              "step proposals also after the whole reference solution, and answer lines kept as examples labelled "
              "by the answer they state: the verifier learns when a solution is done (for search --offer-answer)");
+  p.add_flag("--offered-answers", &o.offered_answers,
+             "with --answers: also, after each reference prefix of at least one step, the line search --offer-answer "
+             "offers there (the policy's greedy line after 'Answer:'), labelled by its answer: an intermediate result "
+             "stated as the answer (wrong) against the right next steps, the beam's stop decision");
   p.add_flag("--solutions", &o.solutions,
              "examples are the policy's own whole solutions (-n per problem, --max-tokens long), each labelled by "
              "its final answer, with the verify token after the answer line, instead of one-line proposals after "

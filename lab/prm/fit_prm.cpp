@@ -46,7 +46,8 @@ Result<SplitData> collect(const LoadedModel& lm, ArithSplit split, int n, const 
     if (set.ok() && split == ArithSplit::kTrain && opt.reference_copies >= 0)
       AGENTKV_TRY(add_reference_solutions(*set, *lm.tokenizer, opt.reference_copies));
   } else {
-    set = opt.steps_file.empty() ? sample_labelled_steps(lm, problems, opt.sampling, pool, opt.with_answers)
+    set = opt.steps_file.empty() ? sample_labelled_steps(lm, problems, opt.sampling, pool, opt.with_answers,
+                                                                         opt.offered_answers)
                                  : read_step_dump(lm, opt.steps_file, split, n, opt.shape);
   }
   if (!set.ok()) return make_error(set.error());
@@ -66,7 +67,8 @@ Result<SplitData> collect(const LoadedModel& lm, ArithSplit split, int n, const 
   }
   d.set = std::move(*set);
   d.fig.n_problems = n;
-  d.fig.n_proposals = set->n_proposals;
+  d.fig.n_proposals = d.set.n_proposals;
+  d.fig.n_offered = d.set.n_offered;
   d.fig.n_steps = int64_t(d.y.size());
   d.fig.n_steps_correct = std::count(d.y.begin(), d.y.end(), 1);
   return d;
@@ -149,8 +151,9 @@ std::string describe(const char* name, const SplitFigures& f, bool solutions) {
   const std::string examples =
       solutions ? std::to_string(f.n_steps) + " sampled solutions (" + std::to_string(f.n_steps_correct) +
                       " with the right answer)"
-                : std::to_string(f.n_proposals) + " proposed lines, " + std::to_string(f.n_steps) + " steps (" +
-                      std::to_string(f.n_steps_correct) + " correct)";
+                : std::to_string(f.n_proposals) + " proposed lines" +
+                      (f.n_offered > 0 ? " (" + std::to_string(f.n_offered) + " answers offered)" : std::string()) + ", " +
+                      std::to_string(f.n_steps) + " steps (" + std::to_string(f.n_steps_correct) + " correct)";
   return std::string(name) + ": " + std::to_string(f.n_problems) + " problems, " + examples + "; sampling " +
          std::to_string(f.seconds_sampling) + " s, scoring " + std::to_string(f.seconds_scoring) + " s";
 }
@@ -159,6 +162,8 @@ Status check_example_source(const FitPrmOptions& opt, int mc_rollouts) {
   if (opt.with_answers && (opt.solutions || !opt.steps_file.empty()))
     return make_error("fit-prm: --answers samples step proposals with answer lines; not with --solutions or --steps "
                       "(a --steps file made with --answers holds them already)");
+  if (opt.offered_answers && !opt.with_answers)
+    return make_error("fit-prm: --offered-answers adds answer lines as examples; it needs --answers");
   if (opt.with_answers && mc_rollouts > 0)
     return make_error("fit-prm: --answers labels answer lines by the answer; --mc-rollouts values steps only");
   if (!opt.solutions && opt.reference_copies >= 0)

@@ -36,6 +36,9 @@ struct FitPrmOptions {
   std::string steps_file;  // a fit-prm --dump file to take the proposals from instead of sampling
   // Step proposals: also after the whole reference, answer lines kept as examples (StepSet::with_answers).
   bool with_answers = false;
+  // With with_answers: also the answer line search --offer-answer offers after each reference prefix
+  // (sample_labelled_steps' offered_answers).
+  bool offered_answers = false;
   // True: the examples are the policy's own whole solutions (sampling.n per problem, at most
   // solution_max_tokens long), each labelled by its final answer, the verify token after the answer
   // line (solution_examples.h), instead of one-line proposals after reference prefixes.
@@ -53,6 +56,7 @@ struct FitPrmOptions {
 
 struct SplitFigures {
   int64_t n_problems = 0, n_proposals = 0;
+  int64_t n_offered = 0;  // of n_proposals, answer lines offered after a reference prefix (offered_answers)
   int64_t n_steps = 0, n_steps_correct = 0;
   double auroc = 0;          // of the probe
   double log_loss = 0;       // of the probe's probabilities

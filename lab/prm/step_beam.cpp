@@ -5,7 +5,6 @@
 #include <limits>
 #include <memory>
 #include <string>
-#include <string_view>
 
 #include "lab/prm/arith_prompt.h"
 #include "prm/kv_scorer.h"
@@ -33,34 +32,25 @@ struct BeamCandidate {
   bool done = false;
 };
 
-// The policy's greedy answer: it writes on after "Answer:" in each context; one line, the prefix
-// included, one per context.
-constexpr std::string_view kAnswerPrefix = "Answer:";
-
 // With offer_answer: each live beam that ends in a step gets the policy's greedy answer as a
 // finishing candidate, appended to cands (counted in policy_lines).
-Status offer_answers(StepProposer& answerer, std::span<const int32_t> prefix_tokens,
-                     const std::vector<std::vector<Beam>>& beams, std::span<const std::vector<int32_t>> contexts,
-                     std::span<const std::pair<size_t, size_t>> owner, std::vector<BeamCandidate>& cands,
-                     int64_t& policy_lines) {
+Status offer_answers(StepProposer& answerer, const std::vector<std::vector<Beam>>& beams,
+                     std::span<const std::vector<int32_t>> contexts, std::span<const std::pair<size_t, size_t>> owner,
+                     std::vector<BeamCandidate>& cands, int64_t& policy_lines) {
   std::vector<std::vector<int32_t>> answer_contexts;
   std::vector<size_t> answer_owner;  // index into contexts / owner
   for (size_t c = 0; c < contexts.size(); ++c) {
     const Beam& b = beams[owner[c].first][owner[c].second];
     if (b.lines.empty() || !is_step_line(b.lines.back())) continue;
     answer_contexts.push_back(contexts[c]);
-    answer_contexts.back().insert(answer_contexts.back().end(), prefix_tokens.begin(), prefix_tokens.end());
     answer_owner.push_back(c);
   }
   if (answer_contexts.empty()) return {};
-  auto answers = answerer.propose(answer_contexts);
+  auto answers = answerer.answer_lines(answer_contexts);
   if (!answers.ok()) return answers.status_error();
   for (size_t j = 0; j < answer_owner.size(); ++j) {
-    StepProposal line = std::move((*answers)[j].front());
-    line.tokens.insert(line.tokens.begin(), prefix_tokens.begin(), prefix_tokens.end());
-    line.text = std::string(kAnswerPrefix) + line.text;
     ++policy_lines;
-    cands.push_back(BeamCandidate{owner[answer_owner[j]].first, owner[answer_owner[j]].second, std::move(line),
+    cands.push_back(BeamCandidate{owner[answer_owner[j]].first, owner[answer_owner[j]].second, std::move((*answers)[j]),
                                   kBeamNoScore, true});
   }
   return {};
@@ -98,13 +88,8 @@ Result<BeamResult> step_beam_search(const LoadedModel& lm, std::span<const Arith
   // no view of whether the steps so far are done).
   const bool offer_answer = opt.offer_answer && scorer != BeamScorer::kLogprob;
   std::unique_ptr<StepProposer> answerer;
-  std::vector<int32_t> answer_prefix_tokens;
   if (offer_answer) {
-    answer_prefix_tokens = tok.encode(kAnswerPrefix, false, false);
-    ProposeOptions ao = opt.sampling;
-    ao.n = 1;
-    ao.temperature = 0;
-    auto a = StepProposer::create(lm, ao, pool);
+    auto a = create_answerer(lm, opt.sampling, pool);
     if (!a.ok()) return make_error(a.error());
     answerer = std::move(*a);
   }
@@ -140,7 +125,7 @@ Result<BeamResult> step_beam_search(const LoadedModel& lm, std::span<const Arith
         cands.push_back(std::move(cand));
       }
     if (offer_answer)
-      AGENTKV_TRY(offer_answers(*answerer, answer_prefix_tokens, beams, contexts, owner, cands, r.policy_lines));
+      AGENTKV_TRY(offer_answers(*answerer, beams, contexts, owner, cands, r.policy_lines));
     // Which candidates the verifier rates: step lines (and, with offer_answer, answer lines after a
     // step). An unrated answer line ends the beam with the score its steps earned; any other line is
     // off format and ranks last.

@@ -77,7 +77,9 @@ bool is_step_before_end(const StepSet& set, const LabelledStep& s) {
 }
 
 Result<StepSet> sample_labelled_steps(const LoadedModel& lm, std::span<const ArithProblem> problems,
-                                      const ProposeOptions& opt, ThreadPool& pool, bool with_answers) {
+                                      const ProposeOptions& opt, ThreadPool& pool, bool with_answers,
+                                      bool offered_answers) {
+  if (offered_answers && !with_answers) return make_error("offered answer lines are examples only with answer lines");
   auto set = new_step_set(lm, problems);
   if (!set.ok()) return set;
   set->with_answers = with_answers;
@@ -90,8 +92,25 @@ Result<StepSet> sample_labelled_steps(const LoadedModel& lm, std::span<const Ari
     }
   auto props = propose_steps(lm, contexts, opt, pool);
   if (!props.ok()) return make_error(props.error());
-  for (size_t c = 0; c < contexts.size(); ++c)
+  std::vector<std::vector<int32_t>> answer_contexts;  // the contexts after at least one step, in order
+  for (size_t c = 0; offered_answers && c < contexts.size(); ++c)
+    if (where[c].second > 0) answer_contexts.push_back(contexts[c]);
+  std::vector<StepProposal> offered;
+  if (!answer_contexts.empty()) {
+    auto answerer = create_answerer(lm, opt, pool);
+    if (!answerer.ok()) return make_error(answerer.error());
+    auto lines = (*answerer)->answer_lines(answer_contexts);
+    if (!lines.ok()) return make_error(lines.error());
+    offered = std::move(*lines);
+  }
+  size_t next_offered = 0;
+  for (size_t c = 0; c < contexts.size(); ++c) {
     for (StepProposal& prop : (*props)[c]) add_proposal(*set, where[c].first, where[c].second, std::move(prop));
+    if (offered_answers && where[c].second > 0) {
+      add_proposal(*set, where[c].first, where[c].second, std::move(offered[next_offered++]));
+      ++set->n_offered;
+    }
+  }
   return set;
 }
 

@@ -38,6 +38,8 @@ struct StepSet {
   // after the whole reference (k = its step count), where a step line is one too many: the data that
   // teaches a verifier when a solution is done (search --offer-answer).
   bool with_answers = false;
+  // Of n_proposals, the answer lines offered after a reference prefix (sample_labelled_steps' offered_answers).
+  int64_t n_offered = 0;
 };
 
 // A set with the problems' prompts and reference lines and no proposals yet.
@@ -55,9 +57,14 @@ void add_proposal(StepSet& set, size_t problem, size_t k, StepProposal proposal)
 // measured on. False for answer lines and for proposals after the whole reference (with_answers only).
 bool is_step_before_end(const StepSet& set, const LabelledStep& s);
 
-// with_answers: see StepSet::with_answers.
+// with_answers: see StepSet::with_answers. offered_answers (with with_answers): also, after each reference
+// prefix of at least one step, the line search --offer-answer offers there (StepProposer::answer_lines,
+// greedy), labelled by the answer it states: after part of the reference an intermediate result, wrong,
+// against the right next steps; after the whole reference mostly right, against the steps one too many.
+// The examples that teach the verifier the beam's stop decision; listed after the proposals at that prefix.
 Result<StepSet> sample_labelled_steps(const LoadedModel& lm, std::span<const ArithProblem> problems,
-                                      const ProposeOptions& opt, ThreadPool& pool, bool with_answers = false);
+                                      const ProposeOptions& opt, ThreadPool& pool, bool with_answers = false,
+                                      bool offered_answers = false);
 
 // The proposals of a fit-prm --dump file (tab-separated: split, problem index, k, label, why, line)
 // ('#' lines are comments) for the problems of `split` with index < n_problems, relabelled by the checker (the file's label

@@ -18,6 +18,14 @@ Result<std::unique_ptr<StepProposer>> StepProposer::create(const LoadedModel& lm
   return std::unique_ptr<StepProposer>(new StepProposer(lm, opt, std::move(*engine)));
 }
 
+Result<std::unique_ptr<StepProposer>> create_answerer(const LoadedModel& lm, const ProposeOptions& sampling,
+                                                      ThreadPool& pool) {
+  ProposeOptions ao = sampling;
+  ao.n = 1;
+  ao.temperature = 0;
+  return StepProposer::create(lm, ao, pool);
+}
+
 Result<std::vector<std::vector<StepProposal>>> propose_steps(const LoadedModel& lm,
                                                              std::span<const std::vector<int32_t>> contexts,
                                                              const ProposeOptions& opt, ThreadPool& pool) {
@@ -77,6 +85,23 @@ Result<std::vector<std::vector<StepProposal>>> StepProposer::propose(std::span<c
       const size_t nl = text.find('\n');
       p.text = nl == std::string::npos ? text : text.substr(0, nl);
     }
+  return out;
+}
+
+Result<std::vector<StepProposal>> StepProposer::answer_lines(std::span<const std::vector<int32_t>> contexts) {
+  const std::vector<int32_t> prefix = lm_.tokenizer->encode(kAnswerPrefix, false, false);
+  std::vector<std::vector<int32_t>> with_prefix(contexts.begin(), contexts.end());
+  for (std::vector<int32_t>& c : with_prefix) c.insert(c.end(), prefix.begin(), prefix.end());
+  auto props = propose(with_prefix);
+  if (!props.ok()) return make_error(props.error());
+  std::vector<StepProposal> out;
+  out.reserve(props->size());
+  for (std::vector<StepProposal>& ps : *props) {
+    StepProposal line = std::move(ps.front());
+    line.tokens.insert(line.tokens.begin(), prefix.begin(), prefix.end());
+    line.text = std::string(kAnswerPrefix) + line.text;
+    out.push_back(std::move(line));
+  }
   return out;
 }
 

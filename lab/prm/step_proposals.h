@@ -8,6 +8,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "engine/engine.h"
@@ -22,6 +23,10 @@ struct StepProposal {
   double logprob = 0;           // sum over the line's sampled tokens
   bool ended = false;           // the policy ended its turn (end-of-generation) in or after this line
 };
+
+// What a finishing line starts with: search --offer-answer offers, and fit-prm --offered-answers trains
+// on, the policy's line after it.
+inline constexpr std::string_view kAnswerPrefix = "Answer:";
 
 struct ProposeOptions {
   int n = 4;
@@ -45,6 +50,10 @@ class StepProposer {
   // Monte-Carlo rollout runs to the end of the solution (one_line false).
   Result<std::vector<std::vector<StepProposal>>> sample(std::span<const std::vector<int32_t>> contexts,
                                                         int max_tokens, bool one_line);
+  // result[c] is the first of this proposer's lines after kAnswerPrefix appended to contexts[c], its tokens
+  // and text starting with the prefix: the policy's answer where a solution would end there. Greedy (and
+  // so the same line whatever the seed) with a proposer made by create_answerer.
+  Result<std::vector<StepProposal>> answer_lines(std::span<const std::vector<int32_t>> contexts);
   int64_t tokens_sampled() const { return tokens_sampled_; }
 
  private:
@@ -56,6 +65,11 @@ class StepProposer {
   uint64_t calls_ = 0;
   int64_t tokens_sampled_ = 0;
 };
+
+// A proposer of one greedy line per context (sampling's other settings kept): the answerer whose
+// answer_lines search --offer-answer offers and fit-prm --offered-answers labels.
+Result<std::unique_ptr<StepProposer>> create_answerer(const LoadedModel& lm, const ProposeOptions& sampling,
+                                                      ThreadPool& pool);
 
 // One StepProposer, one call.
 Result<std::vector<std::vector<StepProposal>>> propose_steps(const LoadedModel& lm,

@@ -4,11 +4,14 @@
 // PRM's re-encoding short (any probe will do for equality).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <map>
 
 #include "model_test_util.h"
 #include "lab/prm/step_beam.h"
 #include "lab/prm/step_checker.h"
+#include "lab/prm/step_labels.h"
 
 namespace agentkv::prm {
 namespace {
@@ -114,6 +117,58 @@ TEST(StepBeamSearch, OfferedAnswerEndsABeamWhenMoreStepsScoreNoBetter) {
   ASSERT_TRUE(lp_plain.ok()) << lp_plain.error();
   EXPECT_EQ(lp->solutions, lp_plain->solutions);
   EXPECT_EQ(lp->policy_lines, lp_plain->policy_lines);
+}
+
+// fit-prm --offered-answers: the labelled set gains, after each reference prefix of at least one step,
+// exactly one offered answer line (the answerer's, starting with the "Answer:" tokens), labelled by the
+// answer it states, and nothing else changes: every other example is the set's without them, in order.
+TEST(StepLabels, OfferedAnswersAddOneAnswerLinePerPrefixAndChangeNothingElse) {
+  const LoadedModel& lm = testing::real_model("smollm2");
+  ThreadPool pool(0);
+  std::vector<ArithProblem> problems;
+  for (uint64_t i = 0; i < 2; ++i) problems.push_back(generate_arith_problem(arith_seed(ArithSplit::kTrain, i)));
+  ProposeOptions po;
+  po.n = 2;
+  po.temperature = 0.7f;
+  po.max_tokens = 24;
+  po.seed = 11;
+  po.kv_mem_bytes = int64_t(256) << 20;
+  EXPECT_FALSE(sample_labelled_steps(lm, problems, po, pool, false, true).ok());  // offered needs answer lines
+  auto plain = sample_labelled_steps(lm, problems, po, pool, true, false);
+  ASSERT_TRUE(plain.ok()) << plain.error();
+  auto offered = sample_labelled_steps(lm, problems, po, pool, true, true);
+  ASSERT_TRUE(offered.ok()) << offered.error();
+  EXPECT_EQ(plain->n_offered, 0);
+  int64_t prefixes = 0;
+  for (const auto& lines : offered->ref_lines) prefixes += int64_t(lines.size());
+  EXPECT_EQ(offered->n_offered, prefixes);
+  EXPECT_EQ(offered->n_proposals, plain->n_proposals + prefixes);
+  const std::vector<int32_t> prefix = lm.tokenizer->encode("Answer:", false, false);
+  std::map<std::pair<size_t, size_t>, int> offered_at;  // (problem, k) -> offered lines there
+  int right_after_whole_reference = 0;
+  size_t i = 0;
+  for (const LabelledStep& s : offered->steps) {
+    if (i < plain->steps.size() && s.problem == plain->steps[i].problem && s.k == plain->steps[i].k &&
+        s.proposal.tokens == plain->steps[i].proposal.tokens) {
+      EXPECT_EQ(s.label, plain->steps[i].label);
+      ++i;
+      continue;
+    }
+    ++offered_at[{s.problem, s.k}];
+    EXPECT_GE(s.k, 1u);
+    EXPECT_TRUE(is_answer_line(s.proposal.text)) << s.proposal.text;
+    ASSERT_GE(s.proposal.tokens.size(), prefix.size());
+    EXPECT_TRUE(std::equal(prefix.begin(), prefix.end(), s.proposal.tokens.begin())) << s.proposal.text;
+    const SolutionCheck check = check_lines(step_prefix_lines(offered->problems[s.problem], s.k, s.proposal.text),
+                                            offered->problems[s.problem]);
+    EXPECT_EQ(s.label, check.answer_correct ? 1 : 0) << s.proposal.text;
+    if (s.k == offered->ref_lines[s.problem].size()) right_after_whole_reference += s.label;
+  }
+  EXPECT_EQ(i, plain->steps.size());  // every example of the plain set, in order
+  EXPECT_EQ(int64_t(offered_at.size()), prefixes);
+  for (const auto& [where, n] : offered_at) EXPECT_EQ(n, 1) << where.first << " " << where.second;
+  // After the whole reference the policy states its last result: right for at least one of the two.
+  EXPECT_GE(right_after_whole_reference, 1);
 }
 
 }  // namespace
