@@ -76,6 +76,17 @@ bool is_step_before_end(const StepSet& set, const LabelledStep& s) {
   return s.k < set.ref_lines[s.problem].size() && !(set.with_answers && is_answer_line(s.proposal.text));
 }
 
+StopRole stop_role(const StepSet& set, const LabelledStep& s) {
+  if (!set.with_answers) return StopRole::kNone;
+  const bool answer = is_answer_line(s.proposal.text);
+  if (s.k < set.ref_lines[s.problem].size()) {
+    if (answer) return s.label ? StopRole::kNone : StopRole::kEarlyAnswer;
+    return s.label ? StopRole::kRightNextStep : StopRole::kNone;
+  }
+  if (answer) return s.label ? StopRole::kRightFinalAnswer : StopRole::kNone;
+  return StopRole::kExtraStep;
+}
+
 Result<StepSet> sample_labelled_steps(const LoadedModel& lm, std::span<const ArithProblem> problems,
                                       const ProposeOptions& opt, ThreadPool& pool, bool with_answers,
                                       bool offered_answers) {

@@ -57,6 +57,13 @@ void add_proposal(StepSet& set, size_t problem, size_t k, StepProposal proposal)
 // measured on. False for answer lines and for proposals after the whole reference (with_answers only).
 bool is_step_before_end(const StepSet& set, const LabelledStep& s);
 
+// An example's part in the step beam's decision to stop (search --offer-answer), where a set has answer
+// lines: before the reference's end a right next step must outrank a wrong answer line of the same prefix
+// (an intermediate result stated as the answer) for a beam to go on; after the whole reference a right answer
+// line must outrank a further step for it to end. kNone: any other example (a wrong step, say).
+enum class StopRole { kNone, kRightNextStep, kEarlyAnswer, kRightFinalAnswer, kExtraStep };
+StopRole stop_role(const StepSet& set, const LabelledStep& s);
+
 // with_answers: see StepSet::with_answers. offered_answers (with with_answers): also, after each reference
 // prefix of at least one step, the line search --offer-answer offers there (StepProposer::answer_lines,
 // greedy), labelled by the answer it states: after part of the reference an intermediate result, wrong,

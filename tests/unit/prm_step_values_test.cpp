@@ -79,6 +79,15 @@ TEST(StepLabels, AnswerLinesAreLabelledByTheirAnswerWithAnswers) {
   std::vector<bool> before_end;
   for (const LabelledStep& s : set.steps) before_end.push_back(is_step_before_end(set, s));
   EXPECT_EQ(before_end, (std::vector<bool>{false, false, false, false, true}));
+  // The beam's stop decisions: the right final answer against the step after it (stop), the right next
+  // step against the intermediate answer of an earlier prefix (go on); a wrong final answer is neither.
+  add_proposal(set, 0, 1, line("Step 2: 12 + 4 = 17"));  // a wrong next step: no part in either
+  std::vector<StopRole> roles;
+  for (const LabelledStep& s : set.steps) roles.push_back(stop_role(set, s));
+  EXPECT_EQ(roles, (std::vector<StopRole>{StopRole::kRightFinalAnswer, StopRole::kNone, StopRole::kEarlyAnswer,
+                                          StopRole::kExtraStep, StopRole::kRightNextStep, StopRole::kNone}));
+  set.with_answers = false;  // a set without answer lines has no stop decisions
+  EXPECT_EQ(stop_role(set, set.steps[4]), StopRole::kNone);
 }
 
 TEST(RolloutStepValue, NoRolloutsIsZero) {
