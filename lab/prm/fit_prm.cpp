@@ -46,9 +46,9 @@ Result<SplitData> collect(const LoadedModel& lm, ArithSplit split, int n, const 
     if (set.ok() && split == ArithSplit::kTrain && opt.reference_copies >= 0)
       AGENTKV_TRY(add_reference_solutions(*set, *lm.tokenizer, opt.reference_copies));
   } else {
-    set = opt.steps_file.empty() ? sample_labelled_steps(lm, problems, opt.sampling, pool, opt.with_answers,
-                                                                         opt.offered_answers)
-                                 : read_step_dump(lm, opt.steps_file, split, n, opt.shape);
+    set = opt.steps_file.empty()
+              ? sample_labelled_steps(lm, problems, opt.sampling, pool, opt.with_answers, opt.offered_answers)
+              : read_step_dump(lm, opt.steps_file, split, n, opt.shape);
   }
   if (!set.ok()) return make_error(set.error());
   d.fig.seconds_sampling = seconds_since(t0);
