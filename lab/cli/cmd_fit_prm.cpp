@@ -37,12 +37,13 @@ int fit_prm_lora_command(const LoadedModel& lm, const prm::FitPrmOptions& o, con
                   "AUROC with adapters %.4f, within a problem %.4f\n",
                   std::string(std::strlen(name), ' ').c_str(), (long long)f.n_steps_before_end,
                   (long long)f.n_steps_before_end_correct, f.steps_auroc, f.steps_within_auroc);
-    if (f.n_go_on_pairs > 0 || f.n_stop_pairs > 0)
+    if (f.stops.n_go_on_pairs > 0 || f.stops.n_stop_pairs > 0)
       std::printf("%s the beam's stop decisions, within a prefix, with adapters / without: right next step above a "
                   "wrong answer %.4f / %.4f (%lld pairs); after the whole reference, right answer above a further step "
                   "%.4f / %.4f (%lld pairs)\n",
-                  std::string(std::strlen(name), ' ').c_str(), f.go_on_auroc, f.logodds_go_on_auroc,
-                  (long long)f.n_go_on_pairs, f.stop_auroc, f.logodds_stop_auroc, (long long)f.n_stop_pairs);
+                  std::string(std::strlen(name), ' ').c_str(), f.stops.go_on_auroc, f.logodds_stops.go_on_auroc,
+                  (long long)f.stops.n_go_on_pairs, f.stops.stop_auroc, f.logodds_stops.stop_auroc,
+                  (long long)f.stops.n_stop_pairs);
   };
   split("train:   ", rep->train);
   if (o.n_heldout > 0) split("held-out:", rep->heldout);

@@ -147,12 +147,12 @@ std::string mean_and_sd_text(std::span<const float> x) {
   return buf;
 }
 
-// The step beam's stop decisions (stop_role) scored by z, each an AUROC within a prefix (problem, k) of
-// the example that should win against the one that should not: go on before the reference's end, stop after it.
-void stop_decisions(const StepSet& set, std::span<const double> z, double& go_on, int64_t& n_go_on, double& stop,
-                    int64_t& n_stop) {
+// The step beam's stop decisions (stop_role) scored by z: within a prefix (problem, k), the example that
+// should win against the one that should not; go on before the reference's end, stop after it.
+StopDecisions stop_decisions(const StepSet& set, std::span<const double> z) {
   size_t stride = 1;  // a prefix's key: problem * stride + k, with k <= the reference's steps
   for (const auto& lines : set.ref_lines) stride = std::max(stride, lines.size() + 1);
+  StopDecisions out;
   for (const bool after_end : {false, true}) {
     std::vector<double> zd;
     std::vector<int> yd;
@@ -165,8 +165,10 @@ void stop_decisions(const StepSet& set, std::span<const double> z, double& go_on
       yd.push_back(win ? 1 : 0);
       prefix.push_back(set.steps[i].problem * stride + set.steps[i].k);
     }
-    (after_end ? stop : go_on) = within_group_auroc(zd, yd, prefix, after_end ? &n_stop : &n_go_on);
+    (after_end ? out.stop_auroc : out.go_on_auroc) =
+        within_group_auroc(zd, yd, prefix, after_end ? &out.n_stop_pairs : &out.n_go_on_pairs);
   }
+  return out;
 }
 
 std::string describe(const char* name, const SplitFigures& f, bool solutions) {
@@ -348,7 +350,7 @@ Result<FitPrmLoraReport> fit_prm_lora(const LoadedModel& lm, const FitPrmOptions
     fig.n_steps_before_end_correct = std::count(ys.begin(), ys.end(), 1);
     fig.steps_auroc = auroc(zs, ys);
     fig.steps_within_auroc = within_group_auroc(zs, ys, ps);
-    stop_decisions(d.set, z, fig.go_on_auroc, fig.n_go_on_pairs, fig.stop_auroc, fig.n_stop_pairs);
+    fig.stops = stop_decisions(d.set, z);
     return Status::ok_status();
   };
   std::optional<SplitData> held;
@@ -372,8 +374,7 @@ Result<FitPrmLoraReport> fit_prm_lora(const LoadedModel& lm, const FitPrmOptions
   const std::vector<double> train_base(train->logodds.begin(), train->logodds.end());
   rep.train.logodds_auroc = auroc(train_base, train->y);
   rep.train.logodds_within_auroc = within_group_auroc(train_base, train->y, train->problem, &rep.train.n_within_pairs);
-  stop_decisions(train->set, train_base, rep.train.logodds_go_on_auroc, rep.train.n_go_on_pairs,
-                 rep.train.logodds_stop_auroc, rep.train.n_stop_pairs);
+  rep.train.logodds_stops = stop_decisions(train->set, train_base);
   AGENTKV_TRY(adapted_figures(*train, rep.adapters, rep.train));
   AdapterRecord& r = rep.record;
   name_model_and_question(r, lm, opt);
@@ -384,8 +385,7 @@ Result<FitPrmLoraReport> fit_prm_lora(const LoadedModel& lm, const FitPrmOptions
     const std::vector<double> base(held->logodds.begin(), held->logodds.end());
     rep.heldout.logodds_auroc = auroc(base, held->y);
     rep.heldout.logodds_within_auroc = within_group_auroc(base, held->y, held->problem, &rep.heldout.n_within_pairs);
-    stop_decisions(held->set, base, rep.heldout.logodds_go_on_auroc, rep.heldout.n_go_on_pairs,
-                   rep.heldout.logodds_stop_auroc, rep.heldout.n_stop_pairs);
+    rep.heldout.logodds_stops = stop_decisions(held->set, base);
     r.heldout_auroc = rep.heldout.auroc;
     say(describe("held-out", held->fig, opt.solutions));
   }

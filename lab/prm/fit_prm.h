@@ -54,6 +54,14 @@ struct FitPrmOptions {
   std::vector<double> sweep_l2;
 };
 
+// The step beam's stop decisions (stop_role) on a set, each an AUROC over pairs of one prefix (problem, k):
+// right next steps above wrong answer lines before the reference's end (go on), and right answer lines above
+// further steps after it (stop). NaN where a set has no such pair.
+struct StopDecisions {
+  double go_on_auroc = std::nan(""), stop_auroc = std::nan("");
+  int64_t n_go_on_pairs = 0, n_stop_pairs = 0;
+};
+
 struct SplitFigures {
   int64_t n_problems = 0, n_proposals = 0;
   int64_t n_offered = 0;  // of n_proposals, answer lines offered after a reference prefix (offered_answers)
@@ -70,13 +78,8 @@ struct SplitFigures {
   // without answer lines is measured on; NaN otherwise.
   double steps_auroc = std::nan(""), steps_within_auroc = std::nan("");
   int64_t n_steps_before_end = 0, n_steps_before_end_correct = 0;
-  // The same sets: the step beam's stop decisions (stop_role), each an AUROC over pairs of one prefix
-  // (problem, k): right next steps above wrong answer lines before the reference's end (go on), and right
-  // answer lines above further steps after it (stop); with the adapters and without. NaN where a set has no
-  // such pair.
-  double go_on_auroc = std::nan(""), stop_auroc = std::nan("");
-  double logodds_go_on_auroc = std::nan(""), logodds_stop_auroc = std::nan("");
-  int64_t n_go_on_pairs = 0, n_stop_pairs = 0;
+  // The same sets: the step beam's stop decisions, with the adapters and without.
+  StopDecisions stops, logodds_stops;
   double seconds_sampling = 0, seconds_scoring = 0;
   // Per kind of error (StepError, index 0 unused): the wrong steps of that kind, and the probe's
   // AUROC of the correct steps against them alone (NaN without both): which mistakes it can see.
