@@ -52,12 +52,14 @@ void load_cached_kv(const VerifyContext& ctx, int il, int64_t lo, std::vector<fl
 
 namespace {
 
-// y = W x with the adapters' delta for projection p of layer il (none without adapters).
-void project_one(const WeightView& w, const LoraAdapters* ad, int il, LoraProj p, const float* x, float* y,
-                 ThreadPool& pool) {
-  matvec_f32(w, x, y, pool);
+// ys[e] = W xs[e] for every example, each with the adapters' delta for projection p of layer il
+// (none without adapters): the weight rows dequantized once for the batch.
+void project_many(const WeightView& w, const LoraAdapters* ad, int il, LoraProj p, std::span<const float* const> xs,
+                  std::span<float* const> ys, ThreadPool& pool) {
+  matvec_f32_many(w, xs, 0, w.rows, ys, pool);
   const int32_t row0[] = {0};
-  if (ad) ad->add_delta(il, p, x, row0, y, pool);
+  if (ad)
+    for (size_t e = 0; e < xs.size(); ++e) ad->add_delta(il, p, xs[e], row0, ys[e], pool);
 }
 
 void add(float* y, const float* b, int n) {
@@ -100,57 +102,96 @@ void attend(const ModelConfig& c, const VerifyContext& ctx, int il, LayerRecord&
   }
 }
 
-void forward_layer(const Model& model, const VerifyContext& ctx, int il, const LoraAdapters* ad, LayerRecord& r,
-                   float* x, ThreadPool& pool) {
+// x += post_norm(y), or x += y when the block has no post-norm there.
+void add_post_normed(float* x, const std::vector<float>& y, const float* norm, float eps) {
+  const int n = int(y.size());
+  std::vector<float> normed = y;
+  if (norm) rms_norm(y.data(), norm, normed.data(), n, eps);
+  add_inplace(x, normed.data(), n);
+}
+
+// kept = x (the residual stream entering a norm), normed = the norm of x.
+void keep_and_norm(const float* x, int n, const float* norm, float eps, std::vector<float>& kept,
+                   std::vector<float>& normed) {
+  kept.assign(x, x + n);
+  normed.resize(size_t(n));
+  rms_norm(x, norm, normed.data(), n, eps);
+}
+
+// One example's place in a batched pass: its context, its record of this layer, its residual stream.
+struct PassSlot {
+  const VerifyContext* ctx;
+  LayerRecord* r;
+  float* x;
+};
+
+// The layer for every example of the batch, in the order one example alone would run it: only the
+// projections are shared (project_many), everything else is each example's own.
+void forward_layer_many(const Model& model, int il, const LoraAdapters* ad, std::span<const PassSlot> batch,
+                        ThreadPool& pool) {
   const ModelConfig& c = model.config();
   const DecoderLayer& L = model.weights().layers[size_t(il)];
   const int d = c.n_embd, hd = c.head_dim, ff = c.n_ff;
-  r.x_in.assign(x, x + d);
-  r.h.resize(size_t(d));
-  rms_norm(x, L.attn_norm, r.h.data(), d, c.rms_eps);
-  r.q0.resize(size_t(c.q_dim()));
-  r.k0.resize(size_t(c.kv_dim()));
-  r.v.resize(size_t(c.kv_dim()));
-  project_one(L.attn.wq, ad, il, LoraProj::kQ, r.h.data(), r.q0.data(), pool);
-  project_one(L.attn.wk, ad, il, LoraProj::kK, r.h.data(), r.k0.data(), pool);
-  project_one(L.attn.wv, ad, il, LoraProj::kV, r.h.data(), r.v.data(), pool);
-  add(r.q0.data(), L.extras.bq, c.q_dim());
-  add(r.k0.data(), L.extras.bk, c.kv_dim());
-  add(r.v.data(), L.extras.bv, c.kv_dim());
-  r.qs = r.q0;
-  r.kr = r.k0;
-  if (L.extras.q_norm)
-    for (int h = 0; h < c.n_head; ++h) rms_norm(&r.qs[size_t(h * hd)], L.extras.q_norm, &r.qs[size_t(h * hd)], hd, c.rms_eps);
-  if (L.extras.k_norm)
-    for (int h = 0; h < c.n_head_kv; ++h) rms_norm(&r.kr[size_t(h * hd)], L.extras.k_norm, &r.kr[size_t(h * hd)], hd, c.rms_eps);
+  const size_t n = batch.size();
+  std::vector<const float*> in(n);
+  std::vector<float*> out(n);
+  // The projection w for every example, from input(record) into output(record), sized here.
+  auto project = [&](const WeightView& w, LoraProj p, auto input, auto output) {
+    for (size_t e = 0; e < n; ++e) {
+      in[e] = input(*batch[e].r);
+      std::vector<float>& y = output(*batch[e].r);
+      y.resize(size_t(w.rows));
+      out[e] = y.data();
+    }
+    project_many(w, ad, il, p, in, out, pool);
+  };
+  for (const PassSlot& s : batch) keep_and_norm(s.x, d, L.attn_norm, c.rms_eps, s.r->x_in, s.r->h);
+  auto h = [](LayerRecord& r) -> const float* { return r.h.data(); };
+  project(L.attn.wq, LoraProj::kQ, h, [](LayerRecord& r) -> std::vector<float>& { return r.q0; });
+  project(L.attn.wk, LoraProj::kK, h, [](LayerRecord& r) -> std::vector<float>& { return r.k0; });
+  project(L.attn.wv, LoraProj::kV, h, [](LayerRecord& r) -> std::vector<float>& { return r.v; });
   const Rope& rope = model.layer_rope(il);
-  rope.apply(r.qs.data(), c.n_head, ctx.n_slots);
-  rope.apply(r.kr.data(), c.n_head_kv, ctx.n_slots);
-  if (L.extras.q_scale > 0.0f) scale_inplace(r.qs.data(), L.extras.q_scale, c.q_dim());
-  r.lo = first_attended_slot(ctx.n_slots, layer_window(c, il));
-  attend(c, ctx, il, r, attention_score_scale(c, L.extras));
-
-  r.o.resize(size_t(d));
-  project_one(L.attn.wo, ad, il, LoraProj::kO, r.att.data(), r.o.data(), pool);
-  std::vector<float> o2 = r.o;
-  if (L.post_attn_norm) rms_norm(r.o.data(), L.post_attn_norm, o2.data(), d, c.rms_eps);
-  add_inplace(x, o2.data(), d);
-
-  r.x_mid.assign(x, x + d);
-  r.h2.resize(size_t(d));
-  rms_norm(x, L.ffn_norm, r.h2.data(), d, c.rms_eps);
-  r.gate.resize(size_t(ff));
-  r.up.resize(size_t(ff));
-  project_one(L.ffn.gate, ad, il, LoraProj::kGate, r.h2.data(), r.gate.data(), pool);
-  project_one(L.ffn.up, ad, il, LoraProj::kUp, r.h2.data(), r.up.data(), pool);
+  for (const PassSlot& s : batch) {
+    LayerRecord& r = *s.r;
+    add(r.q0.data(), L.extras.bq, c.q_dim());
+    add(r.k0.data(), L.extras.bk, c.kv_dim());
+    add(r.v.data(), L.extras.bv, c.kv_dim());
+    r.qs = r.q0;
+    r.kr = r.k0;
+    if (L.extras.q_norm)
+      for (int hh = 0; hh < c.n_head; ++hh)
+        rms_norm(&r.qs[size_t(hh * hd)], L.extras.q_norm, &r.qs[size_t(hh * hd)], hd, c.rms_eps);
+    if (L.extras.k_norm)
+      for (int hh = 0; hh < c.n_head_kv; ++hh)
+        rms_norm(&r.kr[size_t(hh * hd)], L.extras.k_norm, &r.kr[size_t(hh * hd)], hd, c.rms_eps);
+    rope.apply(r.qs.data(), c.n_head, s.ctx->n_slots);
+    rope.apply(r.kr.data(), c.n_head_kv, s.ctx->n_slots);
+    if (L.extras.q_scale > 0.0f) scale_inplace(r.qs.data(), L.extras.q_scale, c.q_dim());
+    r.lo = first_attended_slot(s.ctx->n_slots, layer_window(c, il));
+    attend(c, *s.ctx, il, r, attention_score_scale(c, L.extras));
+  }
+  project(L.attn.wo, LoraProj::kO, [](LayerRecord& r) -> const float* { return r.att.data(); },
+          [](LayerRecord& r) -> std::vector<float>& { return r.o; });
+  for (const PassSlot& s : batch) {
+    LayerRecord& r = *s.r;
+    add_post_normed(s.x, r.o, L.post_attn_norm, c.rms_eps);
+    keep_and_norm(s.x, d, L.ffn_norm, c.rms_eps, r.x_mid, r.h2);
+  }
+  auto h2 = [](LayerRecord& r) -> const float* { return r.h2.data(); };
+  project(L.ffn.gate, LoraProj::kGate, h2, [](LayerRecord& r) -> std::vector<float>& { return r.gate; });
+  project(L.ffn.up, LoraProj::kUp, h2, [](LayerRecord& r) -> std::vector<float>& { return r.up; });
   const FfnActivation act = model.weights().activation;
-  r.act.resize(size_t(ff));
-  for (int i = 0; i < ff; ++i) r.act[size_t(i)] = float(ffn_act(act, r.gate[size_t(i)]) * double(r.up[size_t(i)]));
-  r.dn.resize(size_t(d));
-  project_one(L.ffn.down, ad, il, LoraProj::kDown, r.act.data(), r.dn.data(), pool);
-  std::vector<float> dn2 = r.dn;
-  if (L.post_ffn_norm) rms_norm(r.dn.data(), L.post_ffn_norm, dn2.data(), d, c.rms_eps);
-  add_inplace(x, dn2.data(), d);
+  for (const PassSlot& s : batch) {
+    LayerRecord& r = *s.r;
+    r.act.resize(size_t(ff));
+    for (int i = 0; i < ff; ++i) r.act[size_t(i)] = float(ffn_act(act, r.gate[size_t(i)]) * double(r.up[size_t(i)]));
+  }
+  project(L.ffn.down, LoraProj::kDown, [](LayerRecord& r) -> const float* { return r.act.data(); },
+          [](LayerRecord& r) -> std::vector<float>& { return r.dn; });
+  for (const PassSlot& s : batch) {
+    LayerRecord& r = *s.r;
+    add_post_normed(s.x, r.dn, L.post_ffn_norm, c.rms_eps);
+  }
 }
 
 }  // namespace
@@ -159,38 +200,63 @@ void weight_row(const WeightView& w, int64_t r, float* row) {
   dequantize_row(w.type, static_cast<const uint8_t*>(w.data) + size_t(r) * w.row_bytes, row, w.cols);
 }
 
-PassRecord forward_blocks(const Model& model, const VerifyContext& ctx, int32_t token, const LoraAdapters* adapters,
-                          ThreadPool& pool) {
+std::vector<PassRecord> forward_blocks_many(const Model& model, std::span<const VerifyContext* const> ctxs,
+                                            std::span<const int32_t> tokens, const LoraAdapters* adapters,
+                                            ThreadPool& pool) {
+  AGENTKV_CHECK(ctxs.size() == tokens.size());
   const ModelConfig& c = model.config();
   const DecoderWeights& w = model.weights();
   const int d = c.n_embd;
-  PassRecord rec;
-  rec.layers.resize(size_t(c.n_layer));
-  std::vector<float> x(static_cast<size_t>(d));
-  weight_row(w.embd, token, x.data());
-  if (w.embd_scale != 1.0f) scale_inplace(x.data(), w.embd_scale, d);
-  for (int il = 0; il < c.n_layer; ++il) forward_layer(model, ctx, il, adapters, rec.layers[size_t(il)], x.data(), pool);
-  rec.x_final = std::move(x);
-  return rec;
+  const size_t n = ctxs.size();
+  std::vector<PassRecord> recs(n);
+  std::vector<std::vector<float>> xs(n, std::vector<float>(static_cast<size_t>(d)));
+  for (size_t e = 0; e < n; ++e) {
+    recs[e].layers.resize(size_t(c.n_layer));
+    weight_row(w.embd, tokens[e], xs[e].data());
+    if (w.embd_scale != 1.0f) scale_inplace(xs[e].data(), w.embd_scale, d);
+  }
+  std::vector<PassSlot> batch(n);
+  for (int il = 0; il < c.n_layer; ++il) {
+    for (size_t e = 0; e < n; ++e) batch[e] = PassSlot{ctxs[e], &recs[e].layers[size_t(il)], xs[e].data()};
+    forward_layer_many(model, il, adapters, batch, pool);
+  }
+  for (size_t e = 0; e < n; ++e) recs[e].x_final = std::move(xs[e]);
+  return recs;
+}
+
+PassRecord forward_blocks(const Model& model, const VerifyContext& ctx, int32_t token, const LoraAdapters* adapters,
+                          ThreadPool& pool) {
+  const VerifyContext* ctxs[] = {&ctx};
+  const int32_t tokens[] = {token};
+  return std::move(forward_blocks_many(model, ctxs, tokens, adapters, pool).front());
+}
+
+std::vector<PassRecord> forward_pass_many(const Model& model, std::span<const VerifyContext* const> ctxs,
+                                          const VerifyHead& head, const LoraAdapters& adapters, ThreadPool& pool) {
+  const ModelConfig& c = model.config();
+  const DecoderWeights& w = model.weights();
+  const int d = c.n_embd;
+  const std::vector<int32_t> tokens(ctxs.size(), head.tokens.back());
+  std::vector<PassRecord> recs = forward_blocks_many(model, ctxs, tokens, &adapters, pool);
+  std::vector<float> xf(static_cast<size_t>(d)), row(static_cast<size_t>(d));
+  for (PassRecord& rec : recs) {
+    rms_norm(rec.x_final.data(), w.out_norm, xf.data(), d, c.rms_eps);
+    for (int k = 0; k < 2; ++k) {
+      weight_row(w.head, k == 0 ? head.pos_token : head.neg_token, row.data());
+      double z = 0;
+      for (int i = 0; i < d; ++i) z += double(row[size_t(i)]) * double(xf[size_t(i)]);
+      rec.z[k] = z;
+      rec.zc[k] = c.final_softcap > 0.0f ? c.final_softcap * std::tanh(z / c.final_softcap) : z;
+    }
+    rec.logodds = rec.zc[0] - rec.zc[1];
+  }
+  return recs;
 }
 
 PassRecord forward_pass(const Model& model, const VerifyContext& ctx, const VerifyHead& head,
                         const LoraAdapters& adapters, ThreadPool& pool) {
-  const ModelConfig& c = model.config();
-  const DecoderWeights& w = model.weights();
-  const int d = c.n_embd;
-  PassRecord rec = forward_blocks(model, ctx, head.tokens.back(), &adapters, pool);
-  std::vector<float> xf(static_cast<size_t>(d)), row(static_cast<size_t>(d));
-  rms_norm(rec.x_final.data(), w.out_norm, xf.data(), d, c.rms_eps);
-  for (int k = 0; k < 2; ++k) {
-    weight_row(w.head, k == 0 ? head.pos_token : head.neg_token, row.data());
-    double z = 0;
-    for (int i = 0; i < d; ++i) z += double(row[size_t(i)]) * double(xf[size_t(i)]);
-    rec.z[k] = z;
-    rec.zc[k] = c.final_softcap > 0.0f ? c.final_softcap * std::tanh(z / c.final_softcap) : z;
-  }
-  rec.logodds = rec.zc[0] - rec.zc[1];
-  return rec;
+  const VerifyContext* ctxs[] = {&ctx};
+  return std::move(forward_pass_many(model, ctxs, head, adapters, pool).front());
 }
 
 LossValue verify_loss(double logodds, double target, VerifyLoss loss) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "model/transformer_parts.h"
@@ -55,9 +56,16 @@ Status check_context_slots(const VerifyContext& ctx, const char* who);
 Status check_pass_inputs(const Model& model, const VerifyContext& ctx, const VerifyHead& head,
                          const LoraAdapters& adapters, double target, const LoraAdapters* grad);
 // `token` at position ctx.n_slots through every block (adapters: null for none); the head is the caller's.
+// The _many forms run a batch of examples (context and token each) together, each weight row
+// dequantized once for all of them; every example's record is the same bit for bit as its own pass's.
+std::vector<PassRecord> forward_blocks_many(const Model& model, std::span<const VerifyContext* const> ctxs,
+                                            std::span<const int32_t> tokens, const LoraAdapters* adapters,
+                                            ThreadPool& pool);
 PassRecord forward_blocks(const Model& model, const VerifyContext& ctx, int32_t token, const LoraAdapters* adapters,
                           ThreadPool& pool);
 // forward_blocks of the head's last token, then the head's two logits.
+std::vector<PassRecord> forward_pass_many(const Model& model, std::span<const VerifyContext* const> ctxs,
+                                          const VerifyHead& head, const LoraAdapters& adapters, ThreadPool& pool);
 PassRecord forward_pass(const Model& model, const VerifyContext& ctx, const VerifyHead& head,
                         const LoraAdapters& adapters, ThreadPool& pool);
 LossValue verify_loss(double logodds, double target, VerifyLoss loss);
@@ -65,6 +73,11 @@ LossValue verify_loss(double logodds, double target, VerifyLoss loss);
 // into grad (non-null when adapters are) and, when `cached` is non-null, sets dloss/d(cached K and V).
 void backward_blocks(const Model& model, const VerifyContext& ctx, const LoraAdapters* adapters, const PassRecord& rec,
                      std::vector<float> dx, LoraAdapters* grad, CachedKvGradient* cached, ThreadPool& pool);
+// backward_pass for a batch: every example's gradient added into grad in example order, per
+// parameter, as one backward_pass after another would add them (the same bits).
+void backward_pass_many(const Model& model, std::span<const VerifyContext* const> ctxs, const VerifyHead& head,
+                        const LoraAdapters& adapters, std::span<const PassRecord* const> recs,
+                        std::span<const double> dlogodds, LoraAdapters& grad, ThreadPool& pool);
 // Adds dloss/dparameters into grad, given dloss/dlogodds.
 void backward_pass(const Model& model, const VerifyContext& ctx, const VerifyHead& head, const LoraAdapters& adapters,
                    const PassRecord& rec, double dlogodds, LoraAdapters& grad, ThreadPool& pool);

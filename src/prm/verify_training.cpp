@@ -66,33 +66,46 @@ Result<StepResult> batch_gradient(const Model& model, std::span<const VerifyExam
     AGENTKV_TRY(check_pass_inputs(model, *ex.ctx, head, adapters, ex.target, grad));
   }
   StepResult out;
-  const double inv = 1.0 / double(batch.size());
-  if (loss != VerifyLoss::kPairwise) {
-    LoraAdapters g = grad ? adapters.zeros_like() : LoraAdapters{};
-    for (const VerifyExample& ex : batch) {
-      auto r = verify_pass(model, *ex.ctx, head, adapters, ex.target, loss, grad ? &g : nullptr, pool);
-      if (!r.ok()) return r.status_error();
-      out.mean_loss += r->loss * inv;
-      out.p_pos.push_back(r->p_pos);
+  // Every forward first (the pairwise loss needs every log-odds before any backward), the batch's
+  // weight rows dequantized once; then the backwards of the examples with a gradient, together.
+  std::vector<const VerifyContext*> ctxs;
+  for (const VerifyExample& ex : batch) ctxs.push_back(ex.ctx);
+  const std::vector<PassRecord> recs = forward_pass_many(model, ctxs, head, adapters, pool);
+  std::vector<double> logodds, dl;
+  for (const PassRecord& rec : recs) {
+    logodds.push_back(rec.logodds);
+    out.p_pos.push_back(1.0 / (1.0 + std::exp(-rec.logodds)));
+  }
+  LoraAdapters mean_grad;  // the per-example losses' gradient, summed, then scaled into grad
+  if (loss == VerifyLoss::kPairwise) {
+    out.mean_loss = pairwise_loss(batch, logodds, dl, out.pairs);
+    if (!grad || out.pairs == 0) return out;
+  } else {
+    const double inv = 1.0 / double(batch.size());
+    for (size_t i = 0; i < batch.size(); ++i) {
+      const LossValue l = verify_loss(logodds[i], batch[i].target, loss);
+      out.mean_loss += l.loss * inv;
+      out.p_pos[i] = l.p;
+      dl.push_back(l.dlogodds);
     }
-    if (grad)
-      for (size_t i = 0; i < g.params().size(); ++i) grad->params()[i] += float(double(g.params()[i]) * inv);
-    return out;
+    if (!grad) return out;
+    mean_grad = adapters.zeros_like();
   }
-  // The pairwise loss needs every log-odds before any backward: the forwards first, kept.
-  std::vector<PassRecord> recs;
-  std::vector<double> logodds;
-  recs.reserve(batch.size());
-  for (const VerifyExample& ex : batch) {
-    recs.push_back(forward_pass(model, *ex.ctx, head, adapters, pool));
-    logodds.push_back(recs.back().logodds);
-    out.p_pos.push_back(1.0 / (1.0 + std::exp(-recs.back().logodds)));
+  std::vector<const VerifyContext*> back_ctxs;
+  std::vector<const PassRecord*> back_recs;
+  std::vector<double> back_dl;
+  for (size_t i = 0; i < batch.size(); ++i)
+    if (dl[i] != 0) {
+      back_ctxs.push_back(ctxs[i]);
+      back_recs.push_back(&recs[i]);
+      back_dl.push_back(dl[i]);
+    }
+  LoraAdapters& into = loss == VerifyLoss::kPairwise ? *grad : mean_grad;
+  backward_pass_many(model, back_ctxs, head, adapters, back_recs, back_dl, into, pool);
+  if (loss != VerifyLoss::kPairwise) {
+    const double inv = 1.0 / double(batch.size());
+    for (size_t i = 0; i < mean_grad.params().size(); ++i) grad->params()[i] += float(double(mean_grad.params()[i]) * inv);
   }
-  std::vector<double> dl;
-  out.mean_loss = pairwise_loss(batch, logodds, dl, out.pairs);
-  if (grad && out.pairs > 0)
-    for (size_t i = 0; i < batch.size(); ++i)
-      if (dl[i] != 0) backward_pass(model, *batch[i].ctx, head, adapters, recs[i], dl[i], *grad, pool);
   return out;
 }
 

@@ -3,7 +3,9 @@
 // - zero-initialised adapters (B = 0) score bit for bit as the base model;
 // - scoring with adapters leaves the policy's cache, and its next-token logits, bit for bit as they were;
 // - the training pass computes what the served scorer computes (up to the serving kernels' f16 rounding);
-// - a few Adam steps lower the loss.
+// - a few Adam steps lower the loss;
+// - a batch run together (each weight row dequantized once) gives every example's log-odds and the
+//   batch's gradient bit for bit as its examples passed one at a time.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -14,6 +16,7 @@
 #include "kv/direct_prefill.h"
 #include "prm/kv_scorer.h"
 #include "prm/verify_pass.h"
+#include "prm/verify_pass_record.h"
 #include "prm/verify_training.h"
 #include "lora_gradient_check.h"
 #include "synthetic_decoder.h"
@@ -194,6 +197,56 @@ TEST_P(PrmLoraTest, PairwiseBatchGradientMatchesFiniteDifferences) {
   ASSERT_TRUE(train_step(*s.m.model, same, head, ad, VerifyLoss::kPairwise, {}, state, s.pool).ok());
   EXPECT_TRUE(std::equal(before.begin(), before.end(), ad.params().begin())) << "a batch without a pair moved the adapters";
   EXPECT_FALSE(verify_pass(*s.m.model, (*ctxs)[0], head, ad, 1.0, VerifyLoss::kPairwise, nullptr, s.pool).ok());
+}
+
+TEST_P(PrmLoraTest, ABatchPassesBitForBitAsItsExamplesOneAtATime) {
+  LoraSetup s(GetParam());
+  const VerifyHead head = synthetic_head();
+  auto ctxs = prepare_verify_contexts(*s.m.model, *s.kv, s.context_ptrs(), head, s.pool);
+  ASSERT_TRUE(ctxs.ok()) << ctxs.error();
+  const LoraAdapters ad = lora_check::random_adapters(s.m.model->config(), 3, 13);
+  const std::vector<VerifyExample> batch = {{&(*ctxs)[0], 1.0}, {&(*ctxs)[1], 0.0}, {&(*ctxs)[0], 0.5}};
+  const size_t n_params = ad.params().size();
+  auto same = [&](const LoraAdapters& a, const LoraAdapters& b) {
+    return std::memcmp(a.params().data(), b.params().data(), n_params * sizeof(float)) == 0;
+  };
+  // One at a time: each example's own forward and backward (squared error: the mean of verify_pass's
+  // gradients; pairwise: each example's backward with its share of the pairs' gradient).
+  LoraAdapters sum = ad.zeros_like();
+  std::vector<double> logodds, p_pos;
+  for (const VerifyExample& ex : batch) {
+    auto r = verify_pass(*s.m.model, *ex.ctx, head, ad, ex.target, VerifyLoss::kSquaredError, &sum, s.pool);
+    ASSERT_TRUE(r.ok()) << r.error();
+    logodds.push_back(r->logodds);
+    p_pos.push_back(r->p_pos);
+  }
+  LoraAdapters want_mse = ad.zeros_like();
+  for (size_t i = 0; i < n_params; ++i) want_mse.params()[i] += float(double(sum.params()[i]) / 3.0);
+  LoraAdapters got_mse = ad.zeros_like();
+  auto mse = batch_gradient(*s.m.model, batch, head, ad, VerifyLoss::kSquaredError, &got_mse, s.pool);
+  ASSERT_TRUE(mse.ok()) << mse.error();
+  EXPECT_TRUE(same(got_mse, want_mse)) << "squared-error gradient";
+  for (size_t i = 0; i < batch.size(); ++i) EXPECT_EQ(mse->p_pos[i], p_pos[i]);
+
+  LoraAdapters got_pair = ad.zeros_like();
+  auto pair = batch_gradient(*s.m.model, batch, head, ad, VerifyLoss::kPairwise, &got_pair, s.pool);
+  ASSERT_TRUE(pair.ok()) << pair.error();
+  ASSERT_EQ(pair->pairs, 3);
+  // The pairs' gradient per example: (0,1) w 1, (0,2) w 0.5, (2,1) w 0.5, over a weight of 2.
+  auto g = [&](size_t i, size_t j, double w) { return w / (1.0 + std::exp(logodds[i] - logodds[j])); };
+  std::vector<double> dl(3, 0.0);
+  const struct { size_t i, j; double w; } pairs[] = {{0, 1, 1.0}, {0, 2, 0.5}, {2, 1, 0.5}};
+  for (const auto& p : pairs) {
+    dl[p.i] -= g(p.i, p.j, p.w);
+    dl[p.j] += g(p.i, p.j, p.w);
+  }
+  LoraAdapters want_pair = ad.zeros_like();
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const PassRecord rec = forward_pass(*s.m.model, *batch[i].ctx, head, ad, s.pool);
+    EXPECT_EQ(rec.logodds, logodds[i]);
+    backward_pass(*s.m.model, *batch[i].ctx, head, ad, rec, dl[i] / 2.0, want_pair, s.pool);
+  }
+  EXPECT_TRUE(same(got_pair, want_pair)) << "pairwise gradient";
 }
 
 TEST_P(PrmLoraTest, TrainingPassAgreesWithTheServedScore) {
