@@ -125,11 +125,15 @@ int cmd_fit_prm(int argc, char** argv) {
             "long) from after each step that reach the right answer, instead of the checker's labels (0)",
             0, 64);
   p.add_threads(&threads);
+  int64_t kv_mem = 0;
+  p.add_kv_mem(&kv_mem, "KV budget of the policy contexts (default 1G); --lora keeps the train contexts for the later "
+                        "epochs while they take at most half of it");
   p.add_string("--dump", &dump, "also write every labelled proposal as TSV (split, problem, k, label, why, line)");
   if (auto rc = p.parse_command(argc, argv)) return *rc;
   o.n_train = int(n_train);
   o.n_heldout = int(n_heldout);
   o.sampling = sampling.propose_options();
+  if (kv_mem > 0) o.sampling.kv_mem_bytes = kv_mem;
   o.solution_max_tokens = int(sampling.max_tokens);
   o.reference_copies = int(references);
   o.feature_layer = int(layer);

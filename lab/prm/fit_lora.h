@@ -27,6 +27,10 @@ struct FitLoraOptions {
   OptimizerOptions optimizer;
   uint64_t seed = 1;    // A's initialisation and the order of examples
   int64_t kv_mem_bytes = int64_t(1) << 30;
+  // The train contexts built in the first epoch are kept for the later ones, group by group (of
+  // kStepGroupProblems problems), while the KV in use stays within this share of kv_mem_bytes; the
+  // groups not kept are built again every epoch. The fit is the same either way, bit for bit. 0: none kept.
+  double keep_contexts_share = 0.5;
   // The targets: with rollouts.n > 0 each train step's Monte-Carlo value (step_values.h), the
   // paper's; with 0 the checker's hard label.
   RolloutOptions rollouts{.n = 0};
@@ -52,6 +56,7 @@ struct LoraFitFigures {
   std::vector<double> epoch_auroc;
   std::vector<double> epoch_after;  // FitLoraOptions::after_epoch's value per epoch (if set)
   int64_t n_examples = 0;
+  size_t kept_problems = 0;  // train problems whose contexts were kept for the later epochs
 };
 
 // The batches of one group's shuffled examples: `order` lists example indices (into problem_of, each

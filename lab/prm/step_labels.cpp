@@ -164,11 +164,12 @@ Result<StepSet> read_step_dump(const LoadedModel& lm, const std::string& path, A
 }
 
 Status for_each_step_group(const LoadedModel& lm, KvManager& kv, const StepSet& set, const RowOutputs& context_pass,
-                           ThreadPool& pool, const StepGroupVisitor& visit) {
+                           ThreadPool& pool, const StepGroupVisitor& visit, size_t first_problem) {
   // Problems go in groups: one pass for the prompts, one per reference line, one for the proposed
   // lines. Each pass repacks the weights, so the group size trades passes against KV memory.
-  constexpr size_t kGroup = 8;
-  for (size_t g0 = 0; g0 < set.problems.size(); g0 += kGroup) {
+  constexpr size_t kGroup = kStepGroupProblems;
+  if (first_problem % kGroup != 0) return make_error("step contexts: the first problem does not start a group");
+  for (size_t g0 = first_problem; g0 < set.problems.size(); g0 += kGroup) {
     const size_t g1 = std::min(set.problems.size(), g0 + kGroup);
     const std::vector<std::span<const int32_t>> prompt_tokens(set.prompts.begin() + std::ptrdiff_t(g0),
                                                               set.prompts.begin() + std::ptrdiff_t(g1));

@@ -82,13 +82,15 @@ Result<StepSet> read_step_dump(const LoadedModel& lm, const std::string& path, A
                                const ArithShape& shape = {});
 
 // Writes the policy contexts of set.steps (prompt, the reference lines before the step, the proposed
-// line), eight problems at a time into `kv`, and hands each group's contexts to `visit` with the
-// indices into set.steps they belong to (ascending); a group's contexts are released after its visit.
-// context_pass is the RowOutputs of the context passes (its layer_end lets a probe-only reader stop
-// early).
+// line), kStepGroupProblems problems at a time into `kv`, and hands each group's contexts to `visit`
+// with the indices into set.steps they belong to (ascending); a group's contexts are released after
+// its visit (unless the visitor forks them). context_pass is the RowOutputs of the context passes (its
+// layer_end lets a probe-only reader stop early). first_problem (a multiple of kStepGroupProblems)
+// skips the groups before it.
+constexpr size_t kStepGroupProblems = 8;
 using StepGroupVisitor = std::function<Status(std::span<const KvSequence* const>, std::span<const size_t>)>;
 Status for_each_step_group(const LoadedModel& lm, KvManager& kv, const StepSet& set, const RowOutputs& context_pass,
-                           ThreadPool& pool, const StepGroupVisitor& visit);
+                           ThreadPool& pool, const StepGroupVisitor& visit, size_t first_problem = 0);
 
 // The KV-PRM scores of set.steps, in the order of the problems they belong to (set.steps' order
 // when it lists them problem by problem, as sampling and read_step_dump do).

@@ -261,6 +261,41 @@ TEST(PrmLoraFit, AverageOfOneStepBlendsTheInitialAndTheUpdatedAdapters) {
   EXPECT_NE(refused.error().find("decay"), std::string::npos) << refused.error();
 }
 
+// fit-prm --lora keeps the train contexts of its first epoch for the later ones (nine problems: two
+// groups of the step contexts); the fit that builds them again every epoch trains the same adapters,
+// bit for bit. A share of the budget outside [0, 1] is refused.
+TEST(PrmLoraFit, KeepingTheTrainContextsAcrossEpochsChangesNothing) {
+  const LoadedModel& lm = agentkv::testing::real_model("smollm2");
+  auto set = read_step_dump(lm, agentkv::testing::source_path("tests/data/prm/arith1_steps.tsv"), ArithSplit::kTrain,
+                            9, ArithShape{1, 1});
+  ASSERT_TRUE(set.ok()) << set.error();
+  auto head = make_verify_head(*lm.tokenizer);
+  ASSERT_TRUE(head.ok()) << head.error();
+  head->read_logits = true;
+  FitLoraOptions lo = small_fit(4);
+  lo.epochs = 2;
+  auto fit = [&](double share, LoraFitFigures* fig) {
+    lo.keep_contexts_share = share;
+    LoraAdapters ad = LoraAdapters::create(lm.config(), lo.rank, lo.alpha, lo.seed);
+    auto r = fit_lora_adapters(lm, *set, {}, *head, ad, lo, agentkv::testing::test_pool());
+    EXPECT_TRUE(r.ok()) << r.error();
+    if (r.ok()) *fig = *r;
+    return ad;
+  };
+  LoraFitFigures kept_fig, rebuilt_fig;
+  const LoraAdapters kept = fit(0.5, &kept_fig);
+  const LoraAdapters rebuilt = fit(0.0, &rebuilt_fig);
+  EXPECT_EQ(kept_fig.kept_problems, 9u);
+  EXPECT_EQ(rebuilt_fig.kept_problems, 0u);
+  const size_t n = kept.params().size();
+  ASSERT_EQ(rebuilt.params().size(), n);
+  EXPECT_EQ(0, std::memcmp(kept.params().data(), rebuilt.params().data(), n * sizeof(float)));
+  EXPECT_EQ(kept_fig.epoch_loss, rebuilt_fig.epoch_loss);
+  lo.keep_contexts_share = 1.5;
+  LoraAdapters ad = LoraAdapters::create(lm.config(), lo.rank, lo.alpha, lo.seed);
+  EXPECT_FALSE(fit_lora_adapters(lm, *set, {}, *head, ad, lo, agentkv::testing::test_pool()).ok());
+}
+
 // The trained verifier separates held-out steps: fit-prm --lora --loss pairwise on the committed
 // one-operation steps (10 train problems: 50 steps, 13 correct; 6 epochs, rank 8, alpha 16, Adam lr
 // 3e-4, batch 8), then the adapted verifier scores the 8 held-out problems' 43 steps (8 correct) as
