@@ -27,13 +27,21 @@ std::vector<size_t> plan_batches(std::vector<size_t>& order, std::span<const siz
   return starts;
 }
 
+Status check_fit_lora_options(const FitLoraOptions& opt) {
+  if (opt.rank < 1 || !(opt.alpha > 0)) return make_error("fit-prm --lora: rank and alpha must be positive");
+  if (opt.epochs < 1 || opt.batch < 1) return make_error("fit-prm --lora: epochs and batch must be >= 1");
+  if (!(opt.average_decay >= 0 && opt.average_decay < 1))
+    return make_error("fit-prm --lora: the average's decay must be in [0, 1), not " + std::to_string(opt.average_decay));
+  if (!(opt.keep_contexts_share >= 0 && opt.keep_contexts_share <= 1))
+    return make_error("fit-prm --lora: the share of the KV budget for kept contexts must be in [0, 1]");
+  return {};
+}
+
 Result<LoraFitFigures> fit_lora_adapters(const LoadedModel& lm, const StepSet& set, std::span<const double> targets,
                                          const VerifyHead& head, LoraAdapters& adapters, const FitLoraOptions& opt,
                                          ThreadPool& pool, const std::function<void(const std::string&)>& progress) {
-  if (opt.epochs < 1 || opt.batch < 1) return make_error("fit-prm --lora: epochs and batch must be >= 1");
+  AGENTKV_TRY(check_fit_lora_options(opt));
   if (set.steps.empty()) return make_error("fit-prm --lora: no labelled steps to train on");
-  if (!(opt.average_decay >= 0 && opt.average_decay < 1))
-    return make_error("fit-prm --lora: the average's decay must be in [0, 1), not " + std::to_string(opt.average_decay));
   if (!targets.empty() && targets.size() != set.steps.size())
     return make_error("fit-prm --lora: " + std::to_string(targets.size()) + " targets for " +
                       std::to_string(set.steps.size()) + " steps");
@@ -60,8 +68,6 @@ Result<LoraFitFigures> fit_lora_adapters(const LoadedModel& lm, const StepSet& s
   };
   std::vector<KeptGroup> kept;
   size_t kept_problems = 0;  // the groups kept cover problems [0, kept_problems)
-  if (!(opt.keep_contexts_share >= 0 && opt.keep_contexts_share <= 1))
-    return make_error("fit-prm --lora: the share of the KV budget for kept contexts must be in [0, 1]");
   bool keeping = opt.epochs > 1 && opt.keep_contexts_share > 0;
   for (int epoch = 0; epoch < opt.epochs; ++epoch) {
     double loss_sum = 0;

@@ -66,6 +66,10 @@ struct LoraFitFigures {
 std::vector<size_t> plan_batches(std::vector<size_t>& order, std::span<const size_t> problem_of, int batch,
                                  bool by_problem);
 
+// The options' own checks (rank, alpha, epochs, batch, the average's decay, the kept share), each
+// failure one line naming the option: fit_lora_adapters runs them, and fit-prm before it samples.
+Status check_fit_lora_options(const FitLoraOptions& opt);
+
 // Trains `adapters` (LoraAdapters::create's, or resumed) on set.steps against targets (one per step,
 // in [0, 1]; empty: the checker's labels). progress (may be empty) hears one line per epoch.
 Result<LoraFitFigures> fit_lora_adapters(const LoadedModel& lm, const StepSet& set, std::span<const double> targets,

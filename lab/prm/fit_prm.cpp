@@ -309,10 +309,7 @@ Result<FitPrmLoraReport> fit_prm_lora(const LoadedModel& lm, const FitPrmOptions
   if (!head.ok()) return make_error(head.error());
   head->read_logits = true;  // the verify answer is the score; no probe features
   AGENTKV_TRY(check_example_source(opt, lora.rollouts.n));
-  // The options checked before any sampling (fit_lora_adapters checks them again).
-  if (lora.rank < 1 || !(lora.alpha > 0)) return make_error("fit-prm --lora: rank and alpha must be positive");
-  if (!(lora.keep_contexts_share >= 0 && lora.keep_contexts_share <= 1))
-    return make_error("fit-prm --lora: the share of the KV budget for kept contexts must be in [0, 1]");
+  AGENTKV_TRY(check_fit_lora_options(lora));  // before any sampling
   auto train = collect(lm, ArithSplit::kTrain, opt.n_train, opt, *head, pool);
   if (!train.ok()) return make_error(train.error());
   say(describe("train", train->fig, opt.solutions));
