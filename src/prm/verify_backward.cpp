@@ -211,7 +211,9 @@ void backward_pass_many(const Model& model, std::span<const VerifyContext* const
   const size_t n = ctxs.size();
   // logodds = softcap(z+) - softcap(z-), z = head row . final_norm(x).
   std::vector<std::vector<float>> dxs(n, std::vector<float>(static_cast<size_t>(d), 0.0f));
-  std::vector<float> dxf(static_cast<size_t>(d)), row(static_cast<size_t>(d));
+  // The head rows of "+" and "-", dequantized once for the batch.
+  std::vector<float> dxf(static_cast<size_t>(d)), rows(size_t(2 * d));
+  for (int k = 0; k < 2; ++k) weight_row(w.head, k == 0 ? head.pos_token : head.neg_token, rows.data() + k * d);
   for (size_t e = 0; e < n; ++e) {
     const PassRecord& rec = *recs[e];
     std::fill(dxf.begin(), dxf.end(), 0.0f);
@@ -221,8 +223,8 @@ void backward_pass_many(const Model& model, std::span<const VerifyContext* const
         const double t = rec.zc[k] / c.final_softcap;
         dz *= 1.0 - t * t;
       }
-      weight_row(w.head, k == 0 ? head.pos_token : head.neg_token, row.data());
-      for (int i = 0; i < d; ++i) dxf[size_t(i)] += float(dz * double(row[size_t(i)]));
+      const float* row = rows.data() + k * d;
+      for (int i = 0; i < d; ++i) dxf[size_t(i)] += float(dz * double(row[i]));
     }
     rms_norm_backward(rec.x_final.data(), w.out_norm, dxf.data(), dxs[e].data(), d, c.rms_eps);
   }

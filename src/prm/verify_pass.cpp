@@ -238,13 +238,15 @@ std::vector<PassRecord> forward_pass_many(const Model& model, std::span<const Ve
   const int d = c.n_embd;
   const std::vector<int32_t> tokens(ctxs.size(), head.tokens.back());
   std::vector<PassRecord> recs = forward_blocks_many(model, ctxs, tokens, &adapters, pool);
-  std::vector<float> xf(static_cast<size_t>(d)), row(static_cast<size_t>(d));
+  // The head rows of "+" and "-", dequantized once for the batch.
+  std::vector<float> xf(static_cast<size_t>(d)), rows(size_t(2 * d));
+  for (int k = 0; k < 2; ++k) weight_row(w.head, k == 0 ? head.pos_token : head.neg_token, rows.data() + k * d);
   for (PassRecord& rec : recs) {
     rms_norm(rec.x_final.data(), w.out_norm, xf.data(), d, c.rms_eps);
     for (int k = 0; k < 2; ++k) {
-      weight_row(w.head, k == 0 ? head.pos_token : head.neg_token, row.data());
+      const float* row = rows.data() + k * d;
       double z = 0;
-      for (int i = 0; i < d; ++i) z += double(row[size_t(i)]) * double(xf[size_t(i)]);
+      for (int i = 0; i < d; ++i) z += double(row[i]) * double(xf[size_t(i)]);
       rec.z[k] = z;
       rec.zc[k] = c.final_softcap > 0.0f ? c.final_softcap * std::tanh(z / c.final_softcap) : z;
     }
