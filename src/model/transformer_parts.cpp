@@ -126,8 +126,6 @@ void attention(const ModelConfig& cfg, const Batch& b, const KvArena& kv, int il
   const PagedKvLayer l = kv.layer(il);
   const int hd = cfg.head_dim;
   const int group = cfg.n_head / cfg.n_head_kv;
-  int32_t max_slot = 0;
-  for (int32_t s : b.slots) max_slot = std::max(max_slot, s);
   // Contexts read as spans (master–diff): each prepares the layer once, before any token reads it, from
   // the lowest slot its tokens attend here (a sliding-window layer sees only its window).
   AGENTKV_CHECK(b.contexts.empty() || b.contexts.size() == b.seqs.size());
@@ -142,27 +140,51 @@ void attention(const ModelConfig& cfg, const Batch& b, const KvArena& kv, int il
     pool.parallel_for(int64_t(contexts.size()), 1, [&](int64_t c0, int64_t c1) {
       for (int64_t c = c0; c < c1; ++c) contexts[size_t(c)].first->prepare_layer(il, contexts[size_t(c)].second);
     });
-  // One work item = one token and one KV head with its whole group of query heads, so each cached
-  // K/V row is read once per group.
-  const int64_t n_items = b.size() * cfg.n_head_kv;
+  // One work item = a run of consecutive tokens of one sequence and one KV head with its whole group of
+  // query heads: each cached K/V row is read once per group and run (attend_spans_many, the same bits as
+  // one token at a time). Runs are at most kRunTokens long, shorter when the batch is small, so every
+  // thread still gets several items.
+  constexpr int64_t kRunTokens = 16;
+  const int64_t run_cap = std::clamp<int64_t>(b.size() * cfg.n_head_kv / (4 * int64_t(pool.size())), 1, kRunTokens);
+  std::vector<std::pair<int64_t, int64_t>> runs;  // tokens [first, second)
+  for (int64_t t0 = 0; t0 < b.size();) {
+    int64_t t1 = t0 + 1;
+    while (t1 < b.size() && t1 - t0 < run_cap && b.seq[t1] == b.seq[t0]) ++t1;
+    runs.emplace_back(t0, t1);
+    t0 = t1;
+  }
+  const int64_t n_items = int64_t(runs.size()) * cfg.n_head_kv;
   pool.parallel_for(n_items, 1, [&](int64_t i0, int64_t i1) {
-    std::vector<float> scratch(size_t(group) * (size_t(max_slot) + 1));
+    std::vector<float> scratch;
     std::vector<AttentionSpan> spans;
+    std::vector<SpanQuery> queries;
     for (int64_t i = i0; i < i1; ++i) {
-      const int64_t t = i / cfg.n_head_kv;
+      const auto [t0, t1] = runs[size_t(i / cfg.n_head_kv)];
       const int kvh = int(i % cfg.n_head_kv);
-      const int32_t slot = b.slots[t];
-      const int64_t lo = first_attended_slot(slot, window);
-      const int64_t off = (t * cfg.n_head + int64_t(kvh) * group) * hd;
-      const int32_t si = b.seq[t];
-      if (AttentionContext* c = b.contexts.empty() ? nullptr : b.contexts[size_t(si)]) {
-        spans.clear();
-        c->spans(b.seqs[size_t(si)], lo, slot, spans);
-        attend_spans(q + off, group, l, spans, kvh, hd, scale, out + off, scratch.data(), cfg.attn_softcap);
+      const int32_t si = b.seq[t0];
+      AttentionContext* c = b.contexts.empty() ? nullptr : b.contexts[size_t(si)];
+      // The rows any token of the run attends: slots [lo, hi].
+      int64_t lo = INT64_MAX, hi = 0;
+      for (int64_t t = t0; t < t1; ++t) {
+        lo = std::min(lo, first_attended_slot(b.slots[t], window));
+        hi = std::max<int64_t>(hi, b.slots[t]);
+      }
+      spans.clear();
+      if (c) c->spans(b.seqs[size_t(si)], lo, hi, spans);
+      else spans.push_back(AttentionSpan{b.seqs[size_t(si)].table, lo, hi - lo + 1});
+      const auto offset = [&](int64_t t) { return (t * cfg.n_head + int64_t(kvh) * group) * hd; };
+      if (t1 - t0 == 1) {
+        scratch.resize(size_t(group) * size_t(hi - lo + 1));
+        attend_spans(q + offset(t0), group, l, spans, kvh, hd, scale, out + offset(t0), scratch.data(),
+                     cfg.attn_softcap);
         continue;
       }
-      attend_group(q + off, group, l, b.seqs[size_t(si)].table, lo, slot, kvh, hd, scale, out + off, scratch.data(),
-                   cfg.attn_softcap);
+      queries.clear();
+      for (int64_t t = t0; t < t1; ++t) {
+        const int64_t first = first_attended_slot(b.slots[t], window);
+        queries.push_back(SpanQuery{q + offset(t), out + offset(t), first - lo, b.slots[t] - first + 1});
+      }
+      attend_spans_many(queries, group, l, spans, kvh, hd, scale, cfg.attn_softcap);
     }
   });
 }

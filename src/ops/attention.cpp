@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "ops/attention_kernels.h"
 #include "ops/cpu_features.h"
@@ -113,6 +114,48 @@ void attend_spans(const float* q, int n_q, const PagedKvLayer& kv, std::span<con
     attention_impl::attend_spans_avx2(softcap, q, n_q, kv, spans, kv_head, head_dim, scale, out, scratch);
   else
     attention_impl::attend_spans_scalar(softcap, q, n_q, kv, spans, kv_head, head_dim, scale, out, scratch);
+}
+
+void attend_spans_many(std::span<const SpanQuery> queries, int n_q, const PagedKvLayer& kv,
+                       std::span<const AttentionSpan> spans, int kv_head, int head_dim, float scale, float softcap) {
+  if (use_avx2() && head_dim % 8 == 0 && head_dim <= 1024) {
+    attention_impl::attend_spans_many_avx2(softcap, queries, n_q, kv, spans, kv_head, head_dim, scale);
+    return;
+  }
+  std::vector<AttentionSpan> clipped;
+  std::vector<float> scratch;
+  for (const SpanQuery& sq : queries) {
+    clip_spans(spans, sq.first_row, sq.n_rows, clipped);
+    scratch.resize(size_t(n_q) * size_t(sq.n_rows));
+    attention_impl::attend_spans_scalar(softcap, sq.q, n_q, kv, clipped, kv_head, head_dim, scale, sq.out,
+                                        scratch.data());
+  }
+}
+
+void clip_spans(std::span<const AttentionSpan> spans, int64_t first_row, int64_t n_rows,
+                std::vector<AttentionSpan>& out) {
+  out.clear();
+  const int64_t end = first_row + n_rows;
+  int64_t j = 0;  // the first row of span s
+  for (const AttentionSpan& s : spans) {
+    const int64_t a = std::max(j, first_row), b = std::min(j + s.n, end);
+    if (a < b) {
+      AttentionSpan c = s;
+      c.lo = s.lo + (a - j);
+      c.n = b - a;
+      if (s.n_overrides > 0) {  // the overrides inside the cut span, ascending as the span's are
+        const int32_t* first = std::lower_bound(s.override_slots, s.override_slots + s.n_overrides, c.lo);
+        const int32_t* last = std::lower_bound(first, s.override_slots + s.n_overrides, c.lo + c.n);
+        const int64_t skip = first - s.override_slots;
+        c.override_slots = first;
+        c.n_overrides = last - first;
+        c.override_k = s.override_k + skip * s.override_stride;
+        c.override_v = s.override_v + skip * s.override_stride;
+      }
+      out.push_back(c);
+    }
+    j += s.n;
+  }
 }
 
 float attention_score_bound(float scale, int head_dim, float q_norm, float k_norm) {

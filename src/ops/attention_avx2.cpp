@@ -9,6 +9,7 @@
 
 #include "ops/attention_kernels.h"
 #include "ops/fp16.h"
+#include "util/status.h"
 
 namespace agentkv::attention_impl {
 
@@ -23,6 +24,11 @@ inline float hsum(__m256 v) {
 }
 
 inline __m256 load_f16(const kv_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+
+// Eight values of a K or V row: from the f16 cache, or from a tile of rows already converted to f32
+// (exactly: f16 -> f32 is lossless, so both give the same floats).
+inline __m256 load8(const kv_t* p) { return load_f16(p); }
+inline __m256 load8(const float* p) { return _mm256_loadu_ps(p); }
 
 // exp(x) for x <= 0 (softmax after subtracting the max): Cody-Waite range reduction x = n ln2 + r and
 // the Cephes degree-5 polynomial; relative error ~2e-7, far below the f16 rounding the weights get.
@@ -97,37 +103,38 @@ namespace {
 constexpr int kMaxGroup = 8;
 
 // One cached K row against the n_q rounded queries qs ([n_q][head_dim]): scores j of each head.
-inline void score_row(const float* qs, const kv_t* k, int n_q, int head_dim, float scale, float* scratch, int64_t n,
+template <class Row>
+inline void score_row(const float* qs, const Row* k, int n_q, int head_dim, float scale, float* scratch, int64_t n,
                       int64_t j) {
   __m256 acc[kMaxGroup];
   for (int h = 0; h < n_q; ++h) acc[h] = _mm256_setzero_ps();
   for (int d = 0; d < head_dim; d += 8) {
-    const __m256 kk = load_f16(k + d);
-    for (int h = 0; h < n_q; ++h) acc[h] = _mm256_fmadd_ps(kk, _mm256_load_ps(qs + h * head_dim + d), acc[h]);
+    const __m256 kk = load8(k + d);
+    for (int h = 0; h < n_q; ++h) acc[h] = _mm256_fmadd_ps(kk, _mm256_loadu_ps(qs + h * head_dim + d), acc[h]);
   }
   for (int h = 0; h < n_q; ++h) scratch[h * n + j] = hsum(acc[h]) * scale;
 }
 
 inline void round_q(const float* src, float* dst, int n) {
   for (int i = 0; i < n; i += 8)
-    _mm256_store_ps(dst + i, _mm256_cvtph_ps(_mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT)));
+    _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT)));
 }
 
 // Scores of four consecutive K rows against NH rounded queries, kept in registers (4 * NH <= 12
 // accumulators): each score is the same chain of FMAs over d and the same reduction as score_row's
 // hsum, done for the four rows at once (a transposed reduction pairing the same lanes), so the
 // scores are bit-identical to score_row's.
-template <int NH>
-inline void score_rows4(const float* qs, const kv_t* const* k, int head_dim, float scale, float* scratch, int64_t n,
+template <int NH, class Row>
+inline void score_rows4(const float* qs, const Row* const* k, int head_dim, float scale, float* scratch, int64_t n,
                         int64_t j) {
   __m256 acc[NH][4];
   for (int h = 0; h < NH; ++h)
     for (int r = 0; r < 4; ++r) acc[h][r] = _mm256_setzero_ps();
   for (int d = 0; d < head_dim; d += 8) {
     __m256 kk[4];
-    for (int r = 0; r < 4; ++r) kk[r] = load_f16(k[r] + d);
+    for (int r = 0; r < 4; ++r) kk[r] = load8(k[r] + d);
     for (int h = 0; h < NH; ++h) {
-      const __m256 qq = _mm256_load_ps(qs + h * head_dim + d);
+      const __m256 qq = _mm256_loadu_ps(qs + h * head_dim + d);
       for (int r = 0; r < 4; ++r) acc[h][r] = _mm256_fmadd_ps(kk[r], qq, acc[h][r]);
     }
   }
@@ -150,15 +157,16 @@ inline void score_rows4(const float* qs, const kv_t* const* k, int head_dim, flo
 
 // Scores of rows j0.. of the given K rows (n_rows of them) for all n_q heads: heads in passes of at
 // most three (four rows each), the rows left over one at a time.
-template <int NH>
-void score_rows_pass(const float* qs, const kv_t* const* k, int64_t n_rows, int head_dim, float scale, float* scratch,
+template <int NH, class Row>
+void score_rows_pass(const float* qs, const Row* const* k, int64_t n_rows, int head_dim, float scale, float* scratch,
                      int64_t n, int64_t j0) {
   int64_t r = 0;
   for (; r + 4 <= n_rows; r += 4) score_rows4<NH>(qs, k + r, head_dim, scale, scratch, n, j0 + r);
   for (; r < n_rows; ++r) score_row(qs, k[r], NH, head_dim, scale, scratch + 0, n, j0 + r);
 }
 
-void score_rows(const float* qs, const kv_t* const* k, int64_t n_rows, int n_q, int head_dim, float scale,
+template <class Row>
+void score_rows(const float* qs, const Row* const* k, int64_t n_rows, int n_q, int head_dim, float scale,
                 float* scratch, int64_t n, int64_t j0) {
   for (int h0 = 0; h0 < n_q;) {
     const int left = n_q - h0, passes = (left + 2) / 3, nh = (left + passes - 1) / passes;
@@ -173,19 +181,22 @@ void score_rows(const float* qs, const kv_t* const* k, int64_t n_rows, int n_q, 
   }
 }
 
-// out[h] = sum over rows j of weight j of head h * V row j, in row order, one FMA per row and element
-// (as accumulating row by row into out does, so the sums are the same bits), with a slice of 8 * C
-// output columns of every head held in registers across all rows.
-template <int NQ, int C>
-inline void add_v_slice(const kv_t* const* v, int64_t n, const float* w, int d, float* out, int head_dim) {
+// out[h] = sum over rows j of weight j of head h (w[h * w_stride + j]) * V row j, in row order, one FMA
+// per row and element (as accumulating row by row into out does, so the sums are the same bits), with
+// a slice of 8 * C output columns of every head held in registers across all rows. kAccumulate: the
+// sums continue from what out holds (a later tile of rows), else they start from zero.
+template <int NQ, int C, bool kAccumulate, class Row>
+inline void add_v_slice(const Row* const* v, int64_t n, const float* w, int64_t w_stride, int d, float* out,
+                        int head_dim) {
   __m256 acc[NQ][C];
   for (int h = 0; h < NQ; ++h)
-    for (int c = 0; c < C; ++c) acc[h][c] = _mm256_setzero_ps();
+    for (int c = 0; c < C; ++c)
+      acc[h][c] = kAccumulate ? _mm256_loadu_ps(out + h * head_dim + d + 8 * c) : _mm256_setzero_ps();
   for (int64_t j = 0; j < n; ++j) {
     __m256 vv[C];
-    for (int c = 0; c < C; ++c) vv[c] = load_f16(v[j] + d + 8 * c);
+    for (int c = 0; c < C; ++c) vv[c] = load8(v[j] + d + 8 * c);
     for (int h = 0; h < NQ; ++h) {
-      const __m256 wj = _mm256_broadcast_ss(w + h * n + j);
+      const __m256 wj = _mm256_broadcast_ss(w + h * w_stride + j);
       for (int c = 0; c < C; ++c) acc[h][c] = _mm256_fmadd_ps(wj, vv[c], acc[h][c]);
     }
   }
@@ -193,89 +204,141 @@ inline void add_v_slice(const kv_t* const* v, int64_t n, const float* w, int d, 
     for (int c = 0; c < C; ++c) _mm256_storeu_ps(out + h * head_dim + d + 8 * c, acc[h][c]);
 }
 
-template <int NQ>
-void add_v_rows_n(const kv_t* const* v, int64_t n, const float* w, int head_dim, float* out) {
+template <int NQ, bool kAccumulate, class Row>
+void add_v_rows_n(const Row* const* v, int64_t n, const float* w, int64_t w_stride, int head_dim, float* out) {
   // A slice of 32 columns is one 64-byte line of each f16 V row; with 12 accumulators NQ = 3 spills one
   // of them, still faster than reading each line in two passes.
   constexpr int C = NQ <= 3 ? 4 : (NQ <= 6 ? 2 : 1);
   int d = 0;
-  for (; d + 8 * C <= head_dim; d += 8 * C) add_v_slice<NQ, C>(v, n, w, d, out, head_dim);
-  for (; d < head_dim; d += 8) add_v_slice<NQ, 1>(v, n, w, d, out, head_dim);
+  for (; d + 8 * C <= head_dim; d += 8 * C) add_v_slice<NQ, C, kAccumulate>(v, n, w, w_stride, d, out, head_dim);
+  for (; d < head_dim; d += 8) add_v_slice<NQ, 1, kAccumulate>(v, n, w, w_stride, d, out, head_dim);
 }
 
-void add_v_rows(const kv_t* const* v, int64_t n, const float* w, int n_q, int head_dim, float* out) {
+template <bool kAccumulate = false, class Row>
+void add_v_rows(const Row* const* v, int64_t n, const float* w, int64_t w_stride, int n_q, int head_dim, float* out) {
   switch (n_q) {
-    case 1: return add_v_rows_n<1>(v, n, w, head_dim, out);
-    case 2: return add_v_rows_n<2>(v, n, w, head_dim, out);
-    case 3: return add_v_rows_n<3>(v, n, w, head_dim, out);
-    case 4: return add_v_rows_n<4>(v, n, w, head_dim, out);
-    case 5: return add_v_rows_n<5>(v, n, w, head_dim, out);
-    case 6: return add_v_rows_n<6>(v, n, w, head_dim, out);
-    case 7: return add_v_rows_n<7>(v, n, w, head_dim, out);
-    default: return add_v_rows_n<8>(v, n, w, head_dim, out);
+    case 1: return add_v_rows_n<1, kAccumulate>(v, n, w, w_stride, head_dim, out);
+    case 2: return add_v_rows_n<2, kAccumulate>(v, n, w, w_stride, head_dim, out);
+    case 3: return add_v_rows_n<3, kAccumulate>(v, n, w, w_stride, head_dim, out);
+    case 4: return add_v_rows_n<4, kAccumulate>(v, n, w, w_stride, head_dim, out);
+    case 5: return add_v_rows_n<5, kAccumulate>(v, n, w, w_stride, head_dim, out);
+    case 6: return add_v_rows_n<6, kAccumulate>(v, n, w, w_stride, head_dim, out);
+    case 7: return add_v_rows_n<7, kAccumulate>(v, n, w, w_stride, head_dim, out);
+    default: return add_v_rows_n<8, kAccumulate>(v, n, w, w_stride, head_dim, out);
   }
 }
 
-// attend_spans for n_q <= kMaxGroup. The rows' K and V addresses are gathered once (rows of plain
-// spans straight from their block tables), then scores and sums run over those lists with register
-// blocking: four K rows per step, a slice of every head's output kept in registers across all V rows.
-void attend_spans_group(float softcap, const float* q, int n_q, const PagedKvLayer& kv,
-                        std::span<const AttentionSpan> spans, int kv_head, int head_dim, float scale, float* out,
-                        float* scratch) {
-  const int64_t n = span_rows(spans);
-  const int64_t head_off = int64_t(kv_head) * head_dim;
-  const int bs = kv.block_size;
-  thread_local std::vector<const kv_t*> rows_k, rows_v;
-  if (rows_k.size() < size_t(n)) {
-    rows_k.resize(size_t(n));
-    rows_v.resize(size_t(n));
+// The rows of a call's spans: each row's K and V address, and the span whose rotated query it takes
+// (-1: the query as is: a plain row, an override row, or a master row of delta 0). Gathered once per
+// call (rows of plain spans straight from their block tables).
+struct SpanRows {
+  std::vector<const kv_t*> k, v;
+  std::vector<int32_t> query_of;
+};
+
+SpanRows& gather_rows(const PagedKvLayer& kv, std::span<const AttentionSpan> spans, int64_t head_off, int64_t n) {
+  thread_local SpanRows r;
+  if (r.k.size() < size_t(n)) {
+    r.k.resize(size_t(n));
+    r.v.resize(size_t(n));
+    r.query_of.resize(size_t(n));
   }
-  // q rounded to f16 (as ggml converts it to the cache type), kept as f32 for the FMAs.
-  alignas(32) float qh[kMaxGroup * 1024];
-  round_q(q, qh, n_q * head_dim);
   if (plain_spans(spans)) {
+    const int bs = kv.block_size;
     int64_t j = 0;
     for (const AttentionSpan& sp : spans)
       for (int64_t slot = sp.lo; slot < sp.lo + sp.n; ++slot, ++j) {
         const kv_t* k = kv.k(sp.table[slot / bs], int(slot % bs)) + head_off;
-        rows_k[size_t(j)] = k;
-        rows_v[size_t(j)] = k + kv.v_offset;
+        r.k[size_t(j)] = k;
+        r.v[size_t(j)] = k + kv.v_offset;
       }
-    score_rows(qh, rows_k.data(), n, n_q, head_dim, scale, scratch, n, 0);
-  } else {
-    for_each_span_row<true>(kv, spans, head_off, [&](int64_t j, size_t, const kv_t* v, bool) { rows_v[size_t(j)] = v; });
-    // A master span's query is rotated back by its delta; its override rows (already at the agent's
-    // positions) and plain rows take q as is. Rows are scored in runs of one query, four rows a step
-    // (score_rows: the same bits as one row at a time).
-    thread_local std::vector<int32_t> query_of;  // per row: the span whose rotated query it takes, or -1
-    if (query_of.size() < size_t(n)) query_of.resize(size_t(n));
-    for_each_span_row<false>(kv, spans, head_off, [&](int64_t j, size_t s, const kv_t* k, bool master) {
-      rows_k[size_t(j)] = k;
-      query_of[size_t(j)] = master && spans[s].rope_delta != 0 ? int32_t(s) : -1;
-    });
-    alignas(32) float qr[kMaxGroup * 1024];
-    int32_t rotated_for = -1;  // the span qr holds the query for
-    for (int64_t j0 = 0; j0 < n;) {
-      const int32_t s = query_of[size_t(j0)];
-      int64_t j1 = j0 + 1;
-      while (j1 < n && query_of[size_t(j1)] == s) ++j1;
-      const float* qs = qh;
-      if (s >= 0) {
-        if (rotated_for != s) {
-          std::copy(q, q + n_q * head_dim, qr);
-          spans[size_t(s)].rope->shift(qr, n_q, -spans[size_t(s)].rope_delta);
-          round_q(qr, qr, n_q * head_dim);
-          rotated_for = s;
-        }
-        qs = qr;
-      }
-      score_rows(qs, rows_k.data() + j0, j1 - j0, n_q, head_dim, scale, scratch, n, j0);
-      j0 = j1;
-    }
+    std::fill(r.query_of.begin(), r.query_of.begin() + n, -1);
+    return r;
   }
+  for_each_span_row<true>(kv, spans, head_off, [&](int64_t j, size_t, const kv_t* v, bool) { r.v[size_t(j)] = v; });
+  for_each_span_row<false>(kv, spans, head_off, [&](int64_t j, size_t s, const kv_t* k, bool master) {
+    r.k[size_t(j)] = k;
+    r.query_of[size_t(j)] = master && spans[s].rope_delta != 0 ? int32_t(s) : -1;
+  });
+  return r;
+}
+
+// One query token's n_q heads: q rounded to f16 (as ggml converts it to the cache type, kept as f32 for
+// the FMAs), and the query rotated back by a master span's delta for the span it was last asked for.
+struct TokenQuery {
+  const float* q = nullptr;
+  float* qh = nullptr;  // [n_q * head_dim]
+  float* qr = nullptr;  // [n_q * head_dim]
+  int32_t rotated_for = -1;
+
+  void start(const float* query, float* rounded, float* rotated, int n) {
+    q = query;
+    qh = rounded;
+    qr = rotated;
+    rotated_for = -1;
+    round_q(q, qh, n);
+  }
+  const float* for_span(std::span<const AttentionSpan> spans, int32_t s, int n_q, int head_dim) {
+    if (s < 0) return qh;
+    if (rotated_for != s) {
+      std::copy(q, q + n_q * head_dim, qr);
+      spans[size_t(s)].rope->shift(qr, n_q, -spans[size_t(s)].rope_delta);
+      round_q(qr, qr, n_q * head_dim);
+      rotated_for = s;
+    }
+    return qr;
+  }
+};
+
+// Scores of rows [a, b) of the call for one token, into scratch[h * n + j - j_base]: runs of rows that
+// take the same query, four rows a step (score_rows: the same bits as one row at a time). k[j - k_base]
+// is row j's K.
+template <class Row>
+void score_runs(TokenQuery& tq, std::span<const AttentionSpan> spans, const int32_t* query_of, const Row* const* k,
+                int64_t k_base, int64_t a, int64_t b, int n_q, int head_dim, float scale, float* scratch, int64_t n,
+                int64_t j_base) {
+  for (int64_t j0 = a; j0 < b;) {
+    const int32_t s = query_of[j0];
+    int64_t j1 = j0 + 1;
+    while (j1 < b && query_of[j1] == s) ++j1;
+    score_rows(tq.for_span(spans, s, n_q, head_dim), k + (j0 - k_base), j1 - j0, n_q, head_dim, scale, scratch, n,
+               j0 - j_base);
+    j0 = j1;
+  }
+}
+
+// attend_spans for n_q <= kMaxGroup: scores and sums over the gathered rows with register blocking,
+// four K rows per step, a slice of every head's output kept in registers across all V rows.
+void attend_spans_group(float softcap, const float* q, int n_q, const PagedKvLayer& kv,
+                        std::span<const AttentionSpan> spans, int kv_head, int head_dim, float scale, float* out,
+                        float* scratch) {
+  const int64_t n = span_rows(spans);
+  const SpanRows& rows = gather_rows(kv, spans, int64_t(kv_head) * head_dim, n);
+  alignas(32) float qh[kMaxGroup * 1024], qr[kMaxGroup * 1024];
+  TokenQuery tq;
+  tq.start(q, qh, qr, n_q * head_dim);
+  score_runs(tq, spans, rows.query_of.data(), rows.k.data(), 0, 0, n, n_q, head_dim, scale, scratch, n, 0);
   if (softcap > 0.0f) apply_softcap(scratch, int64_t(n_q) * n, softcap);
   softmax_rows_f16_weights_avx2(scratch, n_q, n);
-  add_v_rows(rows_v.data(), n, scratch, n_q, head_dim, out);
+  add_v_rows(rows.v.data(), n, scratch, n, n_q, head_dim, out);
+}
+
+// Rows per tile of attend_spans_many: 64 rows of K (or V) as f32 take 64 KiB at head_dim 256, so a
+// tile stays in L2 while every query token of the call reads it.
+constexpr int64_t kTileRows = 64;
+
+// The tile's rows [r0, r1) for the tokens of a call: converted to f32 once when two or more tokens read
+// them, else the f16 rows as they are. fn(rows, k_base) gets the row pointers and the first row's index.
+template <class Fn>
+void with_tile(const kv_t* const* src, int64_t r0, int64_t r1, int readers, int head_dim, float* tile, Fn&& fn) {
+  if (readers < 2) return fn(src + r0, r0);
+  const float* rows[kTileRows];
+  for (int64_t r = r0; r < r1; ++r) {
+    float* dst = tile + (r - r0) * head_dim;
+    for (int d = 0; d < head_dim; d += 8) _mm256_storeu_ps(dst + d, load_f16(src[r] + d));
+    rows[r - r0] = dst;
+  }
+  fn(static_cast<const float* const*>(rows), r0);
 }
 
 }  // namespace
@@ -290,6 +353,84 @@ void attend_spans_avx2(float softcap, const float* q, int n_q, const PagedKvLaye
     return;
   }
   attend_spans_group(softcap, q, n_q, kv, spans, kv_head, head_dim, scale, out, scratch);
+}
+
+void attend_spans_many_avx2(float softcap, std::span<const SpanQuery> queries, int n_q, const PagedKvLayer& kv,
+                            std::span<const AttentionSpan> spans, int kv_head, int head_dim, float scale) {
+  const int64_t n = span_rows(spans);
+  if (n_q > kMaxGroup) {  // very wide groups: one token at a time
+    std::vector<AttentionSpan> clipped;
+    std::vector<float> scratch;
+    for (const SpanQuery& sq : queries) {
+      clip_spans(spans, sq.first_row, sq.n_rows, clipped);
+      scratch.resize(size_t(n_q) * size_t(sq.n_rows));
+      attend_spans_avx2(softcap, sq.q, n_q, kv, clipped, kv_head, head_dim, scale, sq.out, scratch.data());
+    }
+    return;
+  }
+  const SpanRows& rows = gather_rows(kv, spans, int64_t(kv_head) * head_dim, n);
+  const size_t nt = queries.size(), qn = size_t(n_q) * size_t(head_dim);
+  // Per token: its query buffers and its scores ([n_q][its rows], as attend_spans_group lays them out).
+  thread_local std::vector<float> qbuf, scores, tile;
+  thread_local std::vector<TokenQuery> tq;
+  thread_local std::vector<size_t> score_at;
+  qbuf.resize(2 * nt * qn);
+  tq.resize(nt);
+  score_at.resize(nt);
+  tile.resize(size_t(kTileRows) * size_t(head_dim));
+  size_t total = 0;
+  int64_t r_lo = n, r_hi = 0;
+  for (size_t t = 0; t < nt; ++t) {
+    const SpanQuery& sq = queries[t];
+    AGENTKV_CHECK(sq.first_row >= 0 && sq.n_rows >= 1 && sq.first_row + sq.n_rows <= n);
+    tq[t].start(sq.q, &qbuf[2 * t * qn], &qbuf[(2 * t + 1) * qn], int(qn));
+    score_at[t] = total;
+    total += size_t(n_q) * size_t(sq.n_rows);
+    r_lo = std::min(r_lo, sq.first_row);
+    r_hi = std::max(r_hi, sq.first_row + sq.n_rows);
+  }
+  scores.resize(total);
+  const auto readers = [&](int64_t r0, int64_t r1) {
+    int c = 0;
+    for (const SpanQuery& sq : queries) c += sq.first_row < r1 && sq.first_row + sq.n_rows > r0;
+    return c;
+  };
+  // Scores, one tile of K rows at a time for every token that attends into it.
+  for (int64_t r0 = r_lo; r0 < r_hi; r0 += kTileRows) {
+    const int64_t r1 = std::min(r0 + kTileRows, r_hi);
+    const int c = readers(r0, r1);
+    if (c == 0) continue;
+    with_tile(rows.k.data(), r0, r1, c, head_dim, tile.data(), [&](auto k, int64_t k_base) {
+      for (size_t t = 0; t < nt; ++t) {
+        const SpanQuery& sq = queries[t];
+        const int64_t a = std::max(r0, sq.first_row), b = std::min(r1, sq.first_row + sq.n_rows);
+        if (a < b)
+          score_runs(tq[t], spans, rows.query_of.data(), k, k_base, a, b, n_q, head_dim, scale, &scores[score_at[t]],
+                     sq.n_rows, sq.first_row);
+      }
+    });
+  }
+  for (size_t t = 0; t < nt; ++t) {
+    float* sc = &scores[score_at[t]];
+    if (softcap > 0.0f) apply_softcap(sc, int64_t(n_q) * queries[t].n_rows, softcap);
+    softmax_rows_f16_weights_avx2(sc, n_q, queries[t].n_rows);
+    std::fill(queries[t].out, queries[t].out + qn, 0.0f);
+  }
+  // Outputs, one tile of V rows at a time: each head's sums go on from the tile before, in row order.
+  for (int64_t r0 = r_lo; r0 < r_hi; r0 += kTileRows) {
+    const int64_t r1 = std::min(r0 + kTileRows, r_hi);
+    const int c = readers(r0, r1);
+    if (c == 0) continue;
+    with_tile(rows.v.data(), r0, r1, c, head_dim, tile.data(), [&](auto v, int64_t v_base) {
+      for (size_t t = 0; t < nt; ++t) {
+        const SpanQuery& sq = queries[t];
+        const int64_t a = std::max(r0, sq.first_row), b = std::min(r1, sq.first_row + sq.n_rows);
+        if (a < b)
+          add_v_rows<true>(v + (a - v_base), b - a, &scores[score_at[t]] + (a - sq.first_row), sq.n_rows, n_q,
+                           head_dim, sq.out);
+      }
+    });
+  }
 }
 
 void attend_group_avx2(float softcap, const float* q, int n_q, const PagedKvLayer& kv, const int32_t* table, int64_t lo,

@@ -21,6 +21,9 @@ void attend_spans_scalar(float softcap, const float* q, int n_q, const PagedKvLa
 void attend_spans_avx2(float softcap, const float* q, int n_q, const PagedKvLayer& kv,
                        std::span<const AttentionSpan> spans, int kv_head, int head_dim, float scale, float* out,
                        float* scratch);
+// attend_spans_many with AVX2 + F16C (the scalar level runs attend_spans_scalar token by token).
+void attend_spans_many_avx2(float softcap, std::span<const SpanQuery> queries, int n_q, const PagedKvLayer& kv,
+                            std::span<const AttentionSpan> spans, int kv_head, int head_dim, float scale);
 
 // Calls fn(j, s, row, master) for each row j of the spans in order (s: its span's index), with
 // `row` this head's K (or V with kV) and `master` true for a row read from a master span's blocks

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <span>
+#include <vector>
 
 #include "ops/attention.h"
 #include "ops/rope.h"
@@ -44,6 +45,30 @@ struct AttentionSpan {
 // a bound on the output (attention_score_bound states it).
 void attend_spans(const float* q, int n_q, const PagedKvLayer& kv, std::span<const AttentionSpan> spans, int kv_head,
                   int head_dim, float scale, float* out, float* scratch, float softcap = 0.0f);
+
+// One query token of attend_spans_many: its n_q query heads, where its output goes, and the rows it
+// attends, rows [first_row, first_row + n_rows) of the concatenated spans.
+struct SpanQuery {
+  const float* q = nullptr;
+  float* out = nullptr;
+  int64_t first_row = 0;
+  int64_t n_rows = 0;
+};
+
+// attend_spans for several query tokens of one sequence at once, each over its own range of the same
+// spans (a causal prefill's tokens: the same start, each its own end; a sliding window: each its own
+// window): every token's output is attend_spans' over the spans its rows cover, bit for bit (each score
+// the same FMA chain, each softmax over the token's own rows, each V sum in row order), while each
+// cached K/V row is read and converted from f16 once per call instead of once per token. Rows no token
+// attends are never read.
+void attend_spans_many(std::span<const SpanQuery> queries, int n_q, const PagedKvLayer& kv,
+                       std::span<const AttentionSpan> spans, int kv_head, int head_dim, float scale,
+                       float softcap = 0.0f);
+
+// The spans covering rows [first_row, first_row + n_rows) of `spans`' concatenation (a plain span cut
+// at a row, a master span's overrides cut with it): what attend_spans reads for a SpanQuery.
+void clip_spans(std::span<const AttentionSpan> spans, int64_t first_row, int64_t n_rows,
+                std::vector<AttentionSpan>& out);
 
 // The bound above on one score's difference, for a query of norm q_norm and a master K row of norm
 // k_norm (softcap does not widen it: it is 1-Lipschitz). Includes f16's subnormal absolute rounding.
