@@ -357,6 +357,23 @@ void attend_spans_avx2(float softcap, const float* q, int n_q, const PagedKvLaye
 
 void attend_spans_many_avx2(float softcap, std::span<const SpanQuery> queries, int n_q, const PagedKvLayer& kv,
                             std::span<const AttentionSpan> spans, int kv_head, int head_dim, float scale) {
+  // The tokens' scores are held until their softmax: at most kMaxScores floats (16 MiB) per thread, so
+  // long contexts take the tokens in smaller groups (one token alone may take more).
+  constexpr size_t kMaxScores = size_t(1) << 22;
+  size_t held = 0, first = 0;
+  for (size_t t = 0; t < queries.size(); ++t) {
+    const size_t need = size_t(n_q) * size_t(queries[t].n_rows);
+    if (t > first && held + need > kMaxScores) {
+      attend_spans_many_avx2(softcap, queries.subspan(first, t - first), n_q, kv, spans, kv_head, head_dim, scale);
+      first = t;
+      held = 0;
+    }
+    held += need;
+  }
+  if (first > 0) {
+    attend_spans_many_avx2(softcap, queries.subspan(first), n_q, kv, spans, kv_head, head_dim, scale);
+    return;
+  }
   const int64_t n = span_rows(spans);
   if (n_q > kMaxGroup) {  // very wide groups: one token at a time
     std::vector<AttentionSpan> clipped;

@@ -166,6 +166,43 @@ TEST(AttentionSpansMany, EveryTokenEqualsAttendSpansOverItsOwnRowsBitForBit) {
   set_isa_level_for_testing(prev);
 }
 
+// Tokens whose scores together pass what one call holds at once (16 MiB per thread) are taken in groups:
+// 16 tokens of 8 heads over ~40k plain rows, the same bits as each token alone.
+TEST(AttentionSpansMany, TokensOfALongContextTakenInGroupsKeepTheirBits) {
+  constexpr int hd = 8, group = 8, kv_dim = hd, block = 16, n_ctx = 40000;
+  std::mt19937 rng(31);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::vector<kv_t> data(size_t(n_ctx / block) * 2 * block * kv_dim);
+  std::vector<float> row(kv_dim);
+  for (size_t i = 0; i < data.size(); i += kv_dim) {
+    for (float& x : row) x = 2.0f * nd(rng);
+    kv_store(&data[i], row.data(), kv_dim);
+  }
+  PagedKvLayer l;
+  l.base = data.data();
+  l.block_stride = 2 * block * kv_dim;
+  l.v_offset = block * kv_dim;
+  l.block_size = block;
+  l.kv_dim = kv_dim;
+  std::vector<int32_t> table(n_ctx / block);
+  for (size_t i = 0; i < table.size(); ++i) table[i] = int32_t(i);
+  const AttentionSpan all{table.data(), 0, n_ctx};
+  constexpr int kTokens = 16;
+  std::vector<float> q(size_t(kTokens) * group * hd), got(q.size()), want(q.size());
+  for (float& x : q) x = nd(rng);
+  std::vector<SpanQuery> queries;
+  for (int t = 0; t < kTokens; ++t)
+    queries.push_back(SpanQuery{&q[size_t(t) * group * hd], &got[size_t(t) * group * hd], 0, n_ctx - kTokens + t + 1});
+  attend_spans_many(queries, group, l, std::span<const AttentionSpan>(&all, 1), 0, hd, 0.3f);
+  std::vector<float> scratch(size_t(group) * n_ctx);
+  for (int t = 0; t < kTokens; ++t) {
+    const AttentionSpan own{table.data(), 0, queries[size_t(t)].n_rows};
+    attend_spans(&q[size_t(t) * group * hd], group, l, std::span<const AttentionSpan>(&own, 1), 0, hd, 0.3f,
+                 &want[size_t(t) * group * hd], scratch.data());
+  }
+  EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0);
+}
+
 }  // namespace
 }  // namespace attention_many_test
 }  // namespace agentkv
