@@ -58,8 +58,9 @@ struct SpanQuery {
 // attend_spans for several query tokens of one sequence at once, each over its own range of the same
 // spans (a causal prefill's tokens: the same start, each its own end; a sliding window: each its own
 // window): every token's output is attend_spans' over the spans its rows cover, bit for bit (each score
-// the same FMA chain, each softmax over the token's own rows, each V sum in row order), while each
-// cached K/V row is read and converted from f16 once per call instead of once per token. Rows no token
+// the same FMA chain, each softmax over the token's own rows, each V sum in row order), while a cached
+// K/V row that several of the tokens attend is read and converted from f16 once for all of them instead
+// of once per token (once per group of tokens when their scores together pass 16 MiB). Rows no token
 // attends are never read.
 void attend_spans_many(std::span<const SpanQuery> queries, int n_q, const PagedKvLayer& kv,
                        std::span<const AttentionSpan> spans, int kv_head, int head_dim, float scale,
