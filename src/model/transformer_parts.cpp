@@ -142,8 +142,8 @@ void attention(const ModelConfig& cfg, const Batch& b, const KvArena& kv, int il
     });
   // One work item = a run of consecutive tokens of one sequence and one KV head with its whole group of
   // query heads: each cached K/V row is read once per group and run (attend_spans_many, the same bits as
-  // one token at a time). Runs are at most kRunTokens long, shorter when the batch is small, so every
-  // thread still gets several items.
+  // one token at a time; a run of one is a decode step). Runs are at most kRunTokens long, shorter when
+  // the batch is small, so every thread still gets several items.
   constexpr int64_t kRunTokens = 16;
   const int64_t run_cap = std::clamp<int64_t>(b.size() * cfg.n_head_kv / (4 * int64_t(pool.size())), 1, kRunTokens);
   std::vector<std::pair<int64_t, int64_t>> runs;  // tokens [first, second)
@@ -155,7 +155,6 @@ void attention(const ModelConfig& cfg, const Batch& b, const KvArena& kv, int il
   }
   const int64_t n_items = int64_t(runs.size()) * cfg.n_head_kv;
   pool.parallel_for(n_items, 1, [&](int64_t i0, int64_t i1) {
-    std::vector<float> scratch;
     std::vector<AttentionSpan> spans;
     std::vector<SpanQuery> queries;
     for (int64_t i = i0; i < i1; ++i) {
@@ -173,12 +172,6 @@ void attention(const ModelConfig& cfg, const Batch& b, const KvArena& kv, int il
       if (c) c->spans(b.seqs[size_t(si)], lo, hi, spans);
       else spans.push_back(AttentionSpan{b.seqs[size_t(si)].table, lo, hi - lo + 1});
       const auto offset = [&](int64_t t) { return (t * cfg.n_head + int64_t(kvh) * group) * hd; };
-      if (t1 - t0 == 1) {
-        scratch.resize(size_t(group) * size_t(hi - lo + 1));
-        attend_spans(q + offset(t0), group, l, spans, kvh, hd, scale, out + offset(t0), scratch.data(),
-                     cfg.attn_softcap);
-        continue;
-      }
       queries.clear();
       for (int64_t t = t0; t < t1; ++t) {
         const int64_t first = first_attended_slot(b.slots[t], window);

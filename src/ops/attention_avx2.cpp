@@ -414,26 +414,28 @@ void attend_spans_many_avx2(float softcap, std::span<const SpanQuery> queries, i
     r_hi = std::max(r_hi, sq.first_row + sq.n_rows);
   }
   scores.resize(total);
-  const auto readers = [&](int64_t r0, int64_t r1) {
-    int c = 0;
-    for (const SpanQuery& sq : queries) c += sq.first_row < r1 && sq.first_row + sq.n_rows > r0;
-    return c;
+  // fn(t, rows, base, a, b) for every token t attending into each tile [r0, r1) of `src`, tile by tile:
+  // rows [a, b) of the token, row j at rows[j - base].
+  const auto each_tile = [&](const std::vector<const kv_t*>& src, auto&& fn) {
+    for (int64_t r0 = r_lo; r0 < r_hi; r0 += kTileRows) {
+      const int64_t r1 = std::min(r0 + kTileRows, r_hi);
+      int readers = 0;
+      for (const SpanQuery& sq : queries) readers += sq.first_row < r1 && sq.first_row + sq.n_rows > r0;
+      if (readers == 0) continue;
+      with_tile(src.data(), r0, r1, readers, head_dim, tile.data(), [&](auto tile_rows, int64_t base) {
+        for (size_t t = 0; t < nt; ++t) {
+          const SpanQuery& sq = queries[t];
+          const int64_t a = std::max(r0, sq.first_row), b = std::min(r1, sq.first_row + sq.n_rows);
+          if (a < b) fn(t, tile_rows, base, a, b);
+        }
+      });
+    }
   };
-  // Scores, one tile of K rows at a time for every token that attends into it.
-  for (int64_t r0 = r_lo; r0 < r_hi; r0 += kTileRows) {
-    const int64_t r1 = std::min(r0 + kTileRows, r_hi);
-    const int c = readers(r0, r1);
-    if (c == 0) continue;
-    with_tile(rows.k.data(), r0, r1, c, head_dim, tile.data(), [&](auto k, int64_t k_base) {
-      for (size_t t = 0; t < nt; ++t) {
-        const SpanQuery& sq = queries[t];
-        const int64_t a = std::max(r0, sq.first_row), b = std::min(r1, sq.first_row + sq.n_rows);
-        if (a < b)
-          score_runs(tq[t], spans, rows.query_of.data(), k, k_base, a, b, n_q, head_dim, scale, &scores[score_at[t]],
-                     sq.n_rows, sq.first_row);
-      }
-    });
-  }
+  // Scores, one tile of K rows at a time.
+  each_tile(rows.k, [&](size_t t, auto k, int64_t base, int64_t a, int64_t b) {
+    score_runs(tq[t], spans, rows.query_of.data(), k, base, a, b, n_q, head_dim, scale, &scores[score_at[t]],
+               queries[t].n_rows, queries[t].first_row);
+  });
   for (size_t t = 0; t < nt; ++t) {
     float* sc = &scores[score_at[t]];
     if (softcap > 0.0f) apply_softcap(sc, int64_t(n_q) * queries[t].n_rows, softcap);
@@ -441,20 +443,10 @@ void attend_spans_many_avx2(float softcap, std::span<const SpanQuery> queries, i
     std::fill(queries[t].out, queries[t].out + qn, 0.0f);
   }
   // Outputs, one tile of V rows at a time: each head's sums go on from the tile before, in row order.
-  for (int64_t r0 = r_lo; r0 < r_hi; r0 += kTileRows) {
-    const int64_t r1 = std::min(r0 + kTileRows, r_hi);
-    const int c = readers(r0, r1);
-    if (c == 0) continue;
-    with_tile(rows.v.data(), r0, r1, c, head_dim, tile.data(), [&](auto v, int64_t v_base) {
-      for (size_t t = 0; t < nt; ++t) {
-        const SpanQuery& sq = queries[t];
-        const int64_t a = std::max(r0, sq.first_row), b = std::min(r1, sq.first_row + sq.n_rows);
-        if (a < b)
-          add_v_rows<true>(v + (a - v_base), b - a, &scores[score_at[t]] + (a - sq.first_row), sq.n_rows, n_q,
-                           head_dim, sq.out);
-      }
-    });
-  }
+  each_tile(rows.v, [&](size_t t, auto v, int64_t base, int64_t a, int64_t b) {
+    add_v_rows<true>(v + (a - base), b - a, &scores[score_at[t]] + (a - queries[t].first_row), queries[t].n_rows, n_q,
+                     head_dim, queries[t].out);
+  });
 }
 
 void attend_group_avx2(float softcap, const float* q, int n_q, const PagedKvLayer& kv, const int32_t* table, int64_t lo,
