@@ -118,17 +118,17 @@ void attend_spans(const float* q, int n_q, const PagedKvLayer& kv, std::span<con
 
 void attend_spans_many(std::span<const SpanQuery> queries, int n_q, const PagedKvLayer& kv,
                        std::span<const AttentionSpan> spans, int kv_head, int head_dim, float scale, float softcap) {
-  if (use_avx2() && head_dim % 8 == 0 && head_dim <= 1024) {
+  if (use_avx2() && head_dim % 8 == 0 && head_dim <= 1024 && n_q <= attention_impl::kAvx2MaxGroup) {
     attention_impl::attend_spans_many_avx2(softcap, queries, n_q, kv, spans, kv_head, head_dim, scale);
     return;
   }
+  // The scalar level and very wide groups: token by token, each over its own rows.
   std::vector<AttentionSpan> clipped;
   std::vector<float> scratch;
   for (const SpanQuery& sq : queries) {
     clip_spans(spans, sq.first_row, sq.n_rows, clipped);
     scratch.resize(size_t(n_q) * size_t(sq.n_rows));
-    attention_impl::attend_spans_scalar(softcap, sq.q, n_q, kv, clipped, kv_head, head_dim, scale, sq.out,
-                                        scratch.data());
+    attend_spans(sq.q, n_q, kv, clipped, kv_head, head_dim, scale, sq.out, scratch.data(), softcap);
   }
 }
 

@@ -100,7 +100,7 @@ void kv_load_avx2(float* dst, const kv_t* src, int n) {
 
 namespace {
 
-constexpr int kMaxGroup = 8;
+constexpr int kMaxGroup = kAvx2MaxGroup;
 
 // One cached K row against the n_q rounded queries qs ([n_q][head_dim]): scores j of each head.
 template <class Row>
@@ -382,16 +382,7 @@ void attend_spans_many_avx2(float softcap, std::span<const SpanQuery> queries, i
     return;
   }
   const int64_t n = span_rows(spans);
-  if (n_q > kMaxGroup) {  // very wide groups: one token at a time
-    std::vector<AttentionSpan> clipped;
-    std::vector<float> scratch;
-    for (const SpanQuery& sq : queries) {
-      clip_spans(spans, sq.first_row, sq.n_rows, clipped);
-      scratch.resize(size_t(n_q) * size_t(sq.n_rows));
-      attend_spans_avx2(softcap, sq.q, n_q, kv, clipped, kv_head, head_dim, scale, sq.out, scratch.data());
-    }
-    return;
-  }
+  AGENTKV_CHECK(n_q <= kMaxGroup);
   const SpanRows& rows = gather_rows(kv, spans, int64_t(kv_head) * head_dim, n);
   const size_t nt = queries.size(), qn = size_t(n_q) * size_t(head_dim);
   // Per token: its query buffers and its scores ([n_q][its rows], as attend_spans_group lays them out).

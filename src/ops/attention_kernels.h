@@ -21,7 +21,10 @@ void attend_spans_scalar(float softcap, const float* q, int n_q, const PagedKvLa
 void attend_spans_avx2(float softcap, const float* q, int n_q, const PagedKvLayer& kv,
                        std::span<const AttentionSpan> spans, int kv_head, int head_dim, float scale, float* out,
                        float* scratch);
-// attend_spans_many with AVX2 + F16C (the scalar level runs attend_spans_scalar token by token).
+// The widest query group the AVX2 kernels block in registers (attend_spans_avx2 splits wider ones).
+inline constexpr int kAvx2MaxGroup = 8;
+// attend_spans_many with AVX2 + F16C, for n_q <= kAvx2MaxGroup (attend_spans_many runs other groups, and
+// the scalar level, token by token through attend_spans).
 void attend_spans_many_avx2(float softcap, std::span<const SpanQuery> queries, int n_q, const PagedKvLayer& kv,
                             std::span<const AttentionSpan> spans, int kv_head, int head_dim, float scale);
 
