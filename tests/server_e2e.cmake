@@ -100,7 +100,7 @@ agentkv_e2e_test(server.transfer_e2e transfer_e2e.py 600)
 
 # Rounds with every turn reading its master + diff context inside attention (issue 17): the gate measures
 # that path, 12 SmolLM2 agents run 3 shared rounds, contexts stay compact, a fork answers as its original,
-# every block comes back.
+# every block comes back; the same with --master-context agent, and a bad --master-context is a one-line error.
 agentkv_e2e_test(server.resume_in_attention_e2e resume_in_attention_e2e.py 1200)
 
 # Echoes (issue 17): with --echo-keep the gate measures the path with them, each agent's answer quoted in the

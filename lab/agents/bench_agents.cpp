@@ -123,7 +123,7 @@ RoundStats tokendance_stats(const TokendanceRoundOut& t, int round, int64_t bpb,
   return rs;
 }
 
-std::string ratio_label(double r, DiffFormat f, std::optional<double> echo) {
+std::string ratio_label(double r, DiffFormat f, std::optional<double> echo, MasterContext master) {
   char buf[48];
   std::snprintf(buf, sizeof buf, "td@%g", r);
   std::string label = diff_format_lossless(f) ? buf : std::string(buf) + "/" + std::string(diff_format_name(f));
@@ -131,6 +131,7 @@ std::string ratio_label(double r, DiffFormat f, std::optional<double> echo) {
     std::snprintf(buf, sizeof buf, "/echo@%g", *echo);
     label += buf;
   }
+  if (master != MasterContext::kBlock) label += std::string("/master@") + master_context_name(master);
   return label;
 }
 
@@ -153,6 +154,7 @@ Result<ModeReport> run_mode(const LoadedModel& lm, ThreadPool& pool, const Bench
   eo.diff_format = format;
   eo.resume_in_attention = opt.resume_in_attention;
   if (tokendance) eo.echo_keep = echo;
+  if (tokendance) eo.master_context = opt.master_context;
   std::unique_ptr<Engine> engine;
   AGENTKV_ASSIGN_OR_RETURN(engine, Engine::create(lm, eo, pool));
   std::unique_ptr<Workload> wl;
@@ -163,7 +165,7 @@ Result<ModeReport> run_mode(const LoadedModel& lm, ThreadPool& pool, const Bench
   const int64_t budget_blocks = engine->kv().pool().n_blocks();
 
   ModeReport rep;
-  rep.mode = tokendance ? ratio_label(ratio, format, echo) : mode;
+  rep.mode = tokendance ? ratio_label(ratio, format, echo, opt.master_context) : mode;
   rep.sampled_agents.assign(sample.begin(), sample.end());
   const bool sampled_run = !tokendance && !sample.empty();
   if (sampled_run) {

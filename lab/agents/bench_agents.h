@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/engine.h"
 #include "kv/kv_diff_codec.h"
 #include "model/loaded_model.h"
 #include "util/json.h"
@@ -35,6 +36,9 @@ struct BenchAgentsOptions {
   // tokendance: echoes (EngineOptions::echo_keep), one run per entry (nullopt: off; reported as
   // td@R/echo@K).
   std::vector<std::optional<double>> echo_keeps{std::nullopt};
+  // tokendance: where each round's block master is computed (EngineOptions::master_context; reported as
+  // td@R/.../master@agent when in an agent's context).
+  MasterContext master_context = MasterContext::kBlock;
   // tokendance: also time the same reuse agent by agent (each agent's copy and prefix are kept through
   // the round for it, as they are for quality). Off where only the budget is under test (find-fit).
   bool per_agent_timing = true;

@@ -17,7 +17,7 @@ namespace agentkv {
 
 int cmd_bench_agents(int argc, char** argv) {
   std::string model = "smollm2", workload = "generative-agents", modes = "prefix", json_out, plot_out;
-  std::string recompute = "0.15", diff_formats = "f16", fit_from, echo_keeps = "off";
+  std::string recompute = "0.15", diff_formats = "f16", fit_from, echo_keeps = "off", master_context = "block";
   bool no_quality = false, find_fit = false, resume_in_attention = false;
   int64_t agents = 0, rounds = 0, sample = 0, seed = 1, digest_messages = WorkloadOptions{}.digest_messages, threads = 0, block_size = 16, batch_tokens = 512, kv_mem = 0;
   bool quiet = false;
@@ -41,6 +41,10 @@ int cmd_bench_agents(int argc, char** argv) {
   p.add_flag("--resume-in-attention", &resume_in_attention,
              "tokendance: each turn reads its master–diff context inside attention (the masters in place, its diff "
              "rows over them) instead of restoring a dense copy first");
+  p.add_string("--master-context", &master_context,
+               "tokendance: where each round's shared block's master is computed: block ([BOS][block], on its own) "
+               "or agent (the first sharing agent's own context up to the block's end, prefilled exactly: the others' "
+               "rows deviate less from their exact ones, at the cost of that context's prefill once a round)");
   p.add_string("--echo-keep", &echo_keeps,
                "tokendance: off, or the share (0-1) of an echo's rows kept: an agent's own earlier text (its last "
                "answer) that the round's shared block quotes is stored as the block master's rows plus that share of "
@@ -113,6 +117,9 @@ int cmd_bench_agents(int argc, char** argv) {
     if (!format.ok()) return cli_fail("--diff-format: " + format.error());
     opt.diff_formats.push_back(*format);
   }
+  auto master = parse_master_context(master_context);
+  if (!master.ok()) return cli_fail("--master-context: " + master.error());
+  opt.master_context = *master;
   opt.echo_keeps.clear();
   for (const std::string& e : split_commas(echo_keeps)) {
     auto keep = parse_echo_keep(e);

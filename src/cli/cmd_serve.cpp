@@ -192,6 +192,12 @@ int cmd_serve(int argc, char** argv) {
                "stored once, as the block master's rows plus SHARE of its rows (those deviating most), by whole KV "
                "blocks: less KV per agent, approximately (BENCHMARKS.md, \"Echoes\"); the rounds' quality gate "
                "measures it");
+  std::string master_context = "block";
+  p.add_string("--master-context", &master_context,
+               "block | agent: where /v1/rounds computes a round's shared block's master: on its own ([BOS][block]) "
+               "or in the first sharing agent's own context up to the block's end, prefilled exactly once a round: "
+               "the other agents' rows then deviate less from their exact ones (BENCHMARKS.md, \"The master computed "
+               "in an agent's context\"); the rounds' quality gate measures it");
   std::string prm_calibration;
   p.add_string("--prm-calibration", &prm_calibration,
                "verify heads from agentkv fit-prm (comma-separated files), used by POST /v1/agents/{id}/score on the "
@@ -225,6 +231,9 @@ int cmd_serve(int argc, char** argv) {
   auto parsed_echo = parse_echo_keep(echo_keep);
   if (!parsed_echo.ok()) return cli_fail("--echo-keep: " + parsed_echo.error());
   const std::optional<double> echo = *parsed_echo;
+  auto parsed_master = parse_master_context(master_context);
+  if (!parsed_master.ok()) return cli_fail("--master-context: " + parsed_master.error());
+  const MasterContext master = *parsed_master;
   ServeOptions opt;
   opt.host = host;
   opt.port = int(port);
@@ -266,10 +275,11 @@ int cmd_serve(int argc, char** argv) {
   opt.resume_in_attention = resume_in_attention == "on";
   const bool in_attention = opt.resume_in_attention;
   opt.echo_keep = echo;
-  opt.sharing_gate = [recompute, diffs, in_attention, echo](const LoadedModel& lm,
-                                                            ThreadPool& pool) -> Result<std::pair<bool, std::string>> {
+  opt.master_context = master;
+  opt.sharing_gate = [recompute, diffs, in_attention, echo, master](
+                         const LoadedModel& lm, ThreadPool& pool) -> Result<std::pair<bool, std::string>> {
     auto g = run_sharing_gate(lm, pool, recompute, kSharingGateThresholds, default_sharing_gate_cache_dir(), diffs,
-                              in_attention, echo);
+                              in_attention, echo, master);
     if (!g.ok()) return g.status_error();
     std::fprintf(stderr, "agentkv: KV-sharing quality gate for %s: %s\n", lm.name.c_str(), g->summary().c_str());
     return std::make_pair(g->pass, g->summary());

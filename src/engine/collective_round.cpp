@@ -46,6 +46,10 @@ class CollectiveRound : public std::enable_shared_from_this<CollectiveRound> {
   void end_submitting();
   void request_done();
   void note(const RequestEvent& ev, const char* what);
+  // The request computing a group's master, and where the block starts in it
+  // (EngineOptions::master_context): [BOS][block], or the first member's prompt up to the block's end.
+  RequestParams master_request(const Group& g, const Tokenizer& tok) const;
+  int32_t master_start(const Group& g, const Tokenizer& tok) const;
   bool plan_wave();
   void start_wave();
   void collect();
@@ -180,8 +184,9 @@ void CollectiveRound::start() {
     if (turn_blocks_[i] > turn_blocks_[largest]) largest = i;
   }
   const int bs = e_.kv().block_size();
-  const int64_t bos = e_.model().tokenizer->add_bos_default() ? 1 : 0;
-  for (const Group& g : groups_) master_blocks_ += (bos + int64_t(g.segment.size()) + bs - 1) / bs;
+  // Every block of each master's prompt (those the prefix cache serves are pinned by it as well).
+  for (const Group& g : groups_)
+    master_blocks_ += (int64_t(master_request(g, *e_.model().tokenizer).prompt.size()) + bs - 1) / bs;
   if (e_.resume_in_attention() && !groups_.empty()) {
     // A sharing turn holds its block as master + diff from the collector on: the block's dense blocks
     // are the collector's, a chunk at a time; the diff's rows are bounded by what it recomputes, stored
@@ -207,6 +212,28 @@ void CollectiveRound::start() {
       return fail(st.status_error());
   }
   if (plan_wave()) start_wave();
+}
+
+RequestParams CollectiveRound::master_request(const Group& g, const Tokenizer& tok) const {
+  RequestParams m;
+  if (e_.master_context() == MasterContext::kAgent) {
+    // The first member's own context, exact (its earlier rounds' part from the prefix cache, under its
+    // salt): not from its resident context, whose blended runs would make the master approximate.
+    const RoundTurn& t = turns_[g.members.front()];
+    m.prompt.assign(t.params.prompt.begin(), t.params.prompt.begin() + t.segment.second);
+    m.cache_salt = t.params.cache_salt;
+  } else {
+    if (tok.add_bos_default()) m.prompt.push_back(tok.bos_id());
+    m.prompt.insert(m.prompt.end(), g.segment.begin(), g.segment.end());
+  }
+  m.max_tokens = 0;
+  m.retain_kv = true;
+  return m;
+}
+
+int32_t CollectiveRound::master_start(const Group& g, const Tokenizer& tok) const {
+  if (e_.master_context() == MasterContext::kAgent) return int32_t(turns_[g.members.front()].segment.first);
+  return tok.add_bos_default() ? 1 : 0;
 }
 
 bool CollectiveRound::plan_wave() {
@@ -262,12 +289,8 @@ void CollectiveRound::start_wave() {
     });
   }
   for (size_t g = 0; !masters_made_ && g < groups_.size(); ++g) {
-    RequestParams m;
-    if (tok.add_bos_default()) m.prompt.push_back(tok.bos_id());
-    groups_[g].master_start = int32_t(m.prompt.size());
-    m.prompt.insert(m.prompt.end(), groups_[g].segment.begin(), groups_[g].segment.end());
-    m.max_tokens = 0;
-    m.retain_kv = true;
+    RequestParams m = master_request(groups_[g], tok);
+    groups_[g].master_start = master_start(groups_[g], tok);
     submit(std::move(m), [this, g](const RequestEvent& ev) {
       note(ev, "the block's master");
       if (ev.seq_finished) {

@@ -78,6 +78,14 @@ Engine::~Engine() {
   compact_.clear();
 }
 
+const char* master_context_name(MasterContext c) { return c == MasterContext::kAgent ? "agent" : "block"; }
+
+Result<MasterContext> parse_master_context(std::string_view text) {
+  if (text == "block") return MasterContext::kBlock;
+  if (text == "agent") return MasterContext::kAgent;
+  return make_error("'" + std::string(text) + "' is not a master context (choose block or agent)");
+}
+
 Status check_context(int64_t tokens, int n_ctx, const std::string& what, int64_t reserve) {
   if (tokens + reserve <= int64_t(n_ctx)) return {};
   return make_error(ErrorCode::kTooLarge, what + " has " + std::to_string(tokens) + " tokens; the model's context is " +

@@ -11,6 +11,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "engine/blend_queue.h"
@@ -27,6 +28,20 @@
 #include "util/thread_pool.h"
 
 namespace agentkv {
+
+// Where a collective round (engine/collective_round.h) computes each shared block's master, the KV its
+// sharing agents' copies are blended from:
+//   kBlock: on its own, [BOS][block];
+//   kAgent: in the context of the block's first sharing turn, that turn's prompt up to the block's end,
+//     so the master is that agent's exact KV and, for every other agent, was computed after what their
+//     contexts hold in common (in a long history, every earlier round's block): the rows the collector
+//     does not recompute then deviate less from each agent's exact rows (BENCHMARKS.md, "The master
+//     computed in an agent's context"). It costs that turn's whole prompt prefilled exactly once a round
+//     (the prefix cache keeps the earlier rounds' part) and held dense until the round ends.
+enum class MasterContext { kBlock, kAgent };
+const char* master_context_name(MasterContext c);
+// "block" or "agent"; anything else: an error naming the choices.
+Result<MasterContext> parse_master_context(std::string_view text);
 
 struct EngineOptions {
   KvManagerOptions kv;
@@ -62,6 +77,7 @@ struct EngineOptions {
   // those deviating most from the master's, in diff_format; the rest of the run is served from the
   // master, an approximation like the block's own. Unset: the agent's own text is kept as computed.
   std::optional<double> echo_keep;
+  MasterContext master_context = MasterContext::kBlock;
 };
 
 // The one context-length check (the engine's, the server's and generate's): `what`, of `tokens`
@@ -183,6 +199,7 @@ class Engine {
   // compact snapshot.
   uint64_t adopt_compact(KvSequence seq, std::vector<PlacedSegmentDiff> diffs);
   bool resume_in_attention() const { return opt_.resume_in_attention; }
+  MasterContext master_context() const { return opt_.master_context; }
 
  private:
   struct RequestState {

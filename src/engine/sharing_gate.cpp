@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <optional>
 #include <fstream>
@@ -60,9 +61,9 @@ constexpr const char* kGateInstruction = "What do you say to the others? Answer 
 // The workload through the collective-round job on an engine of its own (the server's engine
 // options: block size 16, prefix caching on), every agent resuming from its resident context.
 Result<GateMeasurement> measure_gate(const LoadedModel& lm, ThreadPool& pool, double recompute, DiffFormat format,
-                                     bool in_attention, std::optional<double> echo_keep) {
+                                     bool in_attention, std::optional<double> echo_keep, MasterContext master_context) {
   std::unique_ptr<Engine> engine;
-  AGENTKV_ASSIGN_OR_RETURN(engine, make_gate_engine(lm, pool, format, in_attention, echo_keep));
+  AGENTKV_ASSIGN_OR_RETURN(engine, make_gate_engine(lm, pool, format, in_attention, echo_keep, master_context));
   const Tokenizer& tok = *lm.tokenizer;
   const size_t n = std::size(kGateAgents);
   std::vector<std::vector<ChatMessage>> messages(n);
@@ -184,8 +185,11 @@ void write_cached(const std::string& path, const SharingGateResult& r) {
 }  // namespace
 
 std::string SharingGateResult::summary() const {
-  char echo_text[48] = "";
+  char echo_text[80] = "";
   if (echo_keep) std::snprintf(echo_text, sizeof echo_text, ", echoes keeping %.3g", *echo_keep);
+  if (master_context != MasterContext::kBlock)
+    std::snprintf(echo_text + std::strlen(echo_text), sizeof echo_text - std::strlen(echo_text),
+                  ", masters in an agent's context");
   char buf[360];
   std::snprintf(buf, sizeof buf,
                 "R=%.3g%s%s%s: KL mean %.4f (max %.3g), greedy agreement %.3f (min %.3g), top-1 %.3f over %d answers%s: %s",
@@ -203,13 +207,15 @@ std::string default_sharing_gate_cache_dir() {
 }
 
 Result<std::unique_ptr<Engine>> make_gate_engine(const LoadedModel& lm, ThreadPool& pool, DiffFormat format,
-                                                 bool in_attention, std::optional<double> echo_keep) {
+                                                 bool in_attention, std::optional<double> echo_keep,
+                                                 MasterContext master_context) {
   EngineOptions eo;
   eo.kv.block_size = 16;
   eo.kv.mem_bytes = int64_t(1) << 30;
   eo.diff_format = format;
   eo.resume_in_attention = in_attention;
   eo.echo_keep = echo_keep;
+  eo.master_context = master_context;
   return Engine::create(lm, eo, pool);
 }
 
@@ -227,9 +233,11 @@ void add_gate_measurement(GateMeasurement& m, const std::vector<TurnQuality>& tu
 
 Result<SharingGateResult> run_sharing_gate(const LoadedModel& lm, ThreadPool& pool, double recompute,
                                            const SharingGateThresholds& th, const std::string& cache_dir,
-                                           DiffFormat format, bool in_attention, std::optional<double> echo_keep) {
-  const GateMeasureFn measure = [in_attention, echo_keep](const LoadedModel& m, ThreadPool& p, double r, DiffFormat f) {
-    return measure_gate(m, p, r, f, in_attention, echo_keep);
+                                           DiffFormat format, bool in_attention, std::optional<double> echo_keep,
+                                           MasterContext master_context) {
+  const GateMeasureFn measure = [in_attention, echo_keep, master_context](const LoadedModel& m, ThreadPool& p,
+                                                                          double r, DiffFormat f) {
+    return measure_gate(m, p, r, f, in_attention, echo_keep, master_context);
   };
   std::string kind = in_attention ? "attn-" : "";
   if (echo_keep) {
@@ -237,11 +245,13 @@ Result<SharingGateResult> run_sharing_gate(const LoadedModel& lm, ThreadPool& po
     std::snprintf(e, sizeof e, "echo%.4f-", *echo_keep);
     kind += e;
   }
+  if (master_context != MasterContext::kBlock) kind += std::string("master-") + master_context_name(master_context) + "-";
   auto g = run_gate_cached(lm, pool, recompute, th, cache_dir, kind,
                            in_attention ? kInAttentionGateVersion : kGateVersion, measure, format);
   if (g.ok()) {
     g->in_attention = in_attention;
     g->echo_keep = echo_keep;
+    g->master_context = master_context;
   }
   return g;
 }

@@ -46,6 +46,7 @@ struct SharingGateResult {
   double kl_mean = 0, kl_p95 = 0, top1 = 0, greedy = 0;
   bool in_attention = false;    // the measured path resumed contexts inside attention
   std::optional<double> echo_keep;  // the measured path stored echoes (EngineOptions::echo_keep)
+  MasterContext master_context = MasterContext::kBlock;  // where its rounds computed the masters
   bool from_cache = false;      // measured at an earlier start (same model fingerprint and R)
   DiffFormat diff_format = DiffFormat::kF16;  // how the measured path stored its diff rows
   std::string summary() const;  // one line: the measurement, the thresholds and the verdict
@@ -60,10 +61,13 @@ struct SharingGateResult {
 // as the server does when it is asked to; measured and cached apart.
 // echo_keep: the agents' contexts store echoes (EngineOptions::echo_keep): each round's block quotes every
 // agent's last answer, so from the second round on its context holds one; measured and cached apart.
+// master_context: where each round computes its block's master (EngineOptions::master_context); measured
+// and cached apart.
 Result<SharingGateResult> run_sharing_gate(const LoadedModel& lm, ThreadPool& pool, double recompute,
                                            const SharingGateThresholds& th, const std::string& cache_dir,
                                            DiffFormat format = DiffFormat::kF16, bool in_attention = false,
-                                           std::optional<double> echo_keep = std::nullopt);
+                                           std::optional<double> echo_keep = std::nullopt,
+                                           MasterContext master_context = MasterContext::kBlock);
 
 // One gate's raw measurement over its shared answers (summed; run_gate_cached averages).
 struct GateMeasurement {
@@ -77,7 +81,8 @@ struct GateMeasurement {
 // diff format.
 Result<std::unique_ptr<Engine>> make_gate_engine(const LoadedModel& lm, ThreadPool& pool, DiffFormat format,
                                                  bool in_attention = false,
-                                                 std::optional<double> echo_keep = std::nullopt);
+                                                 std::optional<double> echo_keep = std::nullopt,
+                                                 MasterContext master_context = MasterContext::kBlock);
 
 // Adds the measured turns of one round (or one chat request) to m.
 void add_gate_measurement(GateMeasurement& m, const std::vector<TurnQuality>& turns);

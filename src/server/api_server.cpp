@@ -75,6 +75,7 @@ Result<std::unique_ptr<ApiServer>> ApiServer::create(const std::vector<std::stri
     eo.diff_format = opt.diff_format;
     eo.resume_in_attention = opt.resume_in_attention;
     eo.echo_keep = opt.echo_keep;
+    eo.master_context = opt.master_context;
     std::unique_ptr<Engine> engine;
     AGENTKV_ASSIGN_OR_RETURN(engine, Engine::create(*m.lm, eo, *s->s_.pool));
     m.engine = std::move(engine);

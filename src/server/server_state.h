@@ -55,6 +55,8 @@ struct ServeOptions {
   bool resume_in_attention = false;
   // Echoes of an agent's own answer in a later round's block (EngineOptions::echo_keep); unset: off.
   std::optional<double> echo_keep;
+  // Where a round computes its block's master (EngineOptions::master_context).
+  MasterContext master_context = MasterContext::kBlock;
   // The share of a chat request's reused message tokens recomputed when the request does not say.
   double chat_recompute = 0.05;
   // Run once per model at start-up when round_sharing is on: the quality gate. It returns whether

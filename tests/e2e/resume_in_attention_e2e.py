@@ -6,8 +6,13 @@ a pass, 12 agents run 3 all-gather rounds sharing each block (TokenDance), every
 master + diff context inside attention. Checked: the gate names the path, every round shares and
 answers, the contexts stay master + diff between rounds (/metrics), a context fork answers the next
 round exactly as its original does (both read in attention, greedy), and deleting every agent gives
-every block back.
+every block back. The same with --master-context agent (each round's block master computed in the first
+sharing agent's own context): the gate names and measures that path too. A bad --master-context stops the
+start with one line.
 """
+import subprocess
+
+import pytest
 
 import http_raw
 
@@ -18,13 +23,16 @@ MAX_TOKENS = 12
 NAMES = ["Ada", "Bram", "Cleo", "Dov", "Esme", "Finn", "Gia", "Hugo", "Ines", "Jude", "Kai", "Lena"]
 
 
-def test_rounds_read_in_attention(servers):
+@pytest.mark.parametrize("master", ["block", "agent"])
+def test_rounds_read_in_attention(servers, master):
     proc, port = servers.start(models=[MODEL], kv_mem="1G", round_sharing=True,
-                               extra_args=["--resume-in-attention", "on", "--diff-format", "int4"])
+                               extra_args=["--resume-in-attention", "on", "--diff-format", "int4",
+                                           "--master-context", master])
     api = http_raw.ModelMetricsApi(port, MODEL)
     info = [m for m in api.call("GET", "/v1/models")["data"] if m["id"] == MODEL][0]["kv_sharing"]
     print(f"gate: {info.get('quality_gate')}", flush=True)
     assert "read in attention" in info.get("quality_gate", ""), info
+    assert ("masters in an agent's context" in info["quality_gate"]) == (master == "agent"), info
     assert info["rounds"], f"the gate did not pass on the path read in attention: {info}"
     ids = [api.call("POST", "/v1/agents", {"model": MODEL, "name": n,
                                            "system": f"You are {n}, a villager of Elm Hollow. Answer briefly."},
@@ -62,3 +70,11 @@ def test_rounds_read_in_attention(servers):
     api.wait_metric("agentkv_kv_blocks_used", lambda v: v == api.metric("agentkv_segment_blocks"), "every block back")
     http_raw.stop_server(proc)
     assert proc.returncode == 0
+
+
+def test_bad_master_context_is_a_one_line_error(agentkv):
+    for bad in ["agents", "Block", ""]:
+        out = subprocess.run([agentkv, "serve", "-m", MODEL, "--port", "0", "--master-context", bad],
+                             capture_output=True, text=True, timeout=120)
+        assert out.returncode == 1 and "--master-context" in out.stderr, (bad, out.returncode, out.stderr)
+        assert len(out.stderr.strip().splitlines()) == 1, out.stderr

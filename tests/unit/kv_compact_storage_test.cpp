@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "engine/compact_context.h"
+#include "engine/engine.h"
 #include "kv/segment_store.h"
 #include "tiny_kv_config.h"
 
@@ -109,6 +110,20 @@ TEST(FindEchoes, ParseEchoKeepTakesOffOrAShareAndNamesBadText) {
     ASSERT_FALSE(v.ok()) << bad;
     EXPECT_NE(v.error().find(std::string("'") + bad + "'"), std::string::npos) << v.error();
     EXPECT_NE(v.error().find("off or a share in [0, 1]"), std::string::npos) << v.error();
+  }
+}
+
+TEST(MasterContext, ParseTakesBlockOrAgentAndNamesBadText) {
+  for (MasterContext c : {MasterContext::kBlock, MasterContext::kAgent}) {
+    auto v = parse_master_context(master_context_name(c));
+    ASSERT_TRUE(v.ok()) << master_context_name(c);
+    EXPECT_EQ(*v, c);
+  }
+  for (const char* bad : {"", "Agent", "blocks", "agent ", "off"}) {
+    auto v = parse_master_context(bad);
+    ASSERT_FALSE(v.ok()) << bad;
+    EXPECT_NE(v.error().find(std::string("'") + bad + "'"), std::string::npos) << v.error();
+    EXPECT_NE(v.error().find("choose block or agent"), std::string::npos) << v.error();
   }
 }
 
