@@ -3,7 +3,8 @@
 // the tests and the start-up quality gate. Every agent's turn is [prefix][shared block][own]; agents
 // of the engine whose turns hold the same block (two or more) share it:
 //   1. each agent's prefix is prefilled from its resident context (kv_from) and the block's master
-//      once as [BOS][block], all as ordinary scheduler requests,
+//      once, as [BOS][block] or in the first sharing agent's own context (EngineOptions::master_context),
+//      all as ordinary scheduler requests,
 //   2. the KV collector (engine/segment_collector.h) builds every agent's copy of the block from
 //      the master in one collective step,
 //   3. every turn runs from its blended copy (or its resident context when not shared),
