@@ -153,8 +153,10 @@ Result<ModeReport> run_mode(const LoadedModel& lm, ThreadPool& pool, const Bench
   eo.scheduler.max_batch_tokens = opt.max_batch_tokens;
   eo.diff_format = format;
   eo.resume_in_attention = opt.resume_in_attention;
-  if (tokendance) eo.echo_keep = echo;
-  if (tokendance) eo.master_context = opt.master_context;
+  if (tokendance) {
+    eo.echo_keep = echo;
+    eo.master_context = opt.master_context;
+  }
   std::unique_ptr<Engine> engine;
   AGENTKV_ASSIGN_OR_RETURN(engine, Engine::create(lm, eo, pool));
   std::unique_ptr<Workload> wl;

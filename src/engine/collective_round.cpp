@@ -37,7 +37,9 @@ class CollectiveRound : public std::enable_shared_from_this<CollectiveRound> {
     std::vector<int32_t> segment;
     std::vector<size_t> members;
     uint64_t master = 0;
-    int32_t master_start = 0;
+    int32_t master_start = 0;   // where the block starts in master_prompt
+    std::vector<int32_t> master_prompt;  // what the master prefills (plan_master), until it is submitted
+    uint64_t master_salt = 0;
   };
   enum class Phase { kPrefill, kTurns, kDone };
 
@@ -46,10 +48,9 @@ class CollectiveRound : public std::enable_shared_from_this<CollectiveRound> {
   void end_submitting();
   void request_done();
   void note(const RequestEvent& ev, const char* what);
-  // The request computing a group's master, and where the block starts in it
-  // (EngineOptions::master_context): [BOS][block], or the first member's prompt up to the block's end.
-  RequestParams master_request(const Group& g, const Tokenizer& tok) const;
-  int32_t master_start(const Group& g, const Tokenizer& tok) const;
+  // A group's master prompt, salt and block start (EngineOptions::master_context): [BOS][block], or the
+  // first member's prompt up to the block's end.
+  void plan_master(Group& g) const;
   bool plan_wave();
   void start_wave();
   void collect();
@@ -165,7 +166,10 @@ void CollectiveRound::start() {
   for (auto& [segment, members] : by_block) {
     if (members.size() < 2) continue;  // one agent alone has nothing to share with
     for (size_t i : members) group_of_[i] = int(groups_.size());
-    groups_.push_back(Group{segment, members, 0, 0});
+    Group g;
+    g.segment = segment;
+    g.members = members;
+    groups_.push_back(std::move(g));
   }
   if (groups_.empty())
     rep.reason = opt_.recompute ? "fewer than two agents hold the round's block as a segment" : opt_.exact_reason;
@@ -185,8 +189,10 @@ void CollectiveRound::start() {
   }
   const int bs = e_.kv().block_size();
   // Every block of each master's prompt (those the prefix cache serves are pinned by it as well).
-  for (const Group& g : groups_)
-    master_blocks_ += (int64_t(master_request(g, *e_.model().tokenizer).prompt.size()) + bs - 1) / bs;
+  for (Group& g : groups_) {
+    plan_master(g);
+    master_blocks_ += (int64_t(g.master_prompt.size()) + bs - 1) / bs;
+  }
   if (e_.resume_in_attention() && !groups_.empty()) {
     // A sharing turn holds its block as master + diff from the collector on: the block's dense blocks
     // are the collector's, a chunk at a time; the diff's rows are bounded by what it recomputes, stored
@@ -214,26 +220,20 @@ void CollectiveRound::start() {
   if (plan_wave()) start_wave();
 }
 
-RequestParams CollectiveRound::master_request(const Group& g, const Tokenizer& tok) const {
-  RequestParams m;
+void CollectiveRound::plan_master(Group& g) const {
   if (e_.master_context() == MasterContext::kAgent) {
     // The first member's own context, exact (its earlier rounds' part from the prefix cache, under its
     // salt): not from its resident context, whose blended runs would make the master approximate.
     const RoundTurn& t = turns_[g.members.front()];
-    m.prompt.assign(t.params.prompt.begin(), t.params.prompt.begin() + t.segment.second);
-    m.cache_salt = t.params.cache_salt;
-  } else {
-    if (tok.add_bos_default()) m.prompt.push_back(tok.bos_id());
-    m.prompt.insert(m.prompt.end(), g.segment.begin(), g.segment.end());
+    g.master_prompt.assign(t.params.prompt.begin(), t.params.prompt.begin() + t.segment.second);
+    g.master_salt = t.params.cache_salt;
+    g.master_start = int32_t(t.segment.first);
+    return;
   }
-  m.max_tokens = 0;
-  m.retain_kv = true;
-  return m;
-}
-
-int32_t CollectiveRound::master_start(const Group& g, const Tokenizer& tok) const {
-  if (e_.master_context() == MasterContext::kAgent) return int32_t(turns_[g.members.front()].segment.first);
-  return tok.add_bos_default() ? 1 : 0;
+  const Tokenizer& tok = *e_.model().tokenizer;
+  if (tok.add_bos_default()) g.master_prompt.push_back(tok.bos_id());
+  g.master_start = int32_t(g.master_prompt.size());
+  g.master_prompt.insert(g.master_prompt.end(), g.segment.begin(), g.segment.end());
 }
 
 bool CollectiveRound::plan_wave() {
@@ -274,7 +274,6 @@ void CollectiveRound::start_wave() {
   //    one master per block.
   phase_ = Phase::kPrefill;
   begin_submitting();
-  const Tokenizer& tok = *e_.model().tokenizer;
   for (size_t i : wave_) {
     if (group_of_[i] < 0) continue;
     RequestParams p;
@@ -289,8 +288,11 @@ void CollectiveRound::start_wave() {
     });
   }
   for (size_t g = 0; !masters_made_ && g < groups_.size(); ++g) {
-    RequestParams m = master_request(groups_[g], tok);
-    groups_[g].master_start = master_start(groups_[g], tok);
+    RequestParams m;
+    m.prompt = std::move(groups_[g].master_prompt);
+    m.cache_salt = groups_[g].master_salt;
+    m.max_tokens = 0;
+    m.retain_kv = true;
     submit(std::move(m), [this, g](const RequestEvent& ev) {
       note(ev, "the block's master");
       if (ev.seq_finished) {

@@ -185,17 +185,17 @@ void write_cached(const std::string& path, const SharingGateResult& r) {
 }  // namespace
 
 std::string SharingGateResult::summary() const {
-  char echo_text[80] = "";
-  if (echo_keep) std::snprintf(echo_text, sizeof echo_text, ", echoes keeping %.3g", *echo_keep);
+  char path_text[80] = "";
+  if (echo_keep) std::snprintf(path_text, sizeof path_text, ", echoes keeping %.3g", *echo_keep);
   if (master_context != MasterContext::kBlock)
-    std::snprintf(echo_text + std::strlen(echo_text), sizeof echo_text - std::strlen(echo_text),
+    std::snprintf(path_text + std::strlen(path_text), sizeof path_text - std::strlen(path_text),
                   ", masters in an agent's context");
   char buf[360];
   std::snprintf(buf, sizeof buf,
                 "R=%.3g%s%s%s: KL mean %.4f (max %.3g), greedy agreement %.3f (min %.3g), top-1 %.3f over %d answers%s: %s",
                 recompute, diff_format_lossless(diff_format) ? "" : ", diffs ",
                 diff_format_lossless(diff_format) ? "" : std::string(diff_format_name(diff_format)).c_str(),
-                (std::string(in_attention ? ", read in attention" : "") + echo_text).c_str(), kl_mean, thresholds.max_kl_mean, greedy, thresholds.min_greedy_agreement, top1, agents, from_cache ? " (cached)" : "",
+                (std::string(in_attention ? ", read in attention" : "") + path_text).c_str(), kl_mean, thresholds.max_kl_mean, greedy, thresholds.min_greedy_agreement, top1, agents, from_cache ? " (cached)" : "",
                 pass ? "pass" : "FAIL, this path runs exactly");
   return buf;
 }
