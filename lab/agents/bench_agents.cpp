@@ -186,7 +186,8 @@ Result<ModeReport> run_mode(const LoadedModel& lm, ThreadPool& pool, const Bench
   std::map<int, uint64_t> resident;  // tokendance: every agent's retained context, as the server keeps it
   std::map<int, std::vector<int32_t>> last_prompt;  // prefix mode: each agent's prompt of its last round
 
-  for (int r = 0; r < wl->n_rounds(); ++r) {
+  // One round; a round that fails ends the mode's run, and the rounds before it are still reported.
+  auto run_round = [&](int r) -> Status {
     std::vector<AgentTurn> turns = wl->round(r);
     if (tokendance) {
       TokendanceRoundOut t;
@@ -197,7 +198,7 @@ Result<ModeReport> run_mode(const LoadedModel& lm, ThreadPool& pool, const Bench
       bar.update(turns_done);
       wl->record(r, rs.replies);
       rep.rounds.push_back(std::move(rs));
-      continue;
+      return {};
     }
     // A sampled run answers for its sample; every other agent says what it said in the replayed run.
     std::vector<std::string> replies(turns.size());
@@ -247,7 +248,7 @@ Result<ModeReport> run_mode(const LoadedModel& lm, ThreadPool& pool, const Bench
           bar.update(++turns_done);
         }
       });
-      if (!id.ok()) return make_error("round " + std::to_string(r + 1) + ", agent " + std::to_string(turns[i].agent) + ": " + id.error());
+      if (!id.ok()) return make_error(id.code(), "round " + std::to_string(r + 1) + ", agent " + std::to_string(turns[i].agent) + ": " + id.error());
     }
     AGENTKV_TRY(engine->run_until_idle());
     rs.round_seconds = monotonic_seconds() - t0;
@@ -294,10 +295,20 @@ Result<ModeReport> run_mode(const LoadedModel& lm, ThreadPool& pool, const Bench
                             : 0;
     wl->record(r, replies);
     rep.rounds.push_back(rs);
+    return {};
+  };
+  for (int r = 0; r < wl->n_rounds(); ++r) {
+    if (Status st = run_round(r); !st.ok()) {
+      // The round is named once: most of a round's errors name it already.
+      const std::string round = "round " + std::to_string(r + 1);
+      rep.stopped = Error{st.code(), st.error().rfind(round + ",", 0) == 0 ? st.error() : round + ": " + st.error()};
+      break;
+    }
   }
   bar.finish();
-  // The leak check: every agent leaves, in a seeded random order, and nothing may stay referenced.
-  {
+  // The leak check: every agent leaves, in a seeded random order, and nothing may stay referenced. A
+  // stopped run may have left requests in the engine, so it has no leak check.
+  if (!rep.stopped) {
     std::vector<uint64_t> handles;
     for (const auto& [agent, handle] : resident) handles.push_back(handle);
     rep.release_order_seed = 0x5eed0000u + uint64_t(wl->n_agents()) * 131u + uint64_t(wl->n_rounds());
@@ -436,6 +447,10 @@ Status find_agents_that_fit(const LoadedModel& lm, ThreadPool& pool, const Bench
     t.agents = n;
     const double t0 = monotonic_seconds();
     auto r = run_mode(lm, pool, o, mode, ratio, format, echo, &budget, &bpb);
+    if (r.ok() && r->stopped) {
+      Error stop = *r->stopped;  // a round that failed: refused by the budget or not, as an error is
+      r = std::move(stop);
+    }
     if (!r.ok()) {
       if (!budget_refusal(r.status_error()))
         return make_error("finding the agents that fit, " + std::to_string(n) + " agents: " + r.error());
@@ -500,7 +515,8 @@ std::set<int> sample_of_agents(int n_agents, int k, uint64_t seed) {
   return {ids.begin(), ids.begin() + k};
 }
 
-Result<BenchAgentsReport> run_bench_agents(const LoadedModel& lm, ThreadPool& pool, const BenchAgentsOptions& opt) {
+Result<BenchAgentsReport> run_bench_agents(const LoadedModel& lm, ThreadPool& pool, const BenchAgentsOptions& opt,
+                                           BenchAgentsReport* what_ran) {
   if (opt.modes.empty()) return make_error("no --mode given");
   BenchAgentsReport rep;
   rep.model = lm.name;
@@ -536,6 +552,12 @@ Result<BenchAgentsReport> run_bench_agents(const LoadedModel& lm, ThreadPool& po
           if (opt.find_fit) AGENTKV_TRY(find_agents_that_fit(lm, pool, opt, mode, ratio, format, echo, mr));
           rep.n_rounds = std::max(rep.n_rounds, int(mr.rounds.size()));
           rep.n_agents = std::max(rep.n_agents, mr.overall.agents);
+          if (mr.stopped) {
+            const Error e{mr.stopped->code, mr.mode + " stopped, " + mr.stopped->message};
+            rep.modes.push_back(std::move(mr));
+            if (what_ran) *what_ran = std::move(rep);
+            return e;
+          }
           rep.modes.push_back(std::move(mr));
         }
       }
@@ -550,6 +572,7 @@ void to_json(Json& j, const ModeReport& m) {
   j = {{"mode", m.mode}, {"overall", round_json(m.overall, false)}, {"rounds", std::move(rounds)}};
   if (!m.sampled_agents.empty()) j["sampled_agents"] = m.sampled_agents;
   if (!m.replayed_from.empty()) j["replayed_from"] = m.replayed_from;
+  if (m.stopped) j["stopped"] = {{"after_rounds", m.rounds.size()}, {"error", m.stopped->message}};
   if (m.blocks_held_after_release >= 0)
     j["after_release"] = {{"blocks_held", m.blocks_held_after_release},
                           {"snapshots_held", m.snapshots_after_release},
@@ -632,6 +655,11 @@ std::string bench_agents_table(const BenchAgentsReport& r) {
     std::snprintf(line, sizeof line, "%-13s rounds run in waves, the KV budget not holding every turn at once (%s)\n",
                   m.mode.c_str(), split.c_str());
     out += line;
+  }
+  for (const ModeReport& m : r.modes) {
+    if (!m.stopped) continue;
+    std::snprintf(line, sizeof line, "%-13s stopped after %zu rounds: ", m.mode.c_str(), m.rounds.size());
+    out += line + m.stopped->message + "\n";
   }
   {
     std::string modes;

@@ -129,6 +129,8 @@ struct ModeReport {
   // After the last round every agent's resident context is released, in a seeded random order
   // (release_order_seed), and the KV pool's accounting is read: the blocks still referenced (masters,
   // compressed diffs, kept blocks) and the snapshots still held. Both must be 0, or run_mode fails.
+  // Set: the error that ended this mode's run after rounds.size() rounds (no leak check then).
+  std::optional<Error> stopped;
   int64_t blocks_held_after_release = -1;
   int64_t snapshots_after_release = -1;
   uint64_t release_order_seed = 0;
@@ -149,7 +151,11 @@ struct BenchAgentsReport {
 // platform for a seed; every agent when k <= 0 or k >= n_agents.
 std::set<int> sample_of_agents(int n_agents, int k, uint64_t seed);
 
-Result<BenchAgentsReport> run_bench_agents(const LoadedModel& lm, ThreadPool& pool, const BenchAgentsOptions& opt);
+// A mode whose run fails part-way ends the benchmark with its error; what_ran (when given) then holds
+// the modes that ran, the failed one with its completed rounds and `stopped`, so a long run that fails
+// in its last round still reports the rounds it measured.
+Result<BenchAgentsReport> run_bench_agents(const LoadedModel& lm, ThreadPool& pool, const BenchAgentsOptions& opt,
+                                           BenchAgentsReport* what_ran = nullptr);
 
 // The report as JSON (the --json file the charts script reads).
 void to_json(Json& j, const ModeReport& m);

@@ -138,9 +138,13 @@ int cmd_bench_agents(int argc, char** argv) {
   auto lm = load_model(model);
   if (!lm.ok()) return cli_fail(lm.error());
   ThreadPool pool{int(threads)};
-  auto rep = run_bench_agents(**lm, pool, opt);
-  if (!rep.ok()) return cli_fail(rep.error());
-  std::fputs(bench_agents_table(*rep).c_str(), stdout);
+  BenchAgentsReport what_ran;
+  auto rep = run_bench_agents(**lm, pool, opt, &what_ran);
+  if (!rep.ok() && what_ran.modes.empty()) return cli_fail(rep.error());
+  // A mode that stopped part-way: its completed rounds (and the modes before it) are still reported,
+  // then the command fails with the error.
+  const BenchAgentsReport& report = rep.ok() ? *rep : what_ran;
+  std::fputs(bench_agents_table(report).c_str(), stdout);
   // The charts are drawn from the JSON report, so --plot alone writes it to a temporary file.
   std::string json_path = json_out;
   if (json_path.empty() && !plot_out.empty()) {
@@ -153,7 +157,7 @@ int cmd_bench_agents(int argc, char** argv) {
   }
   if (!json_path.empty()) {
     std::ofstream f(json_path);
-    f << dump_json(*rep) << "\n";
+    f << dump_json(report) << "\n";
     if (!f) return cli_fail("cannot write " + json_path);
   }
   if (!plot_out.empty()) {
@@ -161,7 +165,7 @@ int cmd_bench_agents(int argc, char** argv) {
     if (json_out.empty()) std::remove(json_path.c_str());
     if (!st.ok()) return cli_fail(st.error());
   }
-  return 0;
+  return rep.ok() ? 0 : cli_fail(rep.error());
 }
 
 }  // namespace agentkv
