@@ -549,15 +549,15 @@ Result<BenchAgentsReport> run_bench_agents(const LoadedModel& lm, ThreadPool& po
           AGENTKV_ASSIGN_OR_RETURN(mr, run_mode(lm, pool, opt, mode, ratio, format, echo, &rep.kv_budget_bytes,
                                                 &rep.bytes_per_block, sample,
                                                 rep.modes.empty() ? nullptr : &rep.modes.front()));
-          if (opt.find_fit) AGENTKV_TRY(find_agents_that_fit(lm, pool, opt, mode, ratio, format, echo, mr));
           rep.n_rounds = std::max(rep.n_rounds, int(mr.rounds.size()));
           rep.n_agents = std::max(rep.n_agents, mr.overall.agents);
-          if (mr.stopped) {
+          if (mr.stopped) {  // no fit search after a run that failed
             const Error e{mr.stopped->code, mr.mode + " stopped, " + mr.stopped->message};
             rep.modes.push_back(std::move(mr));
             if (what_ran) *what_ran = std::move(rep);
             return e;
           }
+          if (opt.find_fit) AGENTKV_TRY(find_agents_that_fit(lm, pool, opt, mode, ratio, format, echo, mr));
           rep.modes.push_back(std::move(mr));
         }
       }
