@@ -126,11 +126,11 @@ struct ModeReport {
   // nor was refused by the budget (0: not even the workload's smallest count), and the runs tried.
   int agents_fit_by_running = -1;
   std::vector<FitTrial> fit_trials;
+  // Set: the error that ended this mode's run after rounds.size() rounds (no leak check then).
+  std::optional<Error> stopped;
   // After the last round every agent's resident context is released, in a seeded random order
   // (release_order_seed), and the KV pool's accounting is read: the blocks still referenced (masters,
   // compressed diffs, kept blocks) and the snapshots still held. Both must be 0, or run_mode fails.
-  // Set: the error that ended this mode's run after rounds.size() rounds (no leak check then).
-  std::optional<Error> stopped;
   int64_t blocks_held_after_release = -1;
   int64_t snapshots_after_release = -1;
   uint64_t release_order_seed = 0;
