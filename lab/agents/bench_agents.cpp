@@ -186,7 +186,8 @@ Result<ModeReport> run_mode(const LoadedModel& lm, ThreadPool& pool, const Bench
   std::map<int, uint64_t> resident;  // tokendance: every agent's retained context, as the server keeps it
   std::map<int, std::vector<int32_t>> last_prompt;  // prefix mode: each agent's prompt of its last round
 
-  // One round; a round that fails ends the mode's run, and the rounds before it are still reported.
+  // One round; a round that fails ends the mode's run, and the rounds before it are still reported. Its
+  // errors do not name the round: the loop below does, once.
   auto run_round = [&](int r) -> Status {
     std::vector<AgentTurn> turns = wl->round(r);
     if (tokendance) {
@@ -205,7 +206,7 @@ Result<ModeReport> run_mode(const LoadedModel& lm, ThreadPool& pool, const Bench
     std::vector<bool> runs(turns.size(), true);
     if (sampled_run) {
       if (size_t(r) >= replay->rounds.size() || replay->rounds[size_t(r)].replies.size() != turns.size())
-        return make_error("round " + std::to_string(r + 1) + ": the replayed run " + replay->mode +
+        return make_error("the replayed run " + replay->mode +
                           " does not have a message for every agent");
       for (size_t i = 0; i < turns.size(); ++i) {
         runs[i] = sample.count(turns[i].agent) > 0;
@@ -248,7 +249,7 @@ Result<ModeReport> run_mode(const LoadedModel& lm, ThreadPool& pool, const Bench
           bar.update(++turns_done);
         }
       });
-      if (!id.ok()) return make_error(id.code(), "round " + std::to_string(r + 1) + ", agent " + std::to_string(turns[i].agent) + ": " + id.error());
+      if (!id.ok()) return make_error(id.code(), "agent " + std::to_string(turns[i].agent) + ": " + id.error());
     }
     AGENTKV_TRY(engine->run_until_idle());
     rs.round_seconds = monotonic_seconds() - t0;
@@ -299,9 +300,7 @@ Result<ModeReport> run_mode(const LoadedModel& lm, ThreadPool& pool, const Bench
   };
   for (int r = 0; r < wl->n_rounds(); ++r) {
     if (Status st = run_round(r); !st.ok()) {
-      // The round is named once: most of a round's errors name it already.
-      const std::string round = "round " + std::to_string(r + 1);
-      rep.stopped = Error{st.code(), st.error().rfind(round + ",", 0) == 0 ? st.error() : round + ": " + st.error()};
+      rep.stopped = Error{st.code(), "round " + std::to_string(r + 1) + ", " + st.error()};
       break;
     }
   }
