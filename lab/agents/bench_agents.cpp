@@ -105,6 +105,7 @@ RoundStats tokendance_stats(const TokendanceRoundOut& t, int round, int64_t bpb,
   rs.collector_seconds = t.collector_seconds;
   rs.collector_per_agent_seconds = t.collector_per_agent_seconds;
   rs.waves = t.waves;
+  rs.master_context = t.master_context;
   rs.prefill_computed = t.prefill_computed;
   rs.prefill_reused = t.prefill_reused;
   rs.prefill_seconds = t.prefill_seconds;
@@ -397,6 +398,7 @@ Json round_json(const RoundStats& s, bool with_replies) {
     j["collector_seconds"] = s.collector_seconds;
     j["collector_agent_by_agent_seconds"] = s.collector_per_agent_seconds;
     j["waves"] = s.waves;
+    if (!s.master_context.empty()) j["master_context"] = s.master_context;
     j["diff_bytes_per_agent"] = s.diff_bytes_per_agent;
     j["echo_tokens_per_agent"] = s.echo_tokens_per_agent;
     j["diff_block_bytes_per_agent"] = s.diff_block_bytes_per_agent;
@@ -653,6 +655,18 @@ std::string bench_agents_table(const BenchAgentsReport& r) {
     if (split.empty()) continue;
     std::snprintf(line, sizeof line, "%-13s rounds run in waves, the KV budget not holding every turn at once (%s)\n",
                   m.mode.c_str(), split.c_str());
+    out += line;
+  }
+  for (const ModeReport& m : r.modes) {
+    if (m.mode.find("/master@agent") == std::string::npos) continue;
+    std::string fell;
+    for (const RoundStats& s : m.rounds)
+      if (s.master_context == "block") fell += (fell.empty() ? "" : ", ") + std::to_string(s.round);
+    if (fell.empty()) continue;
+    std::snprintf(line, sizeof line,
+                  "%-13s masters computed as [BOS][block] in rounds %s: an agent's context would have crowded the "
+                  "KV budget\n",
+                  m.mode.c_str(), fell.c_str());
     out += line;
   }
   for (const ModeReport& m : r.modes) {

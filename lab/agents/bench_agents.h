@@ -84,6 +84,7 @@ struct RoundStats {
   double collector_seconds = 0;   // the collective step (re-rotation + selective recompute of all agents)
   double collector_per_agent_seconds = 0;  // the same reuse done agent by agent
   int waves = 0;                  // the collective round ran in this many waves (> 1: the budget split it)
+  std::string master_context;     // "block" or "agent": where the round's masters were computed (empty: none)
   double diff_bytes_per_agent = 0;        // an agent's diff rows in their format (records, not blocks)
   double diff_block_bytes_per_agent = 0;  // the blocks those rows take
   // Tokens of an agent's own earlier text its context stores as echoes (EngineOptions::echo_keep) from

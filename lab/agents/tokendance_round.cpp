@@ -115,6 +115,7 @@ Result<TokendanceRoundOut> run_tokendance_round(Engine& engine, ThreadPool& pool
   out.segment_tokens = res.sharing.segment_tokens;
   out.collector_seconds = res.sharing.collector_seconds;
   out.waves = res.sharing.waves;
+  out.master_context = res.sharing.master_context;
   const EngineMetrics m1 = engine.metrics();
   out.peak_blocks = engine.kv().pool().stats().peak_used;
   out.preemptions = int64_t(m1.preemptions - m0.preemptions);

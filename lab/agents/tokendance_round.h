@@ -69,6 +69,7 @@ struct TokendanceRoundOut {
   // agents' time scaled to every shared agent).
   double collector_per_agent_seconds = 0;
   int waves = 0;                     // the round's waves (collective_round.h): > 1 when the budget split it
+  std::string master_context;        // where its masters were computed (RoundSharingReport::master_context)
   double round_seconds = 0;
   int64_t resident_blocks = 0;       // pool blocks after master–diff conversion (all agents)
   int64_t diff_blocks = 0;           // of those, the diffs' packed rows (all agents)

@@ -43,8 +43,9 @@ int cmd_bench_agents(int argc, char** argv) {
              "rows over them) instead of restoring a dense copy first");
   p.add_string("--master-context", &master_context,
                "tokendance: where each round's shared block's master is computed: block ([BOS][block], on its own) "
-               "or agent (the first sharing agent's own context up to the block's end, prefilled exactly: the others' "
-               "rows deviate less from their exact ones, at the cost of that context's prefill once a round)");
+               "or agent (a sharing agent's own context up to the block's end, the one the prefix cache holds most "
+               "of, prefilled exactly: the others' rows deviate less from their exact ones, at the cost of that "
+               "context's uncached prefill once a round; [BOS][block] in a round whose budget it would crowd)");
   p.add_string("--echo-keep", &echo_keeps,
                "tokendance: off, or the share (0-1) of an echo's rows kept: an agent's own earlier text (its last "
                "answer) that the round's shared block quotes is stored as the block master's rows plus that share of "

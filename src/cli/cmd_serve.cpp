@@ -195,9 +195,11 @@ int cmd_serve(int argc, char** argv) {
   std::string master_context = "block";
   p.add_string("--master-context", &master_context,
                "block | agent: where /v1/rounds computes a round's shared block's master: on its own ([BOS][block]) "
-               "or in the first sharing agent's own context up to the block's end, prefilled exactly once a round: "
-               "the other agents' rows then deviate less from their exact ones (BENCHMARKS.md, \"The master computed "
-               "in an agent's context\"); the rounds' quality gate measures it");
+               "or in a sharing agent's own context up to the block's end (the one the prefix cache holds most of), "
+               "prefilled exactly once a round: the other agents' rows then deviate less from their exact ones "
+               "(BENCHMARKS.md, \"The master computed in an agent's context\"); a round whose first wave it would "
+               "crowd uses [BOS][block] (its kv_sharing names the master_context); the rounds' quality gate measures "
+               "it");
   std::string prm_calibration;
   p.add_string("--prm-calibration", &prm_calibration,
                "verify heads from agentkv fit-prm (comma-separated files), used by POST /v1/agents/{id}/score on the "

@@ -10,7 +10,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
+#include <span>
 #include <utility>
 
 #include "engine/request_outcome.h"
@@ -49,8 +51,12 @@ class CollectiveRound : public std::enable_shared_from_this<CollectiveRound> {
   void request_done();
   void note(const RequestEvent& ev, const char* what);
   // A group's master prompt, salt and block start (EngineOptions::master_context): [BOS][block], or the
-  // first member's prompt up to the block's end.
-  void plan_master(Group& g) const;
+  // prompt up to the block's end of the member whose context the prefix cache holds most of.
+  void plan_master(Group& g, MasterContext where) const;
+  // Every group's master (plan_master) and master_blocks_; the report names where they were computed.
+  void plan_masters(MasterContext where);
+  // How many turns from next_ the next wave takes, with `masters` blocks still to compute beside them.
+  size_t wave_turns(int64_t masters, const KvBudget& b) const;
   bool plan_wave();
   void start_wave();
   void collect();
@@ -188,11 +194,7 @@ void CollectiveRound::start() {
     if (turn_blocks_[i] > turn_blocks_[largest]) largest = i;
   }
   const int bs = e_.kv().block_size();
-  // Every block of each master's prompt (those the prefix cache serves are pinned by it as well).
-  for (Group& g : groups_) {
-    plan_master(g);
-    master_blocks_ += (int64_t(g.master_prompt.size()) + bs - 1) / bs;
-  }
+  plan_masters(e_.master_context());
   if (e_.resume_in_attention() && !groups_.empty()) {
     // A sharing turn holds its block as master + diff from the collector on: the block's dense blocks
     // are the collector's, a chunk at a time; the diff's rows are bounded by what it recomputes, stored
@@ -211,20 +213,61 @@ void CollectiveRound::start() {
     chunk_blocks_ *= int64_t(collect_chunk_);
   }
   if (n > 0) {
-    const KvDemand one{turn_blocks_[largest] + master_blocks_, 0, turn_tokens_[largest]};
-    if (Status st = e_.check_admission(one, "the largest turn of the round of " + std::to_string(n) +
-                                                " agents (with the round's shared blocks)");
-        !st.ok())
-      return fail(st.status_error());
+    const std::string what = "the largest turn of the round of " + std::to_string(n) +
+                             " agents (with the round's shared blocks)";
+    const auto admitted = [&] {
+      return e_.check_admission(KvDemand{turn_blocks_[largest] + master_blocks_, 0, turn_tokens_[largest]}, what);
+    };
+    Status st = admitted();
+    if (e_.master_context() == MasterContext::kAgent && !groups_.empty()) {
+      // An agent's whole context as a master can be far more KV than [BOS][block] (a long history's
+      // every earlier round, where a turn resumed from its resident context adds only the block and its
+      // own text). Where the budget cannot hold it beside the largest turn, or it would make the first
+      // wave take fewer turns, the masters are [BOS][block] (the report names it): the master's place
+      // trades quality for KV only while the budget has room for it.
+      const KvBudget b = e_.kv_budget();
+      const size_t with_agent = wave_turns(master_blocks_, b);
+      const int64_t agent_blocks = master_blocks_;
+      plan_masters(MasterContext::kBlock);
+      if (st.ok() && with_agent >= wave_turns(master_blocks_, b)) {
+        plan_masters(MasterContext::kAgent);
+        AGENTKV_CHECK(master_blocks_ == agent_blocks);
+      } else {
+        st = admitted();
+      }
+    }
+    if (!st.ok()) return fail(st.status_error());
   }
   if (plan_wave()) start_wave();
 }
 
-void CollectiveRound::plan_master(Group& g) const {
-  if (e_.master_context() == MasterContext::kAgent) {
-    // The first member's own context, exact (its earlier rounds' part from the prefix cache, under its
-    // salt): not from its resident context, whose blended runs would make the master approximate.
-    const RoundTurn& t = turns_[g.members.front()];
+void CollectiveRound::plan_masters(MasterContext where) {
+  const int bs = e_.kv().block_size();
+  master_blocks_ = 0;
+  // Every block of each master's prompt (those the prefix cache serves are pinned by it as well).
+  for (Group& g : groups_) {
+    plan_master(g, where);
+    master_blocks_ += (int64_t(g.master_prompt.size()) + bs - 1) / bs;
+  }
+  res_.sharing.master_context = groups_.empty() ? "" : master_context_name(where);
+}
+
+void CollectiveRound::plan_master(Group& g, MasterContext where) const {
+  g.master_prompt.clear();
+  if (where == MasterContext::kAgent) {
+    // A member's own context, exact (its earlier rounds' part from the prefix cache, under its salt):
+    // not from its resident context, whose blended runs would make the master approximate. The member
+    // with the fewest tokens left to prefill, the first on a tie: in a society that keeps its order, the
+    // same agent every round, whose previous master the prefix cache holds up to its last block.
+    size_t best = g.members.front();
+    int64_t best_cost = std::numeric_limits<int64_t>::max();
+    for (size_t i : g.members) {
+      const RoundTurn& t = turns_[i];
+      const std::span<const int32_t> upto(t.params.prompt.data(), size_t(t.segment.second));
+      const int64_t cost = t.segment.second - cached_prefix_tokens(e_.kv(), upto, t.params.cache_salt);
+      if (cost < best_cost) best = i, best_cost = cost;
+    }
+    const RoundTurn& t = turns_[best];
     g.master_prompt.assign(t.params.prompt.begin(), t.params.prompt.begin() + t.segment.second);
     g.master_salt = t.params.cache_salt;
     g.master_start = int32_t(t.segment.first);
@@ -233,29 +276,35 @@ void CollectiveRound::plan_master(Group& g) const {
   const Tokenizer& tok = *e_.model().tokenizer;
   if (tok.add_bos_default()) g.master_prompt.push_back(tok.bos_id());
   g.master_start = int32_t(g.master_prompt.size());
+  g.master_salt = 0;
   g.master_prompt.insert(g.master_prompt.end(), g.segment.begin(), g.segment.end());
 }
 
-bool CollectiveRound::plan_wave() {
+size_t CollectiveRound::wave_turns(int64_t masters, const KvBudget& b) const {
   // The next turns, in order, whose demands fit the unpinned KV as it stands now (earlier waves'
   // contexts and kept copies are pinned by now).
   // A wave also leaves room for compacting its contexts one by one: a context's packed diff rows are
   // allocated while its dense copy is still held (at most the blocks the diff replaces, + 1 partial),
   // and each compaction frees more than the next needs. Without that room a context would stay dense.
-  const KvBudget b = e_.kv_budget();
-  const int64_t masters = masters_made_ ? 0 : master_blocks_;
   const int64_t room = b.total_blocks - b.pinned_blocks - masters;
   int64_t compaction = 0;
   for (size_t i = next_; i < turns_.size(); ++i)
     if (group_of_[i] >= 0) compaction = std::max(compaction, turn_blocks_[i] + 1);
   if (collect_chunk_ > 0) compaction = chunk_blocks_;  // compacted at collection, a chunk at a time
-  wave_.clear();
+  size_t k = next_;
   int64_t used = 0;
-  while (next_ < turns_.size() &&
-         used + turn_blocks_[next_] <= (wave_.empty() ? room : room - compaction)) {  // one turn: it must fit
-    used += turn_blocks_[next_];
-    wave_.push_back(next_++);
+  while (k < turns_.size() && used + turn_blocks_[k] <= (k == next_ ? room : room - compaction)) {  // one turn: it must fit
+    used += turn_blocks_[k];
+    ++k;
   }
+  return k - next_;
+}
+
+bool CollectiveRound::plan_wave() {
+  const KvBudget b = e_.kv_budget();
+  const int64_t masters = masters_made_ ? 0 : master_blocks_;
+  wave_.clear();
+  for (size_t k = wave_turns(masters, b); k > 0; --k) wave_.push_back(next_++);
   if (wave_.empty() && next_ < turns_.size()) {
     const KvDemand d{turn_blocks_[next_] + masters, 0, turn_tokens_[next_]};
     Status st = check_kv_fit(d, b,

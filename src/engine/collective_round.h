@@ -3,7 +3,7 @@
 // the tests and the start-up quality gate. Every agent's turn is [prefix][shared block][own]; agents
 // of the engine whose turns hold the same block (two or more) share it:
 //   1. each agent's prefix is prefilled from its resident context (kv_from) and the block's master
-//      once, as [BOS][block] or in the first sharing agent's own context (EngineOptions::master_context),
+//      once, as [BOS][block] or in a sharing agent's own context (EngineOptions::master_context),
 //      all as ordinary scheduler requests,
 //   2. the KV collector (engine/segment_collector.h) builds every agent's copy of the block from
 //      the master in one collective step,
@@ -40,7 +40,11 @@ struct RoundSharingReport {
   int agents = 0;               // agents whose copy of the block came from the collector
   int64_t segment_tokens = 0;
   int64_t recomputed_tokens = 0;  // all agents
-  int64_t master_tokens_computed = 0;  // prefill of the masters ([BOS][block]) not served by the prefix cache
+  int64_t master_tokens_computed = 0;  // prefill of the masters not served by the prefix cache
+  // Where the masters were computed: "block" ([BOS][block]) or "agent" (a member's own context,
+  // EngineOptions::master_context; "block" where the budget could not hold that beside the largest
+  // turn); empty when nothing was shared.
+  std::string master_context;
   double collector_seconds = 0;
   int waves = 0;                  // the round ran in this many waves (1: all turns at once)
 };

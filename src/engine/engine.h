@@ -32,12 +32,15 @@ namespace agentkv {
 // Where a collective round (engine/collective_round.h) computes each shared block's master, the KV its
 // sharing agents' copies are blended from:
 //   kBlock: on its own, [BOS][block];
-//   kAgent: in the context of the block's first sharing turn, that turn's prompt up to the block's end,
-//     so the master is that agent's exact KV and, for every other agent, was computed after what their
+//   kAgent: in the context of one of the block's sharing turns (the one with the fewest tokens left to
+//     prefill after the prefix cache, the first on a tie), that turn's prompt up to the block's end, so
+//     the master is that agent's exact KV and, for every other agent, was computed after what their
 //     contexts hold in common (in a long history, every earlier round's block): the rows the collector
 //     does not recompute then deviate less from each agent's exact rows (BENCHMARKS.md, "The master
-//     computed in an agent's context"). It costs that turn's whole prompt prefilled exactly once a round
-//     (the prefix cache keeps the earlier rounds' part) and held dense until the round ends.
+//     computed in an agent's context"). It costs that turn's prompt prefilled exactly once a round (the
+//     prefix cache keeps the earlier rounds' part: the same agent's previous master) and held dense until
+//     the round ends; where the budget cannot hold it beside the round's largest turn, the round's
+//     masters are [BOS][block] instead (RoundSharingReport::master_context names it).
 enum class MasterContext { kBlock, kAgent };
 const char* master_context_name(MasterContext c);
 // "block" or "agent"; anything else: an error naming the choices.

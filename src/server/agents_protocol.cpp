@@ -363,6 +363,7 @@ Json round_sharing_json(const RoundSharingReport& r) {
     j["segment_tokens"] = r.segment_tokens;
     j["recomputed_tokens"] = r.recomputed_tokens;
     j["master_tokens_computed"] = r.master_tokens_computed;
+    j["master_context"] = r.master_context;
     j["collector_seconds"] = r.collector_seconds;
     j["waves"] = r.waves;
   }

@@ -197,6 +197,8 @@ bool run_turns(ServerState& s, std::vector<Agent>& agents, const SamplingFields&
       rep.segment_tokens = std::max(rep.segment_tokens, sr.segment_tokens);
       rep.recomputed_tokens += sr.recomputed_tokens;
       rep.master_tokens_computed += sr.master_tokens_computed;
+      if (rep.master_context.empty()) rep.master_context = sr.master_context;
+      else if (!sr.master_context.empty() && sr.master_context != rep.master_context) rep.master_context = "mixed";
       rep.collector_seconds += sr.collector_seconds;
       rep.waves = std::max(rep.waves, sr.waves);
     }

@@ -6,8 +6,9 @@ a pass, 12 agents run 3 all-gather rounds sharing each block (TokenDance), every
 master + diff context inside attention. Checked: the gate names the path, every round shares and
 answers, the contexts stay master + diff between rounds (/metrics), a context fork answers the next
 round exactly as its original does (both read in attention, greedy), and deleting every agent gives
-every block back. The same with --master-context agent (each round's block master computed in the first
-sharing agent's own context): the gate names and measures that path too. A bad --master-context stops the
+every block back. The same with --master-context agent (each round's block master computed in a sharing
+agent's own context, the one the prefix cache holds most of): the gate names and measures that path too,
+and every round's report names where its master was computed. A bad --master-context stops the
 start with one line.
 """
 import subprocess
@@ -46,6 +47,7 @@ def test_rounds_read_in_attention(servers, master):
         ks = out["kv_sharing"]
         assert ks["mode"] == "tokendance" and ks["agents"] == N_AGENTS and ks["segment_tokens"] > 0, ks
         assert 0 < ks["recomputed_tokens"] < N_AGENTS * ks["segment_tokens"], ks
+        assert ks["master_context"] == master, ks  # 1G holds an agent's context as the master: no fallback
         assert len(out["answers"]) == N_AGENTS
         for a, aid in zip(out["answers"], ids):
             assert a["agent"] == aid and a["finish_reason"] in ("stop", "length"), a

@@ -5,7 +5,6 @@
 // change nothing an agent sees: the selective recompute and batched decode are batch-invariant, so
 // every answer, every agent's recomputed share and every stored diff equals the one-wave round's,
 // and releasing every agent afterwards leaves no block pinned.
-#include <optional>
 
 #include "engine/collective_round.h"
 #include "engine_test_util.h"
@@ -38,13 +37,7 @@ std::vector<RoundTurn> society_turns(const LoadedModel& lm) {
 }
 
 CollectiveRoundResult run_round(Engine& e, const std::vector<RoundTurn>& turns) {
-  CollectiveRoundOptions o;
-  o.recompute = 0.15;
-  std::optional<CollectiveRoundResult> out;
-  start_collective_round(e, turns, o, [&](CollectiveRoundResult&& r) { out = std::move(r); });
-  EXPECT_TRUE(e.run_until_idle().ok());
-  EXPECT_TRUE(out.has_value());
-  return out ? std::move(*out) : CollectiveRoundResult{};
+  return testing::run_collective_round(e, turns, 0.15);
 }
 
 TEST_P(CollectiveRoundWavesTest, ATightBudgetRunsTheRoundInWavesWithTheSameAnswersAndDiffs) {

@@ -5,9 +5,11 @@
 
 #include <cmath>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "engine/collective_round.h"
 #include "engine/engine.h"
 #include "model_test_util.h"
 
@@ -69,6 +71,18 @@ inline RequestOut run_one_request(Engine& e, const RequestParams& p) {
   EXPECT_TRUE(e.run_until_idle().ok());
   EXPECT_TRUE(done);
   return out;
+}
+
+// One collective round (engine/collective_round.h) of `turns` through e at recompute share R, run to
+// its end.
+inline CollectiveRoundResult run_collective_round(Engine& e, const std::vector<RoundTurn>& turns, double recompute) {
+  CollectiveRoundOptions o;
+  o.recompute = recompute;
+  std::optional<CollectiveRoundResult> out;
+  start_collective_round(e, turns, o, [&](CollectiveRoundResult&& r) { out = std::move(r); });
+  EXPECT_TRUE(e.run_until_idle().ok());
+  EXPECT_TRUE(out.has_value());
+  return out ? std::move(*out) : CollectiveRoundResult{};
 }
 
 // Runs other prompts through e until none of `prompt`'s blocks is left in RAM: a small KV budget

@@ -97,15 +97,7 @@ TEST_P(KvRedisTierModelTest, ARoundMasterComputedOnOneEngineIsRestoredByAnother)
     }
     return turns;
   };
-  auto run_round = [&](Engine& e) {
-    CollectiveRoundOptions o;
-    o.recompute = 0.15;
-    std::optional<CollectiveRoundResult> out;
-    start_collective_round(e, turns_for(), o, [&](CollectiveRoundResult&& r) { out = std::move(r); });
-    EXPECT_TRUE(e.run_until_idle().ok());
-    EXPECT_TRUE(out.has_value());
-    return std::move(*out);
-  };
+  auto run_round = [&](Engine& e) { return testing::run_collective_round(e, turns_for(), 0.15); };
   const int64_t master_tokens = int64_t(tok.add_bos_default()) + int64_t(block.size());
   CollectiveRoundResult first;
   {

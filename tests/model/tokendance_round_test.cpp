@@ -177,6 +177,8 @@ TEST_P(TokendanceRoundTest, LongHistoryMasterInAnAgentsContextDeviatesLess) {
   for (size_t r = 1; r < 3; ++r) {
     ASSERT_GT(a.rounds[r].segment_tokens, 0) << "round " << r + 1;
     ASSERT_GT(a.rounds[r].quality_agents, 0) << "round " << r + 1;
+    EXPECT_EQ(a.rounds[r].master_context, "agent") << "round " << r + 1;
+    EXPECT_EQ(b.rounds[r].master_context, "block") << "round " << r + 1;
     kl_a += a.rounds[r].kl_mean;
     kl_b += b.rounds[r].kl_mean;
   }
