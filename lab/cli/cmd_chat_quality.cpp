@@ -54,8 +54,10 @@ int cmd_chat_quality(int argc, char** argv) {
               "gate");
   for (double r : ratios)
     for (DiffFormat f : formats) {
+      GatePath path;
+      path.format = f;
       auto g = gate == "chat" ? run_chat_sharing_gate(**lm, pool, r, kSharingGateThresholds, "", f)
-                              : run_sharing_gate(**lm, pool, r, kSharingGateThresholds, "", f);
+                              : run_sharing_gate(**lm, pool, r, kSharingGateThresholds, "", path);
       if (!g.ok()) return cli_fail("R=" + std::to_string(r) + ": " + g.error());
       std::printf("%-6.3g %-6s %8d %8.4f %8.4f %8.3f %8.3f  %s\n", r, std::string(diff_format_name(f)).c_str(),
                   g->agents, g->kl_mean, g->kl_p95, g->top1, g->greedy, g->pass ? "pass" : "FAIL");

@@ -278,10 +278,10 @@ int cmd_serve(int argc, char** argv) {
   const bool in_attention = opt.resume_in_attention;
   opt.echo_keep = echo;
   opt.master_context = master;
-  opt.sharing_gate = [recompute, diffs, in_attention, echo, master](
-                         const LoadedModel& lm, ThreadPool& pool) -> Result<std::pair<bool, std::string>> {
-    auto g = run_sharing_gate(lm, pool, recompute, kSharingGateThresholds, default_sharing_gate_cache_dir(), diffs,
-                              in_attention, echo, master);
+  const GatePath gate_path{.format = diffs, .in_attention = in_attention, .echo_keep = echo, .master_context = master};
+  opt.sharing_gate = [recompute, gate_path](const LoadedModel& lm,
+                                            ThreadPool& pool) -> Result<std::pair<bool, std::string>> {
+    auto g = run_sharing_gate(lm, pool, recompute, kSharingGateThresholds, default_sharing_gate_cache_dir(), gate_path);
     if (!g.ok()) return g.status_error();
     std::fprintf(stderr, "agentkv: KV-sharing quality gate for %s: %s\n", lm.name.c_str(), g->summary().c_str());
     return std::make_pair(g->pass, g->summary());

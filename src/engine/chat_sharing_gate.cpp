@@ -43,7 +43,9 @@ std::vector<ChatMessage> request_messages(size_t agent, const std::vector<std::s
 Result<GateMeasurement> measure_chat_gate(const LoadedModel& lm, ThreadPool& pool, double recompute,
                                           DiffFormat format) {
   std::unique_ptr<Engine> engine;
-  AGENTKV_ASSIGN_OR_RETURN(engine, make_gate_engine(lm, pool, format));
+  GatePath path;
+  path.format = format;
+  AGENTKV_ASSIGN_OR_RETURN(engine, make_gate_engine(lm, pool, path));
   const Tokenizer& tok = *lm.tokenizer;
   std::vector<std::string> transcript{kOpening};
   // Templates that want alternating roles (Gemma's) get user/assistant by position, the same for

@@ -60,10 +60,9 @@ constexpr const char* kGateInstruction = "What do you say to the others? Answer 
 
 // The workload through the collective-round job on an engine of its own (the server's engine
 // options: block size 16, prefix caching on), every agent resuming from its resident context.
-Result<GateMeasurement> measure_gate(const LoadedModel& lm, ThreadPool& pool, double recompute, DiffFormat format,
-                                     bool in_attention, std::optional<double> echo_keep, MasterContext master_context) {
+Result<GateMeasurement> measure_gate(const LoadedModel& lm, ThreadPool& pool, double recompute, const GatePath& path) {
   std::unique_ptr<Engine> engine;
-  AGENTKV_ASSIGN_OR_RETURN(engine, make_gate_engine(lm, pool, format, in_attention, echo_keep, master_context));
+  AGENTKV_ASSIGN_OR_RETURN(engine, make_gate_engine(lm, pool, path));
   const Tokenizer& tok = *lm.tokenizer;
   const size_t n = std::size(kGateAgents);
   std::vector<std::vector<ChatMessage>> messages(n);
@@ -102,7 +101,7 @@ Result<GateMeasurement> measure_gate(const LoadedModel& lm, ThreadPool& pool, do
     if (!got) return make_error("the gate's round job did not finish");
     if (!got->status.ok()) return got->status.status_error();
     auto q = measure_round_quality(*engine, turns, *got, kGateTokens,
-                                   diff_format_lossless(format) ? ApproxContext::kBlended : ApproxContext::kStored);
+                                   diff_format_lossless(path.format) ? ApproxContext::kBlended : ApproxContext::kStored);
     for (const RoundTurnOutcome& o : got->turns) {
       engine->release_retained(o.blended);
       engine->release_retained(o.prefix);
@@ -186,16 +185,16 @@ void write_cached(const std::string& path, const SharingGateResult& r) {
 
 std::string SharingGateResult::summary() const {
   char path_text[80] = "";
-  if (echo_keep) std::snprintf(path_text, sizeof path_text, ", echoes keeping %.3g", *echo_keep);
-  if (master_context != MasterContext::kBlock)
+  if (path.echo_keep) std::snprintf(path_text, sizeof path_text, ", echoes keeping %.3g", *path.echo_keep);
+  if (path.master_context != MasterContext::kBlock)
     std::snprintf(path_text + std::strlen(path_text), sizeof path_text - std::strlen(path_text),
                   ", masters in an agent's context");
   char buf[360];
   std::snprintf(buf, sizeof buf,
                 "R=%.3g%s%s%s: KL mean %.4f (max %.3g), greedy agreement %.3f (min %.3g), top-1 %.3f over %d answers%s: %s",
-                recompute, diff_format_lossless(diff_format) ? "" : ", diffs ",
-                diff_format_lossless(diff_format) ? "" : std::string(diff_format_name(diff_format)).c_str(),
-                (std::string(in_attention ? ", read in attention" : "") + path_text).c_str(), kl_mean, thresholds.max_kl_mean, greedy, thresholds.min_greedy_agreement, top1, agents, from_cache ? " (cached)" : "",
+                recompute, diff_format_lossless(path.format) ? "" : ", diffs ",
+                diff_format_lossless(path.format) ? "" : std::string(diff_format_name(path.format)).c_str(),
+                (std::string(path.in_attention ? ", read in attention" : "") + path_text).c_str(), kl_mean, thresholds.max_kl_mean, greedy, thresholds.min_greedy_agreement, top1, agents, from_cache ? " (cached)" : "",
                 pass ? "pass" : "FAIL, this path runs exactly");
   return buf;
 }
@@ -206,16 +205,14 @@ std::string default_sharing_gate_cache_dir() {
   return std::string(home ? home : ".") + "/.cache/agentkv/sharing-gate";
 }
 
-Result<std::unique_ptr<Engine>> make_gate_engine(const LoadedModel& lm, ThreadPool& pool, DiffFormat format,
-                                                 bool in_attention, std::optional<double> echo_keep,
-                                                 MasterContext master_context) {
+Result<std::unique_ptr<Engine>> make_gate_engine(const LoadedModel& lm, ThreadPool& pool, const GatePath& path) {
   EngineOptions eo;
   eo.kv.block_size = 16;
   eo.kv.mem_bytes = int64_t(1) << 30;
-  eo.diff_format = format;
-  eo.resume_in_attention = in_attention;
-  eo.echo_keep = echo_keep;
-  eo.master_context = master_context;
+  eo.diff_format = path.format;
+  eo.resume_in_attention = path.in_attention;
+  eo.echo_keep = path.echo_keep;
+  eo.master_context = path.master_context;
   return Engine::create(lm, eo, pool);
 }
 
@@ -233,26 +230,25 @@ void add_gate_measurement(GateMeasurement& m, const std::vector<TurnQuality>& tu
 
 Result<SharingGateResult> run_sharing_gate(const LoadedModel& lm, ThreadPool& pool, double recompute,
                                            const SharingGateThresholds& th, const std::string& cache_dir,
-                                           DiffFormat format, bool in_attention, std::optional<double> echo_keep,
-                                           MasterContext master_context) {
-  const GateMeasureFn measure = [in_attention, echo_keep, master_context](const LoadedModel& m, ThreadPool& p,
-                                                                          double r, DiffFormat f) {
-    return measure_gate(m, p, r, f, in_attention, echo_keep, master_context);
+                                           const GatePath& path) {
+  const GateMeasureFn measure = [path](const LoadedModel& m, ThreadPool& p, double r, DiffFormat f) {
+    GatePath measured = path;
+    measured.format = f;
+    return measure_gate(m, p, r, measured);
   };
-  std::string kind = in_attention ? "attn-" : "";
-  if (echo_keep) {
+  std::string kind = path.in_attention ? "attn-" : "";
+  if (path.echo_keep) {
     char e[32];
-    std::snprintf(e, sizeof e, "echo%.4f-", *echo_keep);
+    std::snprintf(e, sizeof e, "echo%.4f-", *path.echo_keep);
     kind += e;
   }
-  if (master_context != MasterContext::kBlock) kind += std::string("master-") + master_context_name(master_context) + "-";
+  // Version 2 of an agent's context as the master: the member the prefix cache holds most of (the first
+  // before), and [BOS][block] where it would crowd the budget.
+  if (path.master_context != MasterContext::kBlock)
+    kind += std::string("master-") + master_context_name(path.master_context) + "-v2-";
   auto g = run_gate_cached(lm, pool, recompute, th, cache_dir, kind,
-                           in_attention ? kInAttentionGateVersion : kGateVersion, measure, format);
-  if (g.ok()) {
-    g->in_attention = in_attention;
-    g->echo_keep = echo_keep;
-    g->master_context = master_context;
-  }
+                           path.in_attention ? kInAttentionGateVersion : kGateVersion, measure, path.format);
+  if (g.ok()) g->path = path;
   return g;
 }
 
@@ -264,7 +260,7 @@ Result<SharingGateResult> run_gate_cached(const LoadedModel& lm, ThreadPool& poo
   SharingGateResult r;
   r.recompute = recompute;
   r.thresholds = th;
-  r.diff_format = format;
+  r.path.format = format;
   // The lossless format keeps the cache names measured before there were others.
   const std::string fkind = diff_format_lossless(format) ? kind : kind + std::string(diff_format_name(format)) + "-";
   const std::string path = cache_dir.empty() ? "" : cache_path(cache_dir, fkind, version, lm.fingerprint, recompute);

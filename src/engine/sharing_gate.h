@@ -38,36 +38,38 @@ struct SharingGateThresholds {
 // a quarter of the first 32 greedy tokens matching before the first difference, on average).
 inline constexpr SharingGateThresholds kSharingGateThresholds{0.05, 0.25};
 
+// The rounds' sharing path a gate measures, beside R (the EngineOptions of the same names); each
+// choice is measured and cached apart.
+//   format: how resident contexts store their diff rows; each round's blocks are in every later
+//     round's context, so a lossy format's error is read back and compounds, and with a lossy format
+//     each turn's stored context (restored) is what is compared.
+//   in_attention: the agents resume their contexts inside attention (EngineOptions::resume_in_attention).
+//   echo_keep: the contexts store echoes (EngineOptions::echo_keep): each round's block quotes every
+//     agent's last answer, so from the second round on a context holds one.
+//   master_context: where each round computes its block's master (EngineOptions::master_context).
+struct GatePath {
+  DiffFormat format = DiffFormat::kF16;
+  bool in_attention = false;
+  std::optional<double> echo_keep;
+  MasterContext master_context = MasterContext::kBlock;
+};
+
 struct SharingGateResult {
   bool pass = false;
   double recompute = 0;
   SharingGateThresholds thresholds{};
   int agents = 0;               // answers compared (all rounds)
   double kl_mean = 0, kl_p95 = 0, top1 = 0, greedy = 0;
-  bool in_attention = false;    // the measured path resumed contexts inside attention
-  std::optional<double> echo_keep;  // the measured path stored echoes (EngineOptions::echo_keep)
-  MasterContext master_context = MasterContext::kBlock;  // where its rounds computed the masters
+  GatePath path;                // the path measured (the chat gate: its diff format only)
   bool from_cache = false;      // measured at an earlier start (same model fingerprint and R)
-  DiffFormat diff_format = DiffFormat::kF16;  // how the measured path stored its diff rows
   std::string summary() const;  // one line: the measurement, the thresholds and the verdict
 };
 
-// Measures (or reads the measurement cached under cache_dir for this model fingerprint, R, diff
-// format and the workload's version; empty: no cache) and judges it against `th`. The agents' resident
-// contexts are stored as master + diff in `format` (EngineOptions::diff_format), and each round's
-// blocks are in every later round's context, so a lossy format's error is read back and compounds; with
-// a lossy format each turn's stored context (restored) is what is compared.
-// in_attention: the agents resume their contexts inside attention (EngineOptions::resume_in_attention),
-// as the server does when it is asked to; measured and cached apart.
-// echo_keep: the agents' contexts store echoes (EngineOptions::echo_keep): each round's block quotes every
-// agent's last answer, so from the second round on its context holds one; measured and cached apart.
-// master_context: where each round computes its block's master (EngineOptions::master_context); measured
-// and cached apart.
+// Measures the rounds' sharing `path` (or reads the measurement cached under cache_dir for this model
+// fingerprint, R, path and the workload's version; empty: no cache) and judges it against `th`.
 Result<SharingGateResult> run_sharing_gate(const LoadedModel& lm, ThreadPool& pool, double recompute,
                                            const SharingGateThresholds& th, const std::string& cache_dir,
-                                           DiffFormat format = DiffFormat::kF16, bool in_attention = false,
-                                           std::optional<double> echo_keep = std::nullopt,
-                                           MasterContext master_context = MasterContext::kBlock);
+                                           const GatePath& path = {});
 
 // One gate's raw measurement over its shared answers (summed; run_gate_cached averages).
 struct GateMeasurement {
@@ -77,12 +79,9 @@ struct GateMeasurement {
   int64_t positions = 0;
   double greedy = 0;            // greedy agreement, summed over answers
 };
-// The gates' own engine, with the server's engine options (block size 16, prefix caching on) and its
-// diff format.
-Result<std::unique_ptr<Engine>> make_gate_engine(const LoadedModel& lm, ThreadPool& pool, DiffFormat format,
-                                                 bool in_attention = false,
-                                                 std::optional<double> echo_keep = std::nullopt,
-                                                 MasterContext master_context = MasterContext::kBlock);
+// The gates' own engine, with the server's engine options (block size 16, prefix caching on) and the
+// path's.
+Result<std::unique_ptr<Engine>> make_gate_engine(const LoadedModel& lm, ThreadPool& pool, const GatePath& path);
 
 // Adds the measured turns of one round (or one chat request) to m.
 void add_gate_measurement(GateMeasurement& m, const std::vector<TurnQuality>& turns);

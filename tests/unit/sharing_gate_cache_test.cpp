@@ -80,7 +80,7 @@ TEST_F(SharingGateCache, EachDiffFormatIsMeasuredAndCachedOnItsOwn) {
   auto a = run(DiffFormat::kInt8);
   ASSERT_TRUE(a.ok()) << a.error();
   EXPECT_FALSE(a->from_cache) << "the f16 measurement is not int8's";
-  EXPECT_EQ(a->diff_format, DiffFormat::kInt8);
+  EXPECT_EQ(a->path.format, DiffFormat::kInt8);
   EXPECT_NE(a->summary().find("diffs int8"), std::string::npos) << a->summary();
   auto b = run(DiffFormat::kInt8);
   ASSERT_TRUE(b.ok() && b->from_cache);
