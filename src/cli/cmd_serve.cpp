@@ -199,7 +199,8 @@ int cmd_serve(int argc, char** argv) {
                "prefilled exactly once a round: the other agents' rows then deviate less from their exact ones "
                "(BENCHMARKS.md, \"The master computed in an agent's context\"); a round whose first wave it would "
                "crowd uses [BOS][block] (its kv_sharing names the master_context); the rounds' quality gate measures "
-               "it");
+               "it. block by default: that master is the same KV on every server, restored from --kv-redis by the "
+               "next");
   std::string prm_calibration;
   p.add_string("--prm-calibration", &prm_calibration,
                "verify heads from agentkv fit-prm (comma-separated files), used by POST /v1/agents/{id}/score on the "
