@@ -169,6 +169,7 @@ Result<ModeReport> run_mode(const LoadedModel& lm, ThreadPool& pool, const Bench
 
   ModeReport rep;
   rep.mode = tokendance ? ratio_label(ratio, format, echo, opt.master_context) : mode;
+  if (tokendance) rep.master_context = opt.master_context;
   rep.sampled_agents.assign(sample.begin(), sample.end());
   const bool sampled_run = !tokendance && !sample.empty();
   if (sampled_run) {
@@ -658,7 +659,7 @@ std::string bench_agents_table(const BenchAgentsReport& r) {
     out += line;
   }
   for (const ModeReport& m : r.modes) {
-    if (m.mode.find("/master@agent") == std::string::npos) continue;
+    if (m.master_context != MasterContext::kAgent) continue;
     std::string fell;
     for (const RoundStats& s : m.rounds)
       if (s.master_context == "block") fell += (fell.empty() ? "" : ", ") + std::to_string(s.round);

@@ -117,6 +117,7 @@ struct FitTrial {
 
 struct ModeReport {
   std::string mode;
+  MasterContext master_context = MasterContext::kBlock;  // tokendance: where its rounds were asked to compute masters
   // BenchAgentsOptions::sample: the agents this mode ran (all of its measurements, or tokendance's
   // quality) and, for a mode that ran only them, the run whose messages the other agents replayed.
   std::vector<int> sampled_agents;

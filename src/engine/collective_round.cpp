@@ -40,8 +40,14 @@ class CollectiveRound : public std::enable_shared_from_this<CollectiveRound> {
     std::vector<size_t> members;
     uint64_t master = 0;
     int32_t master_start = 0;   // where the block starts in master_prompt
-    std::vector<int32_t> master_prompt;  // what the master prefills (plan_master), until it is submitted
+    std::vector<int32_t> master_prompt;  // what the master prefills (use_masters), until it is submitted
     uint64_t master_salt = 0;
+  };
+  // What a group's master prefills, under which salt, and where the block starts in it.
+  struct MasterPlan {
+    std::vector<int32_t> prompt;
+    uint64_t salt = 0;
+    int32_t start = 0;
   };
   enum class Phase { kPrefill, kTurns, kDone };
 
@@ -50,11 +56,13 @@ class CollectiveRound : public std::enable_shared_from_this<CollectiveRound> {
   void end_submitting();
   void request_done();
   void note(const RequestEvent& ev, const char* what);
-  // A group's master prompt, salt and block start (EngineOptions::master_context): [BOS][block], or the
-  // prompt up to the block's end of the member whose context the prefix cache holds most of.
-  void plan_master(Group& g, MasterContext where) const;
-  // Every group's master (plan_master) and master_blocks_; the report names where they were computed.
-  void plan_masters(MasterContext where);
+  // A group's master (EngineOptions::master_context): [BOS][block], or the prompt up to the block's end
+  // of the member whose context the prefix cache holds most of.
+  MasterPlan plan_master(const Group& g, MasterContext where) const;
+  // Every group's master, and the blocks they take together.
+  std::pair<std::vector<MasterPlan>, int64_t> plan_masters(MasterContext where) const;
+  // The groups' masters become `plans` (master_blocks_ their blocks); the report names where.
+  void use_masters(std::pair<std::vector<MasterPlan>, int64_t> plans, MasterContext where);
   // How many turns from next_ the next wave takes, with `masters` blocks still to compute beside them.
   size_t wave_turns(int64_t masters, const KvBudget& b) const;
   bool plan_wave();
@@ -194,7 +202,7 @@ void CollectiveRound::start() {
     if (turn_blocks_[i] > turn_blocks_[largest]) largest = i;
   }
   const int bs = e_.kv().block_size();
-  plan_masters(e_.master_context());
+  use_masters(plan_masters(e_.master_context()), e_.master_context());
   if (e_.resume_in_attention() && !groups_.empty()) {
     // A sharing turn holds its block as master + diff from the collector on: the block's dense blocks
     // are the collector's, a chunk at a time; the diff's rows are bounded by what it recomputes, stored
@@ -226,13 +234,9 @@ void CollectiveRound::start() {
       // wave take fewer turns, the masters are [BOS][block] (the report names it): the master's place
       // trades quality for KV only while the budget has room for it.
       const KvBudget b = e_.kv_budget();
-      const size_t with_agent = wave_turns(master_blocks_, b);
-      const int64_t agent_blocks = master_blocks_;
-      plan_masters(MasterContext::kBlock);
-      if (st.ok() && with_agent >= wave_turns(master_blocks_, b)) {
-        plan_masters(MasterContext::kAgent);
-        AGENTKV_CHECK(master_blocks_ == agent_blocks);
-      } else {
+      auto block = plan_masters(MasterContext::kBlock);
+      if (!st.ok() || wave_turns(master_blocks_, b) < wave_turns(block.second, b)) {
+        use_masters(std::move(block), MasterContext::kBlock);
         st = admitted();
       }
     }
@@ -241,19 +245,29 @@ void CollectiveRound::start() {
   if (plan_wave()) start_wave();
 }
 
-void CollectiveRound::plan_masters(MasterContext where) {
+std::pair<std::vector<CollectiveRound::MasterPlan>, int64_t> CollectiveRound::plan_masters(MasterContext where) const {
   const int bs = e_.kv().block_size();
-  master_blocks_ = 0;
+  std::pair<std::vector<MasterPlan>, int64_t> out;
   // Every block of each master's prompt (those the prefix cache serves are pinned by it as well).
-  for (Group& g : groups_) {
-    plan_master(g, where);
-    master_blocks_ += (int64_t(g.master_prompt.size()) + bs - 1) / bs;
+  for (const Group& g : groups_) {
+    out.first.push_back(plan_master(g, where));
+    out.second += (int64_t(out.first.back().prompt.size()) + bs - 1) / bs;
   }
+  return out;
+}
+
+void CollectiveRound::use_masters(std::pair<std::vector<MasterPlan>, int64_t> plans, MasterContext where) {
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    groups_[g].master_prompt = std::move(plans.first[g].prompt);
+    groups_[g].master_salt = plans.first[g].salt;
+    groups_[g].master_start = plans.first[g].start;
+  }
+  master_blocks_ = plans.second;
   res_.sharing.master_context = groups_.empty() ? "" : master_context_name(where);
 }
 
-void CollectiveRound::plan_master(Group& g, MasterContext where) const {
-  g.master_prompt.clear();
+CollectiveRound::MasterPlan CollectiveRound::plan_master(const Group& g, MasterContext where) const {
+  MasterPlan p;
   if (where == MasterContext::kAgent) {
     // A member's own context, exact (its earlier rounds' part from the prefix cache, under its salt):
     // not from its resident context, whose blended runs would make the master approximate. The member
@@ -268,16 +282,16 @@ void CollectiveRound::plan_master(Group& g, MasterContext where) const {
       if (cost < best_cost) best = i, best_cost = cost;
     }
     const RoundTurn& t = turns_[best];
-    g.master_prompt.assign(t.params.prompt.begin(), t.params.prompt.begin() + t.segment.second);
-    g.master_salt = t.params.cache_salt;
-    g.master_start = int32_t(t.segment.first);
-    return;
+    p.prompt.assign(t.params.prompt.begin(), t.params.prompt.begin() + t.segment.second);
+    p.salt = t.params.cache_salt;
+    p.start = int32_t(t.segment.first);
+    return p;
   }
   const Tokenizer& tok = *e_.model().tokenizer;
-  if (tok.add_bos_default()) g.master_prompt.push_back(tok.bos_id());
-  g.master_start = int32_t(g.master_prompt.size());
-  g.master_salt = 0;
-  g.master_prompt.insert(g.master_prompt.end(), g.segment.begin(), g.segment.end());
+  if (tok.add_bos_default()) p.prompt.push_back(tok.bos_id());
+  p.start = int32_t(p.prompt.size());
+  p.prompt.insert(p.prompt.end(), g.segment.begin(), g.segment.end());
+  return p;
 }
 
 size_t CollectiveRound::wave_turns(int64_t masters, const KvBudget& b) const {
